@@ -1,0 +1,249 @@
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// timeLayout is JavaScript's Date.prototype.toJSON format, which mb uses for
+// saved requests' timestamps.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// MarshalJSON renders r as mb renders a saved request: requestFrom, method,
+// path, query, headers, body, ip, form (for urlencoded bodies) and timestamp.
+// Repeated query parameters and headers become arrays.
+func (r *Request) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"requestFrom":`)
+	writeString(&b, r.RequestFrom())
+	b.WriteString(`,"method":`)
+	writeString(&b, r.Method)
+	b.WriteString(`,"path":`)
+	writeString(&b, r.Path)
+	b.WriteString(`,"query":`)
+	WriteMultiMap(&b, r.Query)
+	b.WriteString(`,"headers":`)
+	WriteMultiMap(&b, r.Headers)
+	b.WriteString(`,"body":`)
+	writeString(&b, string(r.Body))
+	b.WriteString(`,"ip":`)
+	writeString(&b, r.IP())
+	if form := r.Form(); form != nil {
+		b.WriteString(`,"form":`)
+		WriteMultiMap(&b, form)
+	}
+	if !r.Timestamp.IsZero() {
+		b.WriteString(`,"timestamp":`)
+		writeString(&b, r.Timestamp.UTC().Format(timeLayout))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads mb's request shape (the one MarshalJSON writes, and the
+// one inject scripts and test requests use). Missing fields stay empty.
+func (r *Request) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		RequestFrom string          `json:"requestFrom"`
+		Method      string          `json:"method"`
+		Path        string          `json:"path"`
+		Query       json.RawMessage `json:"query"`
+		Headers     json.RawMessage `json:"headers"`
+		Body        json.RawMessage `json:"body"`
+		IP          string          `json:"ip"`
+		Timestamp   string          `json:"timestamp"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	q, err := ReadMultiMap(raw.Query)
+	if err != nil {
+		return fmt.Errorf("request query: %w", err)
+	}
+	h, err := ReadMultiMap(raw.Headers)
+	if err != nil {
+		return fmt.Errorf("request headers: %w", err)
+	}
+	body, err := bodyText(raw.Body)
+	if err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	*r = Request{Method: raw.Method, Path: raw.Path, Query: q, Headers: h, Body: body}
+	r.SetRemote(raw.RequestFrom, raw.IP)
+	if raw.Timestamp != "" {
+		if t, err := time.Parse(time.RFC3339Nano, raw.Timestamp); err == nil {
+			r.Timestamp = t
+		}
+	}
+	return nil
+}
+
+// bodyText accepts a JSON string, or any other JSON value, which mb
+// stringifies.
+func bodyText(raw json.RawMessage) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		return []byte(s), nil
+	}
+	return bytes.Clone(raw), nil
+}
+
+// WriteMultiMap writes pairs as a JSON object in first-seen order of names;
+// a name with several values gets an array.
+func WriteMultiMap(b *bytes.Buffer, kvs []KV) {
+	b.WriteByte('{')
+	for i, kv := range kvs {
+		if seenBefore(kvs[:i], kv.Name) {
+			continue
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(b, kv.Name)
+		b.WriteByte(':')
+		n := 0
+		for _, o := range kvs[i:] {
+			if o.Name == kv.Name {
+				n++
+			}
+		}
+		if n == 1 {
+			writeString(b, kv.Value)
+			continue
+		}
+		b.WriteByte('[')
+		first := true
+		for _, o := range kvs[i:] {
+			if o.Name != kv.Name {
+				continue
+			}
+			if !first {
+				b.WriteByte(',')
+			}
+			first = false
+			writeString(b, o.Value)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte('}')
+}
+
+func seenBefore(kvs []KV, name string) bool {
+	for _, kv := range kvs {
+		if kv.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadMultiMap reads a JSON object whose values are strings, arrays of
+// strings, or other scalars (stringified), into pairs in the object's order.
+func ReadMultiMap(raw json.RawMessage) ([]KV, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("want an object, got %v", tok)
+	}
+	var out []KV
+	for d.More() {
+		kt, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := kt.(string)
+		var v any
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		switch v := v.(type) {
+		case []any:
+			for _, e := range v {
+				out = append(out, KV{name, scalarString(e)})
+			}
+		default:
+			out = append(out, KV{name, scalarString(v)})
+		}
+	}
+	return out, nil
+}
+
+// scalarString renders a decoded JSON value as JavaScript's String() would
+// for the scalars mb accepts in header and query objects.
+func scalarString(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case nil:
+		return "null"
+	case bool:
+		if v {
+			return "true"
+		}
+		return "false"
+	case json.Number:
+		return v.String()
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+// writeString writes s as a JSON string the way JavaScript's JSON.stringify
+// does: unlike encoding/json, it leaves <, > and & alone.
+func writeString(b *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}

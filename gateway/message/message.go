@@ -1,0 +1,244 @@
+// Package message holds the HTTP request and response as riftgate's engine
+// sees them: Mountebank's "simplified request" and its response fields, with
+// the JSON shapes mb prints in savedRequests, recorded stubs and inject
+// scripts.
+//
+// A Request filled from a live connection borrows the connection's buffers:
+// its strings are valid only until the handler returns. Clone makes a copy
+// that may be kept (saved requests, proxy recordings).
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// KV is one name/value pair, with the name as received.
+type KV struct {
+	Name  string
+	Value string
+}
+
+// Request is one request to an imposter.
+type Request struct {
+	Method    string
+	Path      string // decoded, without the query string
+	Query     []KV   // decoded, in order; a repeated name appears once per value
+	Headers   []KV   // in order, names as received
+	Body      []byte // decompressed when the client sent gzip or br, as mb does
+	Timestamp time.Time
+
+	// The client's address, rendered on first use: most requests never need
+	// it, and rendering allocates.
+	addr        net.Addr
+	requestFrom string
+	ip          string
+
+	form     []KV
+	formDone bool
+	json     any
+	jsonDone bool
+	jsonOK   bool
+}
+
+// Reset empties r for reuse, keeping its slices' capacity.
+func (r *Request) Reset() {
+	q, h, f := r.Query[:0], r.Headers[:0], r.form[:0]
+	*r = Request{Query: q, Headers: h, form: f}
+}
+
+// RequestFrom returns "ip:port" of the client.
+func (r *Request) RequestFrom() string {
+	r.renderAddr()
+	return r.requestFrom
+}
+
+// IP returns the client's IP address.
+func (r *Request) IP() string {
+	r.renderAddr()
+	return r.ip
+}
+
+// SetRemote sets the client's address as text, for requests that do not come
+// from a connection (inject scripts, tests, stored requests).
+func (r *Request) SetRemote(requestFrom, ip string) {
+	r.addr, r.requestFrom, r.ip = nil, requestFrom, ip
+}
+
+func (r *Request) renderAddr() {
+	if r.addr == nil {
+		return
+	}
+	a := r.addr
+	r.addr = nil
+	if t, ok := a.(*net.TCPAddr); ok {
+		r.requestFrom, r.ip = t.String(), t.IP.String()
+		return
+	}
+	r.requestFrom = a.String()
+	r.ip = r.requestFrom
+	if host, _, err := net.SplitHostPort(r.requestFrom); err == nil {
+		r.ip = host
+	}
+}
+
+// Header returns the first value of the named header, ignoring case.
+func (r *Request) Header(name string) (string, bool) {
+	for i := range r.Headers {
+		if strings.EqualFold(r.Headers[i].Name, name) {
+			return r.Headers[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// IsForm reports whether the body is an urlencoded form, by Content-Type.
+func (r *Request) IsForm() bool {
+	ct, ok := r.Header("Content-Type")
+	if !ok {
+		return false
+	}
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "application/x-www-form-urlencoded")
+}
+
+// Form returns the body's fields when it is an urlencoded form, parsing it at
+// most once per request. It returns nil otherwise.
+func (r *Request) Form() []KV {
+	if r.formDone {
+		return r.form
+	}
+	r.formDone = true
+	if len(r.Body) == 0 || !r.IsForm() {
+		return nil
+	}
+	r.form = appendQuery(r.form[:0], string(r.Body))
+	return r.form
+}
+
+// JSON returns the body parsed as JSON, parsing it at most once per request.
+// ok is false when the body is not JSON.
+func (r *Request) JSON() (v any, ok bool) {
+	if !r.jsonDone {
+		r.jsonDone = true
+		b := bytes.TrimSpace(r.Body)
+		if len(b) > 0 && (b[0] == '{' || b[0] == '[') {
+			d := json.NewDecoder(bytes.NewReader(b))
+			d.UseNumber()
+			r.jsonOK = d.Decode(&r.json) == nil && !d.More()
+		}
+	}
+	return r.json, r.jsonOK
+}
+
+// Clone returns a deep copy of r that does not share memory with the
+// connection it came from.
+func (r *Request) Clone() *Request {
+	c := &Request{
+		Method:      strings.Clone(r.Method),
+		Path:        strings.Clone(r.Path),
+		Query:       cloneKVs(r.Query),
+		Headers:     cloneKVs(r.Headers),
+		Body:        bytes.Clone(r.Body),
+		Timestamp:   r.Timestamp,
+		requestFrom: strings.Clone(r.RequestFrom()),
+		ip:          strings.Clone(r.IP()),
+	}
+	return c
+}
+
+func cloneKVs(kvs []KV) []KV {
+	if len(kvs) == 0 {
+		return nil
+	}
+	out := make([]KV, len(kvs))
+	for i, kv := range kvs {
+		out[i] = KV{strings.Clone(kv.Name), strings.Clone(kv.Value)}
+	}
+	return out
+}
+
+// appendQuery decodes an urlencoded string into pairs, as node's
+// querystring.parse does: '+' is a space and bad escapes are kept literally.
+func appendQuery(dst []KV, s string) []KV {
+	for s != "" {
+		var part string
+		part, s, _ = strings.Cut(s, "&")
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		dst = append(dst, KV{unescape(k), unescape(v)})
+	}
+	return dst
+}
+
+func unescape(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return strings.ReplaceAll(s, "+", " ")
+}
+
+// ParseQuery decodes a raw query string (without '?') into pairs.
+func ParseQuery(raw string) []KV { return appendQuery(nil, raw) }
+
+// Response is what an imposter answers: a stub's `is` fields after
+// behaviors, or a proxied or injected response.
+type Response struct {
+	StatusCode int
+	Headers    []KV // in order; a repeated name is sent once per value
+	Body       []byte
+	// Binary is mb's `_mode: "binary"`: Body holds the decoded bytes, and
+	// JSON renders it as base64.
+	Binary bool
+}
+
+// Header returns the first value of the named header, ignoring case.
+func (r *Response) Header(name string) (string, bool) {
+	for i := range r.Headers {
+		if strings.EqualFold(r.Headers[i].Name, name) {
+			return r.Headers[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// SetHeader replaces every value of the named header (ignoring case, keeping
+// the first occurrence's spelling) with one value, or appends it.
+func (r *Response) SetHeader(name, value string) {
+	out := r.Headers[:0]
+	set := false
+	for _, kv := range r.Headers {
+		if strings.EqualFold(kv.Name, name) {
+			if set {
+				continue
+			}
+			kv.Value, set = value, true
+		}
+		out = append(out, kv)
+	}
+	if !set {
+		out = append(out, KV{name, value})
+	}
+	r.Headers = out
+}
+
+// Clone returns a deep copy of r.
+func (r *Response) Clone() *Response {
+	return &Response{
+		StatusCode: r.StatusCode,
+		Headers:    cloneKVs(r.Headers),
+		Body:       bytes.Clone(r.Body),
+		Binary:     r.Binary,
+	}
+}

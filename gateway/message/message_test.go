@@ -1,0 +1,98 @@
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func TestRequestJSONHasMountebanksShape(t *testing.T) {
+	r := &Request{
+		Method:    "POST",
+		Path:      "/a b",
+		Query:     []KV{{"q", "1"}, {"r", "x"}, {"q", "2"}},
+		Headers:   []KV{{"Content-Type", "application/x-www-form-urlencoded"}, {"X-A", "<&>"}},
+		Body:      []byte("k=v+w&k=z"),
+		Timestamp: time.Date(2026, 11, 29, 10, 0, 0, 123e6, time.UTC),
+	}
+	r.SetRemote("127.0.0.1:5555", "127.0.0.1")
+	got, err := r.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"requestFrom":"127.0.0.1:5555","method":"POST","path":"/a b","query":{"q":["1","2"],"r":"x"},` +
+		`"headers":{"Content-Type":"application/x-www-form-urlencoded","X-A":"<&>"},"body":"k=v+w&k=z","ip":"127.0.0.1",` +
+		`"form":{"k":["v w","z"]},"timestamp":"2026-11-29T10:00:00.123Z"}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	var back Request
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := back.MarshalJSON()
+	if !bytes.Equal(again, got) {
+		t.Fatalf("round trip changed the request:\n%s\n%s", again, got)
+	}
+}
+
+func TestWriteStringEscapesLikeJSONStringify(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":     `"plain"`,
+		"a\"b\\c":   `"a\"b\\c"`,
+		"\n\t\x01":  `"\n\t\u0001"`,
+		"<html>&":   `"<html>&"`,
+		"bad\xffok": `"bad` + "\uFFFD" + `ok"`,
+	} {
+		var b bytes.Buffer
+		writeString(&b, in)
+		if b.String() != want {
+			t.Errorf("writeString(%q) = %s, want %s", in, b.String(), want)
+		}
+		if !json.Valid(b.Bytes()) {
+			t.Errorf("writeString(%q) is not valid JSON", in)
+		}
+	}
+}
+
+func TestJSONBodyIsParsedOnce(t *testing.T) {
+	r := &Request{Body: []byte(`{"a":[1,2]}`)}
+	v1, ok := r.JSON()
+	if !ok {
+		t.Fatal("body not parsed")
+	}
+	r.Body = []byte(`not json`)
+	v2, ok2 := r.JSON()
+	if !ok2 || v1.(map[string]any)["a"] == nil || v2 == nil {
+		t.Fatal("second call parsed again")
+	}
+	if _, ok := (&Request{Body: []byte("{} trailing")}).JSON(); ok {
+		t.Fatal("trailing data accepted as JSON")
+	}
+}
+
+func TestSetHeaderReplacesAllValues(t *testing.T) {
+	r := &Response{Headers: []KV{{"content-type", "a"}, {"X", "1"}, {"Content-Type", "b"}}}
+	r.SetHeader("Content-Type", "c")
+	want := []KV{{"content-type", "c"}, {"X", "1"}}
+	if len(r.Headers) != 2 || r.Headers[0] != want[0] || r.Headers[1] != want[1] {
+		t.Fatalf("got %v", r.Headers)
+	}
+}
+
+func FuzzRequestUnmarshal(f *testing.F) {
+	f.Add([]byte(`{"method":"GET","path":"/","query":{"a":["1",2,null]},"headers":{"h":true},"body":{"x":1}}`))
+	f.Add([]byte(`{"body":"x","timestamp":"2020-01-01T00:00:00Z"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r Request
+		if err := json.Unmarshal(data, &r); err != nil {
+			return
+		}
+		out, err := json.Marshal(&r)
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("marshal of a decoded request failed: %v %s", err, out)
+		}
+	})
+}

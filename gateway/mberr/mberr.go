@@ -23,7 +23,6 @@ const (
 	PayloadTooLarge  = "payload too large"
 	PluginError      = "plugin error"
 	FlowUnavailable  = "flow unavailable"
-	InvalidPredicate = "bad data" // mb reports malformed predicates as bad data
 )
 
 // Error is one entry of an errors body. Source, when set, is the offending

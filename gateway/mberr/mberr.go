@@ -20,9 +20,9 @@ const (
 	CannotStartServer  = "cannot start server"
 	Unauthorized       = "unauthorized"
 	// riftgate's own codes.
-	PayloadTooLarge  = "payload too large"
-	PluginError      = "plugin error"
-	FlowUnavailable  = "flow unavailable"
+	PayloadTooLarge = "payload too large"
+	PluginError     = "plugin error"
+	FlowUnavailable = "flow unavailable"
 )
 
 // Error is one entry of an errors body. Source, when set, is the offending

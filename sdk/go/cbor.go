@@ -1,0 +1,435 @@
+package rift
+
+import (
+	"slices"
+	"strconv"
+)
+
+// Request is the decoded request envelope (ABI v1 section 5).
+type Request struct {
+	Method      string
+	Path        string            // without the query string
+	Query       map[string]string // repeated parameters joined with ","
+	Headers     map[string]string // names as received
+	Body        []byte
+	Flow        string    // the scoped flow id
+	RequestFrom string    // ip:port of the client
+	Response    *Response // the response being decorated; nil unless decorating
+}
+
+// Header returns the value of the header named name, compared without
+// regard to case, since the envelope keeps names as the client sent them.
+func (r *Request) Header(name string) string {
+	if v, ok := r.Headers[name]; ok {
+		return v
+	}
+	for k, v := range r.Headers {
+		if equalFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// Response is the response envelope. A zero Status means 200.
+type Response struct {
+	Status  int
+	Headers map[string]string
+	Body    []byte
+}
+
+// Envelope keys, ABI v1 section 5.
+const (
+	keyMethod      = 1
+	keyPath        = 2
+	keyQuery       = 3
+	keyHeaders     = 4
+	keyBody        = 5
+	keyFlow        = 6
+	keyRequestFrom = 7
+	keyResponse    = 8
+
+	keyStatus     = 1
+	keyRespHeader = 2
+	keyRespBody   = 3
+)
+
+// CBOR major types.
+const (
+	majUint   = 0
+	majNeg    = 1
+	majBytes  = 2
+	majText   = 3
+	majArray  = 4
+	majMap    = 5
+	majTag    = 6
+	majSimple = 7
+)
+
+// maxDepth bounds nesting when skipping unknown values, so that a hostile
+// envelope cannot exhaust the guest's stack.
+const maxDepth = 32
+
+// EnvelopeError reports a malformed envelope and where decoding stopped.
+// It avoids fmt, which would add about half a megabyte to every guest.
+type EnvelopeError struct {
+	What   string
+	Offset int
+}
+
+func (e *EnvelopeError) Error() string {
+	return "rift: malformed envelope: " + e.What + " at offset " + strconv.Itoa(e.Offset)
+}
+
+// decoder reads definite-length CBOR. The first error sticks; later reads
+// return zero values, so callers check err once per item.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = &EnvelopeError{What: what, Offset: d.off}
+	}
+}
+
+// head reads an item's initial byte and argument.
+func (d *decoder) head() (major byte, arg uint64) {
+	if d.err != nil {
+		return 0, 0
+	}
+	if d.off >= len(d.b) {
+		d.fail("truncated")
+		return 0, 0
+	}
+	ib := d.b[d.off]
+	d.off++
+	major, info := ib>>5, ib&0x1f
+	var n int
+	switch {
+	case info < 24:
+		return major, uint64(info)
+	case info == 24:
+		n = 1
+	case info == 25:
+		n = 2
+	case info == 26:
+		n = 4
+	case info == 27:
+		n = 8
+	default:
+		d.off--
+		d.fail("indefinite length or reserved info")
+		return 0, 0
+	}
+	if len(d.b)-d.off < n {
+		d.fail("truncated argument")
+		return 0, 0
+	}
+	for _, c := range d.b[d.off : d.off+n] {
+		arg = arg<<8 | uint64(c)
+	}
+	d.off += n
+	return major, arg
+}
+
+// payload returns the next n bytes of a string item without copying.
+func (d *decoder) payload(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.fail("string past end")
+		return nil
+	}
+	p := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return p
+}
+
+// count checks a container's length against what is left, so that a huge
+// declared length fails before anything is allocated for it.
+func (d *decoder) count(n uint64, minItemBytes int) int {
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(len(d.b)-d.off)/uint64(minItemBytes) {
+		d.fail("container longer than input")
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) text() string {
+	m, n := d.head()
+	if d.err == nil && m != majText {
+		d.fail("want text")
+	}
+	return string(d.payload(n))
+}
+
+// bytesOrText reads a byte or text string into a fresh slice.
+func (d *decoder) bytesOrText() []byte {
+	m, n := d.head()
+	if d.err == nil && m != majBytes && m != majText {
+		d.fail("want bytes")
+	}
+	p := d.payload(n)
+	if d.err != nil || len(p) == 0 {
+		return nil
+	}
+	return append([]byte(nil), p...)
+}
+
+func (d *decoder) uint() uint64 {
+	m, n := d.head()
+	if d.err == nil && m != majUint {
+		d.fail("want unsigned integer")
+	}
+	return n
+}
+
+func (d *decoder) textMap() map[string]string {
+	m, n := d.head()
+	if d.err == nil && m != majMap {
+		d.fail("want map")
+	}
+	c := d.count(n, 2)
+	if d.err != nil {
+		return nil
+	}
+	out := make(map[string]string, c)
+	for i := 0; i < c && d.err == nil; i++ {
+		k := d.text()
+		out[k] = d.text()
+	}
+	return out
+}
+
+// skip passes over one item of any type the ABI allows, and over tags and
+// floats too, which hosts never write but a later host might.
+func (d *decoder) skip(depth int) {
+	if depth > maxDepth {
+		d.fail("nested too deeply")
+		return
+	}
+	m, n := d.head()
+	if d.err != nil {
+		return
+	}
+	switch m {
+	case majUint, majNeg, majSimple:
+		// The argument was the whole item (floats included).
+	case majBytes, majText:
+		d.payload(n)
+	case majArray:
+		c := d.count(n, 1)
+		for i := 0; i < c && d.err == nil; i++ {
+			d.skip(depth + 1)
+		}
+	case majMap:
+		c := d.count(n, 2)
+		for i := 0; i < c && d.err == nil; i++ {
+			d.skip(depth + 1)
+			d.skip(depth + 1)
+		}
+	case majTag:
+		d.skip(depth + 1)
+	}
+}
+
+// key reads a map key; ok is false (and the key skipped) when it is not a
+// small unsigned integer, so that the caller skips the value as unknown.
+func (d *decoder) key() (k uint64, ok bool) {
+	if d.err != nil || d.off >= len(d.b) {
+		d.head() // records the truncation
+		return 0, false
+	}
+	if d.b[d.off]>>5 != majUint {
+		d.skip(0)
+		return 0, false
+	}
+	return d.uint(), true
+}
+
+// DecodeRequest decodes a request envelope. Keys may come in any order and
+// unknown keys are skipped, as ABI v1 requires of a guest.
+func DecodeRequest(b []byte) (*Request, error) {
+	d := decoder{b: b}
+	r := &Request{}
+	m, n := d.head()
+	if d.err == nil && m != majMap {
+		d.fail("want map")
+	}
+	c := d.count(n, 2)
+	for i := 0; i < c && d.err == nil; i++ {
+		k, ok := d.key()
+		if !ok {
+			d.skip(1)
+			continue
+		}
+		switch k {
+		case keyMethod:
+			r.Method = d.text()
+		case keyPath:
+			r.Path = d.text()
+		case keyQuery:
+			r.Query = d.textMap()
+		case keyHeaders:
+			r.Headers = d.textMap()
+		case keyBody:
+			r.Body = d.bytesOrText()
+		case keyFlow:
+			r.Flow = d.text()
+		case keyRequestFrom:
+			r.RequestFrom = d.text()
+		case keyResponse:
+			r.Response = d.response()
+		default:
+			d.skip(1)
+		}
+	}
+	if d.err == nil && d.off != len(b) {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return r, nil
+}
+
+func (d *decoder) response() *Response {
+	r := &Response{}
+	m, n := d.head()
+	if d.err == nil && m != majMap {
+		d.fail("want map")
+	}
+	c := d.count(n, 2)
+	for i := 0; i < c && d.err == nil; i++ {
+		k, ok := d.key()
+		if !ok {
+			d.skip(1)
+			continue
+		}
+		switch k {
+		case keyStatus:
+			s := d.uint()
+			if s > 999 {
+				d.fail("status out of range")
+			}
+			r.Status = int(s)
+		case keyRespHeader:
+			r.Headers = d.textMap()
+		case keyRespBody:
+			r.Body = d.bytesOrText()
+		default:
+			d.skip(1)
+		}
+	}
+	return r
+}
+
+func appendHead(b []byte, major byte, n uint64) []byte {
+	major <<= 5
+	switch {
+	case n < 24:
+		return append(b, major|byte(n))
+	case n <= 0xff:
+		return append(b, major|24, byte(n))
+	case n <= 0xffff:
+		return append(b, major|25, byte(n>>8), byte(n))
+	case n <= 0xffffffff:
+		return append(b, major|26, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, major|27, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
+		byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendText(b []byte, s string) []byte {
+	return append(appendHead(b, majText, uint64(len(s))), s...)
+}
+
+func appendTextMap(b []byte, m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Sorted so that the same response always encodes to the same bytes.
+	slices.Sort(keys)
+	b = appendHead(b, majMap, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendText(appendText(b, k), m[k])
+	}
+	return b
+}
+
+// AppendCBOR appends r's response envelope to b. It leaves out what the
+// host defaults: status 0, no headers and an empty body.
+func (r *Response) AppendCBOR(b []byte) []byte {
+	n := 0
+	if r.Status != 0 {
+		n++
+	}
+	if len(r.Headers) > 0 {
+		n++
+	}
+	if len(r.Body) > 0 {
+		n++
+	}
+	b = appendHead(b, majMap, uint64(n))
+	if r.Status != 0 {
+		b = appendHead(appendHead(b, majUint, keyStatus), majUint, uint64(r.Status))
+	}
+	if len(r.Headers) > 0 {
+		b = appendTextMap(appendHead(b, majUint, keyRespHeader), r.Headers)
+	}
+	if len(r.Body) > 0 {
+		b = appendHead(appendHead(b, majUint, keyRespBody), majBytes, uint64(len(r.Body)))
+		b = append(b, r.Body...)
+	}
+	return b
+}
+
+// AppendCBOR appends r's request envelope to b, with keys in ascending
+// order as the host writes them. Guests never need it; it lets tests and
+// tools build envelopes.
+func (r *Request) AppendCBOR(b []byte) []byte {
+	n := uint64(7)
+	if r.Response != nil {
+		n++
+	}
+	b = appendHead(b, majMap, n)
+	b = appendText(appendHead(b, majUint, keyMethod), r.Method)
+	b = appendText(appendHead(b, majUint, keyPath), r.Path)
+	b = appendTextMap(appendHead(b, majUint, keyQuery), r.Query)
+	b = appendTextMap(appendHead(b, majUint, keyHeaders), r.Headers)
+	b = appendHead(appendHead(b, majUint, keyBody), majBytes, uint64(len(r.Body)))
+	b = append(b, r.Body...)
+	b = appendText(appendHead(b, majUint, keyFlow), r.Flow)
+	b = appendText(appendHead(b, majUint, keyRequestFrom), r.RequestFrom)
+	if r.Response != nil {
+		b = r.Response.AppendCBOR(appendHead(b, majUint, keyResponse))
+	}
+	return b
+}

@@ -1,0 +1,3 @@
+module github.com/riftgate/riftgate/sdk/go
+
+go 1.26

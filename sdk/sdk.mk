@@ -1,0 +1,29 @@
+# Guest kits (sdk/). Included by the top-level Makefile.
+#
+# The Go kit is its own module (so the root module never compiles wasm-only
+# files) and has its own tests; the Rust kit is compiled once to an rlib that
+# the Rust examples link with --extern. The C and AssemblyScript kits are
+# sources that examples include or import directly.
+
+# Fragments are included before the top-level Makefile's first target, so
+# name the default goal here or the first rule below would take its place.
+.DEFAULT_GOAL := all
+
+RUSTC          ?= /usr/bin/rustc
+RUST_WASM      := --edition 2021 --target wasm32-unknown-unknown -C opt-level=3
+SDK_BUILD      := $(BUILD)/sdk
+SDK_GO_SRC     := sdk/go/go.mod $(wildcard sdk/go/*.go)
+SDK_RUST_RLIB  := $(SDK_BUILD)/rust/librift.rlib
+SDK_C_HDR      := sdk/c/rift.h
+SDK_AS_SRC     := sdk/assemblyscript/package.json $(wildcard sdk/assemblyscript/assembly/*.ts)
+
+$(SDK_RUST_RLIB): sdk/rust/src/lib.rs
+	mkdir -p $(@D)
+	$(RUSTC) $(RUST_WASM) --crate-type rlib --crate-name rift -o $@ $<
+
+.PHONY: test-sdk
+# The Go kit's codec tests (golden bytes, malformed input, fuzz seeds) run
+# natively; `go test ./...` at the root does not reach the nested module.
+test-sdk:
+	cd sdk/go && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -race ./...
+	cd sdk/go && GOOS=wasip1 GOARCH=wasm GOWORK=off $(GO) vet ./...

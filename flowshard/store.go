@@ -1,0 +1,851 @@
+package flowshard
+
+import (
+	"bytes"
+	"cmp"
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Errors returned by a Store, matched with errors.Is. The first four map one
+// to one onto gateway/flow's errors; ErrClosed and ErrWriteFailed are what
+// the gateway reports as unavailable.
+var (
+	ErrNotFound        = errors.New("flowshard: key not found")
+	ErrVersionMismatch = errors.New("flowshard: version mismatch")
+	ErrTooLarge        = errors.New("flowshard: flow id, key or value too large")
+	ErrBadKey          = errors.New("flowshard: invalid flow id or key")
+	ErrBadPolicy       = errors.New("flowshard: invalid policy or version")
+	ErrClosed          = errors.New("flowshard: store closed")
+	ErrWriteFailed     = errors.New("flowshard: durable write failed")
+)
+
+// Durability says when a write is acknowledged. See the package doc.
+type Durability uint8
+
+// Durability modes, chosen per write (in practice per imposter).
+const (
+	Memory Durability = iota // never written to disk
+	Async                    // acknowledged before the batch commits
+	Sync                     // acknowledged after the fsync that covers it
+)
+
+// Defaults used when the corresponding Options field is zero.
+const (
+	DefaultMaxFlows      = 100_000
+	DefaultMaxKeyBytes   = 1 << 10  // 1 KiB, for flow ids and keys
+	DefaultMaxValueBytes = 64 << 10 // 64 KiB
+	DefaultTTL           = 5 * time.Minute
+	DefaultSweepInterval = time.Second
+	DefaultSweepBatch    = 4096
+	DefaultMaxPending    = 4096
+)
+
+// Version is the fencing tuple stamped on every stored value: the membership
+// index the writer owned the flow under, the flow's write counter, and the
+// writer's node id. V is never 0 for a stored value.
+type Version struct {
+	MIdx   uint64
+	V      uint64
+	Origin uint64
+}
+
+// Compare orders versions by MIdx, then V, then Origin: -1, 0 or +1.
+func (v Version) Compare(o Version) int {
+	if c := cmp.Compare(v.MIdx, o.MIdx); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(v.V, o.V); c != 0 {
+		return c
+	}
+	return cmp.Compare(v.Origin, o.Origin)
+}
+
+// Entry is one stored value. Value is the caller's own copy.
+type Entry struct {
+	Value   []byte
+	Version Version
+	Expires time.Time
+}
+
+// Policy carries what a write needs besides its key and value.
+type Policy struct {
+	TTL        time.Duration // 0: Options.DefaultTTL; refreshed by every write of the key
+	Durability Durability
+	MIdx       uint64 // stamped into the version (the node's membership index)
+	Origin     uint64 // stamped into the version (the node's id)
+}
+
+// Options configure a Store. Zero values take the defaults above.
+type Options struct {
+	MaxFlows      int           // flows held at most; beyond it the least recently accessed flow is shed
+	MaxKeyBytes   int           // cap on flow ids and keys
+	MaxValueBytes int           // cap on values
+	DefaultTTL    time.Duration // TTL of a write whose Policy.TTL is 0
+	// SweepInterval is the pause between background expiry passes; a
+	// negative value disables the sweeper (expiry is then lazy only).
+	SweepInterval time.Duration
+	SweepBatch    int // flows examined per sweep pass
+	// MaxPending is how many disk ops may wait for the writer before new
+	// disk writes block. It bounds a batch, and so what Async can lose.
+	MaxPending int
+	Now        func() time.Time // the clock for TTLs; time.Now if nil
+	Logger     *slog.Logger     // slog.Default() if nil
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxFlows, DefaultMaxFlows)
+	def(&o.MaxKeyBytes, DefaultMaxKeyBytes)
+	def(&o.MaxValueBytes, DefaultMaxValueBytes)
+	def(&o.SweepBatch, DefaultSweepBatch)
+	def(&o.MaxPending, DefaultMaxPending)
+	if o.DefaultTTL <= 0 {
+		o.DefaultTTL = DefaultTTL
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Store is one node's flow store. Every method is safe for concurrent use.
+type Store struct {
+	opts Options
+	w    *writer // nil for an in-memory store
+
+	// mu guards flows, lru, closed and sweepQ. Lock order: mu before any
+	// flow.mu; nothing takes mu while holding a flow.mu.
+	mu     sync.Mutex
+	flows  map[string]*flow
+	lru    list.List // of *flow, most recently accessed at the front
+	closed bool
+	sweepQ []*flow // flows the sweeper still has to visit this cycle
+
+	inflight  sync.WaitGroup // ops between acquire and their last enqueue
+	stats     counters
+	stopSweep chan struct{}
+	sweepDone chan struct{}
+	closeOnce sync.Once
+}
+
+// flow is one flow's in-memory state, authoritative over the disk copy.
+type flow struct {
+	id   string
+	elem *list.Element
+
+	mu      sync.Mutex
+	dead    bool // removed from Store.flows: whoever still holds it retries
+	counter uint64
+	expMs   int64 // the flow exists until then: the max over its writes of now+TTL
+	entries map[string]*entry
+	onDisk  bool   // some op of this flow went to the writer
+	pending *batch // the batch of this flow's latest Sync write
+}
+
+// entry is immutable once stored: writes replace it, so readers may keep it.
+type entry struct {
+	value []byte
+	ver   Version
+	expMs int64
+}
+
+// Open opens (creating it if needed) the flow store at path, loading every
+// unexpired entry into memory. path "" gives a purely in-memory store: every
+// durability behaves as Memory and nothing touches the disk.
+func Open(path string, opts Options) (*Store, error) {
+	s := &Store{
+		opts:      opts.withDefaults(),
+		flows:     make(map[string]*flow),
+		stopSweep: make(chan struct{}),
+		sweepDone: make(chan struct{}),
+	}
+	if path != "" {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{
+			Timeout: time.Second,
+			// The freelist is rebuilt by scanning at open instead of being
+			// written by every commit: fewer pages per group commit.
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("flowshard: open %s: %w", path, err)
+		}
+		if err := s.load(db); err != nil {
+			return nil, errors.Join(fmt.Errorf("flowshard: load %s: %w", path, err), db.Close())
+		}
+		s.w = newWriter(db, s.opts.MaxPending, &s.stats)
+		go s.w.run()
+	}
+	if s.opts.SweepInterval > 0 {
+		go s.sweeper()
+	} else {
+		close(s.sweepDone)
+	}
+	return s, nil
+}
+
+// load reads the file into memory and, in the same transaction, deletes
+// what has expired and what exceeds MaxFlows.
+func (s *Store) load(db *bolt.DB) error {
+	now := s.nowMs()
+	return db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		switch f := meta.Get(formatKey); {
+		case f == nil:
+			if err := meta.Put(formatKey, []byte{formatV1}); err != nil {
+				return err
+			}
+		case !bytes.Equal(f, []byte{formatV1}):
+			return fmt.Errorf("%w: file format %x, this build reads %d", errCorrupt, f, formatV1)
+		}
+		bk, err := tx.CreateBucketIfNotExists(dataBucket)
+		if err != nil {
+			return err
+		}
+		var drop [][]byte
+		err = bk.ForEach(func(k, v []byte) error {
+			id, key, err := splitKey(k)
+			if err != nil {
+				return err
+			}
+			r, err := decodeRecord(v)
+			if err != nil {
+				return fmt.Errorf("flow %q key %q: %w", id, key, err)
+			}
+			if (key == "") != (r.kind == kindFlow) {
+				return fmt.Errorf("flow %q key %q: %w: kind %d", id, key, errCorrupt, r.kind)
+			}
+			f := s.flows[id]
+			if f == nil {
+				f = &flow{id: id, entries: make(map[string]*entry), onDisk: true}
+				s.flows[id] = f
+			}
+			if r.kind == kindFlow {
+				f.counter = max(f.counter, r.counter)
+				f.expMs = max(f.expMs, r.expMs)
+				return nil
+			}
+			f.counter = max(f.counter, r.ver.V)
+			if r.expMs <= now {
+				drop = append(drop, bytes.Clone(k))
+				s.stats.expiredEnt.Add(1)
+				return nil
+			}
+			f.expMs = max(f.expMs, r.expMs)
+			f.entries[key] = &entry{value: bytes.Clone(r.value), ver: r.ver, expMs: r.expMs}
+			s.stats.entries.Add(1)
+			s.stats.bytes.Add(int64(len(key) + len(r.value)))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range drop {
+			if err := bk.Delete(k); err != nil {
+				return err
+			}
+		}
+		// Access times are not stored; the latest-writing flow counts as the
+		// most recently accessed.
+		all := make([]*flow, 0, len(s.flows))
+		for _, f := range s.flows {
+			all = append(all, f)
+		}
+		slices.SortFunc(all, func(a, b *flow) int {
+			return cmp.Or(cmp.Compare(a.expMs, b.expMs), strings.Compare(a.id, b.id))
+		})
+		for i, f := range all {
+			expired := f.expMs <= now
+			if expired || len(all)-i > s.opts.MaxFlows {
+				if expired {
+					s.stats.expiredFlows.Add(1)
+				} else {
+					s.stats.evictedLRU.Add(1)
+				}
+				s.forget(f)
+				if err := apply(bk, op{key: flowKey(f.id), prefix: true}); err != nil {
+					return err
+				}
+				continue
+			}
+			f.elem = s.lru.PushFront(f)
+		}
+		return nil
+	})
+}
+
+// forget drops f's entries from the gauges and the map (at load).
+func (s *Store) forget(f *flow) {
+	for k, e := range f.entries {
+		s.stats.entries.Add(-1)
+		s.stats.bytes.Add(-int64(len(k) + len(e.value)))
+	}
+	delete(s.flows, f.id)
+}
+
+func (s *Store) nowMs() int64 { return s.opts.Now().UnixMilli() }
+
+func (s *Store) check(flowID, key string, value []byte) error {
+	for _, part := range [...]struct{ what, s string }{{"flow id", flowID}, {"key", key}} {
+		switch {
+		case part.s == "" || !utf8.ValidString(part.s):
+			return fmt.Errorf("%w: %s %q", ErrBadKey, part.what, part.s)
+		case len(part.s) > s.opts.MaxKeyBytes:
+			return fmt.Errorf("%w: %s of %d bytes (max %d)", ErrTooLarge, part.what, len(part.s), s.opts.MaxKeyBytes)
+		}
+	}
+	if len(value) > s.opts.MaxValueBytes {
+		return fmt.Errorf("%w: value of %d bytes (max %d)", ErrTooLarge, len(value), s.opts.MaxValueBytes)
+	}
+	return nil
+}
+
+// ttlMs validates p and returns its TTL in (at least one) milliseconds.
+func (s *Store) ttlMs(p Policy) (int64, error) {
+	if p.Durability > Sync || p.TTL < 0 {
+		return 0, fmt.Errorf("%w: durability %d, ttl %v", ErrBadPolicy, p.Durability, p.TTL)
+	}
+	ttl := p.TTL
+	if ttl == 0 {
+		ttl = s.opts.DefaultTTL
+	}
+	return max(1, ttl.Milliseconds()), nil
+}
+
+// acquire returns flowID's flow locked and marks it most recently accessed;
+// an expired flow counts as absent. When absent it creates the flow if
+// create is set (shedding the least recently accessed flow when full),
+// else returns nil. On success the caller must call s.release(f).
+func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		now := s.nowMs()
+		f := s.flows[flowID]
+		if f != nil {
+			f.mu.Lock()
+			if f.expMs <= now {
+				s.removeLocked(f)
+				s.stats.expiredFlows.Add(1)
+				f.mu.Unlock()
+				f = nil
+			} else {
+				f.mu.Unlock()
+			}
+		}
+		if f == nil && !create {
+			s.mu.Unlock()
+			return nil, nil
+		}
+		if f == nil {
+			for len(s.flows) >= s.opts.MaxFlows {
+				victim := s.lru.Back().Value.(*flow)
+				victim.mu.Lock()
+				s.removeLocked(victim)
+				victim.mu.Unlock()
+				s.stats.evictedLRU.Add(1)
+			}
+			f = &flow{id: flowID, entries: make(map[string]*entry), expMs: now + ttlMs}
+			f.elem = s.lru.PushFront(f)
+			s.flows[flowID] = f
+		} else {
+			s.lru.MoveToFront(f.elem)
+		}
+		s.inflight.Add(1)
+		s.mu.Unlock()
+		f.mu.Lock()
+		if !f.dead {
+			return f, nil
+		}
+		f.mu.Unlock()
+		s.inflight.Done()
+	}
+}
+
+func (s *Store) release(f *flow) {
+	f.mu.Unlock()
+	s.inflight.Done()
+}
+
+// removeLocked deletes f from the store, in memory and (queued) on disk.
+// s.mu and f.mu are held. It returns the batch that deletes it on disk.
+func (s *Store) removeLocked(f *flow) *batch {
+	f.dead = true
+	for k, e := range f.entries {
+		s.stats.entries.Add(-1)
+		s.stats.bytes.Add(-int64(len(k) + len(e.value)))
+	}
+	f.entries = nil
+	delete(s.flows, f.id)
+	s.lru.Remove(f.elem)
+	if f.onDisk && s.w != nil {
+		// Queued under s.mu: a flow recreated under the same id can only
+		// queue its writes after this delete.
+		return s.w.enqueue(op{key: flowKey(f.id), prefix: true})
+	}
+	return nil
+}
+
+// live returns f's entry for key, dropping it if it has expired. f.mu is held.
+func (s *Store) live(f *flow, key string, now int64) *entry {
+	e := f.entries[key]
+	if e == nil || e.expMs > now {
+		return e
+	}
+	delete(f.entries, key)
+	s.stats.expiredEnt.Add(1)
+	s.stats.entries.Add(-1)
+	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
+	if f.onDisk && s.w != nil {
+		s.w.enqueue(op{key: entryKey(f.id, key), del: true})
+	}
+	return nil
+}
+
+// store sets key to value with version ver and queues it per d. f.mu is held.
+func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability) (*entry, *batch) {
+	now := s.nowMs()
+	e := &entry{value: bytes.Clone(value), ver: ver, expMs: now + ttlMs}
+	if e.value == nil {
+		e.value = []byte{}
+	}
+	if old := f.entries[key]; old != nil {
+		s.stats.bytes.Add(-int64(len(old.value)))
+	} else {
+		s.stats.entries.Add(1)
+		s.stats.bytes.Add(int64(len(key)))
+	}
+	s.stats.bytes.Add(int64(len(value)))
+	f.entries[key] = e
+	f.counter = max(f.counter, ver.V)
+	f.expMs = max(f.expMs, e.expMs)
+	s.stats.puts[d].Add(1)
+	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
+}
+
+// persist queues ops for the writer according to d and returns the batch a
+// Sync caller must wait for. f.mu is held.
+func (s *Store) persist(f *flow, d Durability, ops ...op) *batch {
+	if s.w == nil {
+		return nil
+	}
+	if d == Memory {
+		if !f.onDisk {
+			return nil
+		}
+		// A Memory write over a key that may be on disk removes the disk
+		// copy, so that a restart cannot resurrect the older value.
+		for i := range ops {
+			if !ops[i].prefix {
+				ops[i].del, ops[i].val = true, nil
+			}
+		}
+		s.w.enqueue(ops...)
+		return nil
+	}
+	f.onDisk = true
+	b := s.w.enqueue(ops...)
+	if d == Sync {
+		f.pending = b
+		return b
+	}
+	return nil
+}
+
+// await waits for b's commit (nil: nothing to wait for).
+func await(ctx context.Context, b *batch) error {
+	if b == nil {
+		return nil
+	}
+	select {
+	case <-b.done:
+		if b.err != nil {
+			return fmt.Errorf("%w: %w", ErrWriteFailed, b.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("flowshard: waiting for commit: %w", ctx.Err())
+	}
+}
+
+// reserve applies the writer's back-pressure before a disk write.
+func (s *Store) reserve(ctx context.Context, d Durability) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("flowshard: %w", err)
+	}
+	if s.w == nil || d == Memory {
+		return nil
+	}
+	return s.w.reserve(ctx)
+}
+
+// prepare runs the checks every write shares and returns its TTL.
+func (s *Store) prepare(ctx context.Context, flowID, key string, value []byte, p Policy) (int64, error) {
+	if err := s.check(flowID, key, value); err != nil {
+		return 0, err
+	}
+	ttl, err := s.ttlMs(p)
+	if err != nil {
+		return 0, err
+	}
+	return ttl, s.reserve(ctx, p.Durability)
+}
+
+// Get returns the live entry for key. If the flow's latest Sync write has
+// not committed yet, Get waits for it, so a reader never sees a Sync value
+// that a crash could take back.
+func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, fmt.Errorf("flowshard: %w", err)
+	}
+	f, err := s.acquire(flowID, false, 0)
+	if f == nil {
+		return Entry{}, cmp.Or(err, ErrNotFound)
+	}
+	s.stats.gets.Add(1)
+	e := s.live(f, key, s.nowMs())
+	pending := f.pending
+	s.release(f)
+	if err := s.awaitRead(ctx, pending); err != nil {
+		return Entry{}, err
+	}
+	if e == nil {
+		return Entry{}, ErrNotFound
+	}
+	return e.export(), nil
+}
+
+func (s *Store) awaitRead(ctx context.Context, b *batch) error {
+	if b == nil || b.committed() {
+		return nil
+	}
+	s.stats.syncReadWaits.Add(1)
+	return await(ctx, b)
+}
+
+func (e *entry) export() Entry {
+	return Entry{Value: bytes.Clone(e.value), Version: e.ver, Expires: time.UnixMilli(e.expMs)}
+}
+
+// Put sets key to value, stamping Version{p.MIdx, counter+1, p.Origin}. With
+// Sync it returns after the commit that covers the write; an error then
+// (ctx expired, ErrWriteFailed) leaves the outcome unknown: the value is
+// already visible in memory and may or may not be on disk.
+func (s *Store) Put(ctx context.Context, flowID, key string, value []byte, p Policy) (Version, error) {
+	ttl, err := s.prepare(ctx, flowID, key, value, p)
+	if err != nil {
+		return Version{}, err
+	}
+	f, err := s.acquire(flowID, true, ttl)
+	if err != nil {
+		return Version{}, err
+	}
+	ver := Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}
+	_, b := s.store(f, key, value, ver, ttl, p.Durability)
+	s.release(f)
+	return ver, await(ctx, b)
+}
+
+// CAS sets key to value only if the key's current V equals expect (0: the
+// key must be absent). On success it returns the new entry; on
+// ErrVersionMismatch it returns the current one (zero when absent).
+func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, value []byte, p Policy) (Entry, error) {
+	ttl, err := s.prepare(ctx, flowID, key, value, p)
+	if err != nil {
+		return Entry{}, err
+	}
+	f, err := s.acquire(flowID, expect == 0, ttl)
+	if err != nil {
+		return Entry{}, err
+	}
+	if f == nil {
+		return Entry{}, ErrVersionMismatch
+	}
+	cur := s.live(f, key, s.nowMs())
+	if cur == nil && expect != 0 || cur != nil && cur.ver.V != expect {
+		pending := f.pending
+		s.release(f)
+		if err := s.awaitRead(ctx, pending); err != nil {
+			return Entry{}, err
+		}
+		if cur == nil {
+			return Entry{}, ErrVersionMismatch
+		}
+		return cur.export(), ErrVersionMismatch
+	}
+	e, b := s.store(f, key, value, Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}, ttl, p.Durability)
+	s.release(f)
+	return Entry{Value: value, Version: e.ver, Expires: time.UnixMilli(e.expMs)}, await(ctx, b)
+}
+
+// Merge adopts a replica's value: it stores value with exactly ver if ver
+// is higher than the stored version of key (or the key is absent), and
+// reports whether it did. The flow's counter is raised to ver.V, so later
+// local writes stamp higher versions.
+func (s *Store) Merge(ctx context.Context, flowID, key string, value []byte, ver Version, p Policy) (bool, error) {
+	if ver.V == 0 {
+		return false, fmt.Errorf("%w: version with V 0", ErrBadPolicy)
+	}
+	ttl, err := s.prepare(ctx, flowID, key, value, p)
+	if err != nil {
+		return false, err
+	}
+	f, err := s.acquire(flowID, true, ttl)
+	if err != nil {
+		return false, err
+	}
+	if cur := s.live(f, key, s.nowMs()); cur != nil && ver.Compare(cur.ver) <= 0 {
+		s.release(f)
+		return false, nil
+	}
+	_, b := s.store(f, key, value, ver, ttl, p.Durability)
+	s.release(f)
+	return true, await(ctx, b)
+}
+
+// Delete removes key. It counts as a write of the flow: the counter
+// advances (so a deleted key's version is never handed out again while the
+// flow exists) and the flow's lifetime is extended by the TTL. It returns
+// ErrNotFound when the key is absent.
+func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error {
+	ttl, err := s.prepare(ctx, flowID, key, nil, p)
+	if err != nil {
+		return err
+	}
+	f, err := s.acquire(flowID, false, ttl)
+	if f == nil {
+		return cmp.Or(err, ErrNotFound)
+	}
+	e := s.live(f, key, s.nowMs())
+	if e == nil {
+		s.release(f)
+		return ErrNotFound
+	}
+	delete(f.entries, key)
+	s.stats.entries.Add(-1)
+	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
+	f.counter++
+	f.expMs = max(f.expMs, s.nowMs()+ttl)
+	s.stats.puts[p.Durability].Add(1)
+	// The flow record keeps the counter across a restart; only deletes need
+	// it, since an entry's own V already carries the counter of a put.
+	b := s.persist(f, p.Durability,
+		op{key: entryKey(f.id, key), del: true},
+		op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs)})
+	s.release(f)
+	return await(ctx, b)
+}
+
+// Keys returns the live keys of a flow, sorted; none for an absent flow.
+func (s *Store) Keys(ctx context.Context, flowID string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("flowshard: %w", err)
+	}
+	f, err := s.acquire(flowID, false, 0)
+	if f == nil {
+		return nil, err
+	}
+	s.stats.gets.Add(1)
+	now := s.nowMs()
+	keys := make([]string, 0, len(f.entries))
+	for k := range f.entries {
+		if s.live(f, k, now) != nil {
+			keys = append(keys, k)
+		}
+	}
+	pending := f.pending
+	s.release(f)
+	slices.Sort(keys)
+	return keys, s.awaitRead(ctx, pending)
+}
+
+// Clear removes a whole flow, its write counter included. If any of the
+// flow went to disk, it returns after the commit that deletes it there.
+func (s *Store) Clear(ctx context.Context, flowID string) error {
+	_, err := s.deleteWhere(ctx, func(id string) bool { return id == flowID })
+	return err
+}
+
+// DeletePrefix removes every flow whose id starts with prefix (an imposter
+// deleted: "i8080:") and returns how many it removed. Like Clear, it waits
+// for the disk deletion to commit.
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	return s.deleteWhere(ctx, func(id string) bool { return strings.HasPrefix(id, prefix) })
+}
+
+// deleteWhere removes every flow whose id matches and returns how many it
+// removed, after their disk deletion committed.
+func (s *Store) deleteWhere(ctx context.Context, match func(flowID string) bool) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("flowshard: %w", err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, ErrClosed
+	}
+	var last *batch
+	n := 0
+	for id, f := range s.flows {
+		if !match(id) {
+			continue
+		}
+		f.mu.Lock()
+		if b := s.removeLocked(f); b != nil {
+			last = b
+		}
+		f.mu.Unlock()
+		n++
+	}
+	s.mu.Unlock()
+	s.stats.cleared.Add(uint64(n))
+	// Batches commit in order, so the last one covers every earlier delete.
+	return n, await(ctx, last)
+}
+
+// Flows lists, in order, up to limit ids of flows that start with prefix,
+// come after the id after ("" to start) and hold at least one live entry.
+// more reports whether another page follows: pass the last id as after.
+func (s *Store) Flows(ctx context.Context, prefix, after string, limit int) (ids []string, more bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("flowshard: %w", err)
+	}
+	if limit <= 0 {
+		return nil, false, fmt.Errorf("%w: limit %d", ErrBadPolicy, limit)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	now := s.nowMs()
+	for id, f := range s.flows {
+		if !strings.HasPrefix(id, prefix) || id <= after {
+			continue
+		}
+		f.mu.Lock()
+		for _, e := range f.entries {
+			if e.expMs > now {
+				ids = append(ids, id)
+				break
+			}
+		}
+		f.mu.Unlock()
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	if len(ids) > limit {
+		return ids[:limit], true, nil
+	}
+	return ids, false, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Store) Stats() Stats {
+	st := s.stats.snapshot()
+	s.mu.Lock()
+	st.Flows = int64(len(s.flows))
+	s.mu.Unlock()
+	return st
+}
+
+// sweeper drops expired entries and flows in the background, at most
+// SweepBatch flows per pass, one pass per SweepInterval.
+func (s *Store) sweeper() {
+	defer close(s.sweepDone)
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case <-t.C:
+			s.sweep(s.opts.SweepBatch)
+		}
+	}
+}
+
+// sweep visits up to n flows, continuing where the previous pass stopped and
+// starting a new cycle over every flow when the previous one is done.
+func (s *Store) sweep(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sweepQ) == 0 {
+		for _, f := range s.flows {
+			s.sweepQ = append(s.sweepQ, f)
+		}
+	}
+	now := s.nowMs()
+	for ; n > 0 && len(s.sweepQ) > 0; n-- {
+		f := s.sweepQ[len(s.sweepQ)-1]
+		s.sweepQ[len(s.sweepQ)-1] = nil
+		s.sweepQ = s.sweepQ[:len(s.sweepQ)-1]
+		f.mu.Lock()
+		switch {
+		case f.dead:
+		case f.expMs <= now:
+			s.removeLocked(f)
+			s.stats.expiredFlows.Add(1)
+		default:
+			for k := range f.entries {
+				s.live(f, k, now)
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// Close stops the sweeper, waits for operations in progress, commits
+// everything queued (Async writes included), closes the file and stops the
+// writer. Operations after Close fail with ErrClosed. If ctx ends first,
+// Close returns its error and the writer finishes draining on its own.
+func (s *Store) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.sweepQ = nil
+		s.mu.Unlock()
+		close(s.stopSweep)
+		<-s.sweepDone
+		s.inflight.Wait()
+		if s.w != nil {
+			close(s.w.stop)
+		}
+	})
+	if s.w == nil {
+		return nil
+	}
+	select {
+	case <-s.w.done:
+		return s.w.closeErr
+	case <-ctx.Done():
+		return fmt.Errorf("flowshard: close: %w", ctx.Err())
+	}
+}

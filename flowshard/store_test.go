@@ -1,0 +1,613 @@
+package flowshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var bg = context.Background()
+
+func mustPut(t *testing.T, s *Store, flow, key, val string, p Policy) Version {
+	t.Helper()
+	v, err := s.Put(bg, flow, key, []byte(val), p)
+	if err != nil {
+		t.Fatalf("Put(%s,%s): %v", flow, key, err)
+	}
+	return v
+}
+
+func mustGet(t *testing.T, s *Store, flow, key string) Entry {
+	t.Helper()
+	e, err := s.Get(bg, flow, key)
+	if err != nil {
+		t.Fatalf("Get(%s,%s): %v", flow, key, err)
+	}
+	return e
+}
+
+func wantAbsent(t *testing.T, s *Store, flow, key string) {
+	t.Helper()
+	if e, err := s.Get(bg, flow, key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(%s,%s) = %+v, %v; want ErrNotFound", flow, key, e, err)
+	}
+}
+
+// Every path: in memory, and on disk with each durability.
+var stores = []struct {
+	name string
+	disk bool
+	d    Durability
+}{{"mem", false, Sync}, {"memory", true, Memory}, {"async", true, Async}, {"sync", true, Sync}}
+
+func TestVersionsPerFlow(t *testing.T) {
+	for _, tc := range stores {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.disk {
+				path = dbPath(t)
+			}
+			s := open(t, path, Options{})
+			p := Policy{Durability: tc.d, MIdx: 4, Origin: 9}
+			steps := []struct {
+				flow, key string
+				want      Version
+			}{
+				{"i1:a", "x", Version{4, 1, 9}},
+				{"i1:a", "y", Version{4, 2, 9}}, // the counter is per flow, not per key
+				{"i1:b", "x", Version{4, 1, 9}},
+				{"i1:a", "x", Version{4, 3, 9}},
+			}
+			for _, st := range steps {
+				if got := mustPut(t, s, st.flow, st.key, st.flow+st.key, p); got != st.want {
+					t.Fatalf("Put(%s,%s) = %+v, want %+v", st.flow, st.key, got, st.want)
+				}
+				e := mustGet(t, s, st.flow, st.key)
+				if e.Version != st.want || string(e.Value) != st.flow+st.key {
+					t.Fatalf("Get = %+v", e)
+				}
+			}
+			// Get hands out a copy.
+			e := mustGet(t, s, "i1:a", "x")
+			e.Value[0] = '!'
+			if got := mustGet(t, s, "i1:a", "x"); string(got.Value) != "i1:ax" {
+				t.Fatalf("stored value changed through Get's result: %q", got.Value)
+			}
+			wantAbsent(t, s, "i1:a", "nope")
+			wantAbsent(t, s, "i1:nope", "x")
+		})
+	}
+}
+
+func TestCAS(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	p := syncP()
+	mustPut(t, s, "f", "k", "v1", p) // V 1
+	cases := []struct {
+		name      string
+		key       string
+		expect    uint64
+		val       string
+		wantErr   error
+		wantValue string
+		wantV     uint64
+	}{
+		{"stale", "k", 5, "x", ErrVersionMismatch, "v1", 1},
+		{"absent-expected-present", "k", 0, "x", ErrVersionMismatch, "v1", 1},
+		{"match", "k", 1, "v2", nil, "v2", 2},
+		{"create", "new", 0, "n1", nil, "n1", 3},
+		{"absent-key", "gone", 3, "x", ErrVersionMismatch, "", 0},
+		{"again-stale", "k", 1, "x", ErrVersionMismatch, "v2", 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := s.CAS(bg, "f", tc.key, tc.expect, []byte(tc.val), p)
+			if !errors.Is(err, tc.wantErr) || string(e.Value) != tc.wantValue || e.Version.V != tc.wantV {
+				t.Fatalf("CAS = %q v%d, %v; want %q v%d, %v", e.Value, e.Version.V, err, tc.wantValue, tc.wantV, tc.wantErr)
+			}
+		})
+	}
+	if _, err := s.CAS(bg, "absent-flow", "k", 1, []byte("x"), p); !errors.Is(err, ErrVersionMismatch) {
+		t.Fatalf("CAS on an absent flow: %v", err)
+	}
+	if st := s.Stats(); st.Flows != 1 {
+		t.Fatalf("a failed CAS created a flow: %d flows", st.Flows)
+	}
+}
+
+// Concurrent CAS increments of one key lose no update: the flow lock
+// serializes them.
+func TestCASCounterConcurrent(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	const workers, each = 16, 50
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				for {
+					cur, err := s.Get(bg, "f", "n")
+					var n int
+					if err == nil {
+						fmt.Sscan(string(cur.Value), &n)
+					} else if !errors.Is(err, ErrNotFound) {
+						t.Error(err)
+						return
+					}
+					_, err = s.CAS(bg, "f", "n", cur.Version.V, []byte(fmt.Sprint(n+1)), pol(Async, 0))
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, ErrVersionMismatch) {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := mustGet(t, s, "f", "n"); string(got.Value) != fmt.Sprint(workers*each) || got.Version.V != workers*each {
+		t.Fatalf("counter = %q v%d, want %d", got.Value, got.Version.V, workers*each)
+	}
+}
+
+func TestDeleteAdvancesCounter(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, Options{})
+	p := syncP()
+	mustPut(t, s, "f", "a", "1", p) // v1
+	mustPut(t, s, "f", "b", "1", p) // v2
+	if err := s.Delete(bg, "f", "a", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(bg, "f", "a", p); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second Delete: %v", err)
+	}
+	if err := s.Delete(bg, "nope", "a", p); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Delete on absent flow: %v", err)
+	}
+	wantAbsent(t, s, "f", "a")
+	if v := mustPut(t, s, "f", "a", "2", p); v.V != 4 {
+		t.Fatalf("put after delete got v%d, want 4 (the delete was write 3)", v.V)
+	}
+	// The counter survives a restart even when the highest write was a delete.
+	if err := s.Delete(bg, "f", "a", p); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s, path, Options{})
+	if v := mustPut(t, s, "f", "c", "3", p); v.V != 6 {
+		t.Fatalf("after reopen got v%d, want 6", v.V)
+	}
+	if got := mustGet(t, s, "f", "b"); got.Version.V != 2 {
+		t.Fatalf("b = %+v", got)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	p := syncP()
+	base := Version{MIdx: 5, V: 10, Origin: 2}
+	cases := []struct {
+		name   string
+		ver    Version
+		stored bool
+	}{
+		{"absent", base, true},
+		{"equal", base, false},
+		{"lower-midx-higher-v", Version{4, 99, 9}, false},
+		{"lower-v", Version{5, 9, 9}, false},
+		{"higher-origin", Version{5, 10, 3}, true},
+		{"higher-v", Version{5, 11, 0}, true},
+		{"higher-midx", Version{6, 1, 0}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, err := s.Merge(bg, "f", "k", []byte(tc.name), tc.ver, p)
+			if err != nil || ok != tc.stored {
+				t.Fatalf("Merge = %v, %v; want %v", ok, err, tc.stored)
+			}
+			if got := mustGet(t, s, "f", "k"); tc.stored && (got.Version != tc.ver || string(got.Value) != tc.name) {
+				t.Fatalf("Get = %+v", got)
+			}
+		})
+	}
+	// Local writes after an adoption stamp above the adopted V.
+	if v := mustPut(t, s, "f", "other", "x", Policy{Durability: Sync, MIdx: 6, Origin: 1}); v.V != 12 {
+		t.Fatalf("put after merge: v%d, want 12", v.V)
+	}
+	if _, err := s.Merge(bg, "f", "k", nil, Version{}, p); !errors.Is(err, ErrBadPolicy) {
+		t.Fatalf("Merge with V 0: %v", err)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	s := open(t, dbPath(t), Options{MaxKeyBytes: 8, MaxValueBytes: 16})
+	p := syncP()
+	cases := []struct {
+		name      string
+		flow, key string
+		val       []byte
+		want      error
+	}{
+		{"ok", "f", "12345678", make([]byte, 16), nil},
+		{"empty-value", "f", "k", nil, nil},
+		{"key-too-large", "f", "123456789", nil, ErrTooLarge},
+		{"flow-too-large", "123456789", "k", nil, ErrTooLarge},
+		{"value-too-large", "f", "k", make([]byte, 17), ErrTooLarge},
+		{"empty-key", "f", "", nil, ErrBadKey},
+		{"empty-flow", "", "k", nil, ErrBadKey},
+		{"invalid-utf8", "f", "\xff", nil, ErrBadKey},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Put(bg, tc.flow, tc.key, tc.val, p)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Put: %v, want %v", err, tc.want)
+			}
+			if _, err := s.CAS(bg, tc.flow, tc.key, 0, tc.val, p); tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("CAS: %v, want %v", err, tc.want)
+			}
+			if _, err := s.Merge(bg, tc.flow, tc.key, tc.val, Version{V: 1}, p); tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Merge: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := s.Put(bg, "f", "k", nil, Policy{Durability: 3}); !errors.Is(err, ErrBadPolicy) {
+		t.Fatalf("bad durability: %v", err)
+	}
+	if _, err := s.Put(bg, "f", "k", nil, Policy{TTL: -time.Second}); !errors.Is(err, ErrBadPolicy) {
+		t.Fatalf("negative TTL: %v", err)
+	}
+	if got := mustGet(t, s, "f", "k"); got.Value == nil || len(got.Value) != 0 {
+		t.Fatalf("empty value read back as %#v", got.Value)
+	}
+}
+
+func TestTTL(t *testing.T) {
+	c := newClock()
+	path := dbPath(t)
+	o := c.opts(Options{SweepInterval: -1, DefaultTTL: time.Minute})
+	s := open(t, path, o)
+	mustPut(t, s, "f", "short", "1", pol(Sync, time.Second))
+	mustPut(t, s, "f", "default", "1", pol(Sync, 0))
+	if e := mustGet(t, s, "f", "short"); !e.Expires.Equal(c.now().Add(time.Second)) {
+		t.Fatalf("Expires = %v, want now+1s", e.Expires)
+	}
+	c.advance(999 * time.Millisecond)
+	mustGet(t, s, "f", "short")
+	c.advance(time.Millisecond)
+	wantAbsent(t, s, "f", "short")
+	if keys, _ := s.Keys(bg, "f"); !slices.Equal(keys, []string{"default"}) {
+		t.Fatalf("Keys = %v", keys)
+	}
+	// A write refreshes the TTL.
+	c.advance(50 * time.Second)
+	mustPut(t, s, "f", "default", "2", pol(Sync, 0))
+	c.advance(50 * time.Second)
+	mustGet(t, s, "f", "default")
+	// An expired key is absent to CAS and Delete too, and its V restarts
+	// above the flow counter.
+	mustPut(t, s, "f", "k", "1", pol(Sync, time.Second))
+	c.advance(2 * time.Second)
+	if _, err := s.CAS(bg, "f", "k", 4, []byte("x"), syncP()); !errors.Is(err, ErrVersionMismatch) {
+		t.Fatalf("CAS on expired key: %v", err)
+	}
+	if err := s.Delete(bg, "f", "k", syncP()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Delete of expired key: %v", err)
+	}
+	// At reopen, expired entries are dropped, on disk too.
+	mustPut(t, s, "g", "k", "1", pol(Sync, time.Second))
+	s = reopen(t, s, path, o)
+	c.advance(2 * time.Second)
+	s = reopen(t, s, path, o)
+	if st := s.Stats(); st.Flows != 1 || st.Entries != 1 {
+		t.Fatalf("after reopen: %+v", st)
+	}
+	n, s := countDisk(t, s, path, o)
+	if n != 1 { // f's live entry; the expired ones were deleted lazily or at open
+		t.Fatalf("%d records on disk, want 1", n)
+	}
+	// Past the last write's TTL the whole flow is gone, counter included.
+	c.advance(time.Hour)
+	if v := mustPut(t, s, "f", "k", "1", syncP()); v.V != 1 {
+		t.Fatalf("new flow after expiry: v%d", v.V)
+	}
+}
+
+// countDisk closes s, counts the records in the file and opens it again.
+func countDisk(t *testing.T, s *Store, path string, o Options) (int, *Store) {
+	t.Helper()
+	if err := s.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(dataBucket).ForEach(func(k, v []byte) error { n++; return nil })
+	})
+	if err2 := db.Close(); err == nil {
+		err = err2
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, open(t, path, o)
+}
+
+func TestSweep(t *testing.T) {
+	c := newClock()
+	path := dbPath(t)
+	o := c.opts(Options{SweepInterval: 5 * time.Millisecond, SweepBatch: 2})
+	s := open(t, path, o)
+	for i := range 5 {
+		mustPut(t, s, fmt.Sprint("f", i), "a", "1", pol(Sync, time.Second))
+		mustPut(t, s, fmt.Sprint("f", i), "b", "1", pol(Sync, time.Hour))
+	}
+	mustPut(t, s, "gone", "a", "1", pol(Sync, time.Second))
+	c.advance(2 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := s.Stats()
+		if st.Flows == 5 && st.Entries == 5 && st.ExpiredFlows == 1 && st.ExpiredEntries == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sweep did not finish: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, _ := countDisk(t, s, path, o); n != 5 {
+		t.Fatalf("%d records on disk after the sweep, want 5", n)
+	}
+}
+
+func TestLRU(t *testing.T) {
+	path := dbPath(t)
+	o := Options{MaxFlows: 3}
+	s := open(t, path, o)
+	p := syncP()
+	for _, f := range []string{"a", "b", "c"} {
+		mustPut(t, s, f, "k1", "1", p)
+		mustPut(t, s, f, "k2", "1", p)
+	}
+	mustGet(t, s, "a", "k1") // a is now the most recent: b is the least
+	mustPut(t, s, "d", "k", "1", p)
+	wantAbsent(t, s, "b", "k1")
+	wantAbsent(t, s, "b", "k2") // the whole flow, never single keys
+	if keys, _ := s.Keys(bg, "c"); len(keys) != 2 {
+		t.Fatalf("c lost keys: %v", keys)
+	}
+	mustPut(t, s, "e", "k", "1", p) // sheds a (c was touched by Keys)
+	wantAbsent(t, s, "a", "k1")
+	st := s.Stats()
+	if st.Flows != 3 || st.EvictedLRU != 2 || st.Entries != 4 {
+		t.Fatalf("stats: %+v", st)
+	}
+	s = reopen(t, s, path, o)
+	wantAbsent(t, s, "a", "k2")
+	wantAbsent(t, s, "b", "k2")
+	n, s := countDisk(t, s, path, o)
+	if n != 4 {
+		t.Fatalf("%d records on disk, want 4", n)
+	}
+	// Reopening with a smaller cap sheds the flows written longest ago.
+	s = reopen(t, s, path, Options{MaxFlows: 1})
+	ids, _, err := s.Flows(bg, "", "", 10)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("Flows after reopen with MaxFlows 1: %v %v", ids, err)
+	}
+}
+
+func TestFlowsAndDeletePrefix(t *testing.T) {
+	c := newClock()
+	path := dbPath(t)
+	o := c.opts(Options{SweepInterval: -1})
+	s := open(t, path, o)
+	p := syncP()
+	var want8080 []string
+	for i := range 25 {
+		id := fmt.Sprintf("i8080:%02d", i)
+		want8080 = append(want8080, id)
+		mustPut(t, s, id, "k", "v", p)
+		mustPut(t, s, fmt.Sprintf("i80800:%02d", i), "k", "v", p)
+	}
+	mustPut(t, s, "f:x", "k", "v", p)
+	mustPut(t, s, "i8080:expired", "k", "v", pol(Sync, time.Second))
+	mustPut(t, s, "i8080:deleted", "k", "v", p)
+	if err := s.Delete(bg, "i8080:deleted", "k", p); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(2 * time.Second)
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		ids, more, err := s.Flows(bg, "i8080:", after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ids...)
+		if !more {
+			if pages != 2 {
+				t.Fatalf("%d pages, want 3", pages+1)
+			}
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	if !slices.Equal(got, want8080) {
+		t.Fatalf("Flows = %v", got)
+	}
+	n, err := s.DeletePrefix(bg, "i8080:")
+	if err != nil || n != 27 {
+		t.Fatalf("DeletePrefix = %d, %v", n, err)
+	}
+	if err := s.Clear(bg, "f:x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Clear(bg, "f:absent"); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s, path, o)
+	ids, _, _ := s.Flows(bg, "", "", 100)
+	if len(ids) != 25 || !strings.HasPrefix(ids[0], "i80800:") {
+		t.Fatalf("after DeletePrefix and reopen: %v", ids)
+	}
+	if v := mustPut(t, s, "i8080:00", "k", "v", p); v.V != 1 {
+		t.Fatalf("a cleared flow restarts its counter: v%d", v.V)
+	}
+}
+
+// Recreating a just-cleared flow must not lose its new writes to the delete
+// still queued for the old one.
+func TestClearThenRecreateOnDisk(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, Options{})
+	for i := range 200 {
+		mustPut(t, s, "f", "k", fmt.Sprint(i), pol(Async, 0))
+		if err := s.Clear(bg, "f"); err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, s, "f", "k", fmt.Sprint(i), pol(Async, 0))
+	}
+	s = reopen(t, s, path, Options{})
+	if got := mustGet(t, s, "f", "k"); string(got.Value) != "199" {
+		t.Fatalf("got %q", got.Value)
+	}
+}
+
+func TestDurabilityOnReopen(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, Options{})
+	mustPut(t, s, "sync", "k", "s", pol(Sync, 0))
+	mustPut(t, s, "async", "k", "a", pol(Async, 0))
+	mustPut(t, s, "memory", "k", "m", pol(Memory, 0))
+	// A Memory write over a durable key removes the disk copy, so a restart
+	// cannot bring back the older value.
+	mustPut(t, s, "sync", "gone", "s", pol(Sync, 0))
+	mustPut(t, s, "sync", "gone", "m", pol(Memory, 0))
+	s = reopen(t, s, path, Options{})
+	if got := mustGet(t, s, "sync", "k"); string(got.Value) != "s" || got.Version != (Version{3, 1, 7}) {
+		t.Fatalf("sync: %+v", got)
+	}
+	if got := mustGet(t, s, "async", "k"); string(got.Value) != "a" { // Close drains Async writes
+		t.Fatalf("async: %+v", got)
+	}
+	wantAbsent(t, s, "memory", "k")
+	wantAbsent(t, s, "sync", "gone")
+}
+
+func TestInMemoryStoreWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	s := open(t, "", Options{})
+	mustPut(t, s, "f", "k", "v", pol(Sync, 0))
+	if err := s.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("files written: %v", ents)
+	}
+	if st := s.Stats(); st.Batches != 0 || st.Puts[Sync] != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	mustPut(t, s, "f", "k", "v", pol(Async, 0))
+	if err := s.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(bg); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.Get(bg, "f", "k"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	if _, err := s.Put(bg, "f", "k", nil, syncP()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
+	}
+	if _, _, err := s.Flows(bg, "", "", 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Flows after Close: %v", err)
+	}
+	if err := s.Clear(bg, "f"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Clear after Close: %v", err)
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := s.Put(ctx, "f", "k", nil, syncP()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put: %v", err)
+	}
+	if _, err := s.Get(ctx, "f", "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get: %v", err)
+	}
+}
+
+func TestRefusesUnknownFormat(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, Options{})
+	mustPut(t, s, "f", "k", "v", syncP())
+	if err := s.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaBucket).Put(formatKey, []byte{2}) })
+	if err2 := db.Close(); err == nil {
+		err = err2
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(path, Options{}); !errors.Is(err, errCorrupt) {
+		if s != nil {
+			s.Close(bg)
+		}
+		t.Fatalf("Open of a format 2 file: %v", err)
+	}
+}
+
+func TestStats(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	mustPut(t, s, "f", "ab", "123", pol(Sync, 0))
+	mustPut(t, s, "f", "c", "1", pol(Async, 0))
+	mustPut(t, s, "g", "c", "1", pol(Memory, 0))
+	mustGet(t, s, "f", "ab")
+	st := s.Stats()
+	if st.Flows != 2 || st.Entries != 3 || st.Bytes != 5+2+2 {
+		t.Fatalf("gauges: %+v", st)
+	}
+	if st.Puts != [3]uint64{1, 1, 1} || st.Gets != 1 {
+		t.Fatalf("counters: %+v", st)
+	}
+	if st.Batches == 0 || st.BatchedOps < 1 || st.CommitNanos == 0 {
+		t.Fatalf("writer counters: %+v", st)
+	}
+	var n uint64
+	for _, c := range st.CommitLatency {
+		n += c
+	}
+	if n != st.Batches {
+		t.Fatalf("latency histogram counts %d commits, want %d", n, st.Batches)
+	}
+	if bucket(0, batchBuckets) != 0 || bucket(1, batchBuckets) != 1 || bucket(255, batchBuckets) != 8 || bucket(1<<40, batchBuckets) != batchBuckets-1 {
+		t.Fatal("bucket boundaries")
+	}
+}

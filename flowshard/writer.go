@@ -1,0 +1,177 @@
+package flowshard
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// op is one disk mutation. del set: delete key; prefix set: delete every key
+// starting with key (a whole flow); otherwise put key=val.
+type op struct {
+	key    []byte
+	val    []byte
+	del    bool
+	prefix bool
+}
+
+// batch is the set of ops one bbolt transaction commits. done is closed
+// after the commit (and its fsync) returned; err is its result.
+type batch struct {
+	ops  []op
+	done chan struct{}
+	err  error
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
+
+// committed reports whether b's commit has finished, without waiting.
+func (b *batch) committed() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// writer is the single goroutine that owns every bbolt write transaction.
+// It commits whatever is queued as one transaction, then looks again: it
+// never waits on a timer, so a lone Sync put costs one commit, and under
+// load the queue that built up during a commit becomes the next batch
+// (group commit).
+type writer struct {
+	db         *bolt.DB
+	maxPending int
+	stats      *counters
+
+	mu    sync.Mutex
+	cur   *batch
+	space chan struct{} // closed (and replaced) whenever cur is taken
+
+	wake     chan struct{} // capacity 1: "cur is not empty"
+	stop     chan struct{}
+	done     chan struct{} // closed when run has drained, closed db and returned
+	closeErr error         // db.Close's result, readable after done
+}
+
+func newWriter(db *bolt.DB, maxPending int, st *counters) *writer {
+	return &writer{
+		db:         db,
+		maxPending: maxPending,
+		stats:      st,
+		cur:        newBatch(),
+		space:      make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+}
+
+// reserve blocks while maxPending ops are already queued. It is the
+// back-pressure that bounds a batch, and so what Async can lose. The bound is
+// soft: writers that pass together may overshoot it by their number.
+func (w *writer) reserve(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		if len(w.cur.ops) < w.maxPending {
+			w.mu.Unlock()
+			return nil
+		}
+		space := w.space
+		w.mu.Unlock()
+		select {
+		case <-space:
+		case <-w.stop:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("flowshard: waiting for writer queue: %w", ctx.Err())
+		}
+	}
+}
+
+// enqueue appends ops to the batch being filled and returns it. It never
+// blocks: callers hold a flow lock.
+func (w *writer) enqueue(ops ...op) *batch {
+	w.mu.Lock()
+	b := w.cur
+	b.ops = append(b.ops, ops...)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return b
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.wake:
+			w.commitOnce()
+		case <-w.stop:
+			for w.commitOnce() {
+			}
+			if err := w.db.Close(); err != nil {
+				w.closeErr = fmt.Errorf("flowshard: close: %w", err)
+			}
+			return
+		}
+	}
+}
+
+// commitOnce takes the queued batch and commits it; it reports whether there
+// was anything to commit.
+func (w *writer) commitOnce() bool {
+	w.mu.Lock()
+	b := w.cur
+	if len(b.ops) == 0 {
+		w.mu.Unlock()
+		return false
+	}
+	w.cur = newBatch()
+	close(w.space)
+	w.space = make(chan struct{})
+	w.mu.Unlock()
+
+	start := time.Now()
+	err := w.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(dataBucket)
+		for _, o := range b.ops {
+			if err := apply(bk, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	w.stats.commit(len(b.ops), time.Since(start), err)
+	if err != nil {
+		b.err = fmt.Errorf("flowshard: commit of %d ops: %w", len(b.ops), err)
+	}
+	close(b.done)
+	return true
+}
+
+func apply(bk *bolt.Bucket, o op) error {
+	switch {
+	case o.prefix:
+		c := bk.Cursor()
+		// Re-seek after each delete: bbolt cursors may skip an element when
+		// the one under them is deleted.
+		for k, _ := c.Seek(o.key); k != nil && bytes.HasPrefix(k, o.key); k, _ = c.Seek(o.key) {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	case o.del:
+		return bk.Delete(o.key)
+	default:
+		return bk.Put(o.key, o.val)
+	}
+}

@@ -1,0 +1,402 @@
+package plugins
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Flow is the per-call flow handle: the request's flow, already chosen by
+// the engine. Errors wrap gateway/flow's sentinels (ErrNotFound,
+// ErrVersionMismatch, ErrUnavailable, ErrTooLarge, ErrBadKey); any other
+// error is treated as UNAVAILABLE. Get returns a value's version V, never 0
+// for a stored value. key is valid only during the call; value passed to Put
+// and CAS is the Flow's to keep.
+type Flow interface {
+	Get(ctx context.Context, key []byte) (value []byte, version uint64, err error)
+	Put(ctx context.Context, key, value []byte) error
+	CAS(ctx context.Context, key []byte, expect uint64, value []byte) error
+	Delete(ctx context.Context, key []byte) error
+}
+
+// Input is one call's request, configuration and flow. The host reads it
+// only during Call.
+type Input struct {
+	Method      string
+	Path        string // without the query string
+	Query       []Pair // in order received; repeated names are joined with ","
+	Headers     []Pair // in order received; repeated names are joined with ", "
+	Body        []byte
+	FlowID      string // the scoped flow id
+	RequestFrom string // ip:port of the client
+	// Config is the stub's "config" as JSON text; nil reads as null.
+	Config []byte
+	// Response is the response being decorated, for decorate calls only.
+	Response *Response
+	// Flow serves the flow imports; nil answers them UNAVAILABLE.
+	Flow Flow
+}
+
+// Output is what a call produced.
+type Output struct {
+	// Result is the entry point's return value; its meaning depends on the
+	// use (ABI section 6): the engine interprets it.
+	Result int32
+	// Response is the last response envelope the guest wrote, decoded, when
+	// Wrote is true.
+	Response Response
+	Wrote    bool
+	// Unavailable is true when a flow import returned UNAVAILABLE during the
+	// call; it is set on failed calls too, so the engine can answer 503.
+	Unavailable bool
+}
+
+// version is one registration of a module under a name. Replacing the
+// module makes a new version; the old one lives until its last call returns.
+type version struct {
+	h     *Host
+	info  ModuleInfo
+	lim   Limits
+	c     *compiledModule
+	rt    wazero.Runtime
+	cfg   wazero.ModuleConfig
+	stats *stats
+	entry map[string]int // entry point name -> index into instance.fns
+
+	// idle holds instances between calls; slots holds a token for each
+	// instance not yet made. Together with the calls in flight they always
+	// add up to PoolSize, which bounds both instances and concurrency.
+	// Idle instances are taken before a slot, so a quiet module reuses one.
+	idle  chan *instance
+	slots chan struct{}
+	// refs counts calls in flight, plus one while the version is
+	// registered; the version closes when it reaches zero.
+	refs atomicRefs
+}
+
+func (h *Host) newVersion(info ModuleInfo, lim Limits, c *compiledModule, rt wazero.Runtime, st *stats) *version {
+	out := &logWriter{log: h.log, module: info.Name, stream: "stdout"}
+	errw := &logWriter{log: h.log, module: info.Name, stream: "stderr"}
+	v := &version{
+		h:     h,
+		info:  info,
+		lim:   lim,
+		c:     c,
+		rt:    rt,
+		stats: st,
+		entry: make(map[string]int, len(c.entry)),
+		idle:  make(chan *instance, lim.PoolSize),
+		slots: make(chan struct{}, lim.PoolSize),
+		// No filesystem, environment or arguments; clocks and random work.
+		cfg: wazero.NewModuleConfig().WithName("").WithStartFunctions().
+			WithStdout(out).WithStderr(errw).
+			WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader),
+	}
+	for i, n := range c.entry {
+		v.entry[n] = i
+	}
+	for range lim.PoolSize {
+		v.slots <- struct{}{}
+	}
+	v.refs.init()
+	h.open.Add(1)
+	return v
+}
+
+// acquire returns the version registered as name with a reference taken,
+// or nil.
+func (h *Host) acquire(name string) *version {
+	for {
+		v := (*h.modules.Load())[name]
+		if v == nil {
+			return nil
+		}
+		if v.refs.tryAcquire() {
+			return v
+		}
+		// v was replaced and retired between the load and the reference:
+		// the map already holds its successor, so load it again.
+	}
+}
+
+func (v *version) release() {
+	if v.refs.release() {
+		v.close()
+	}
+}
+
+// close closes every instance; no call is in flight, so all are idle.
+func (v *version) close() {
+	for len(v.idle) > 0 {
+		(<-v.idle).close()
+	}
+	v.h.releaseCompiled(v.c)
+	v.h.open.Add(-1)
+}
+
+// instance is one instantiation of a module. It runs one call at a time.
+type instance struct {
+	v     *version
+	mod   api.Module
+	mem   api.Memory
+	fns   []api.Function // by entry index, made on first use
+	stack []uint64
+	calls int
+	// startPages is the memory size when instantiated: an instance whose
+	// memory grew to its ceiling is discarded after the call.
+	startPages uint32
+	cs         callState
+}
+
+// instantiate makes an instance and runs _initialize if the module has it.
+func (v *version) instantiate(ctx context.Context) (*instance, error) {
+	mod, err := v.rt.InstantiateModule(ctx, v.c.cm, v.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("instantiate: %w", err)
+	}
+	if v.c.init {
+		ictx, cancel := ctx, context.CancelFunc(func() {})
+		if v.lim.Deadline > 0 {
+			ictx, cancel = context.WithTimeout(ctx, v.lim.Deadline)
+		}
+		_, err = mod.ExportedFunction("_initialize").Call(ictx)
+		cancel()
+		if err != nil {
+			_ = mod.Close(context.Background())
+			return nil, fmt.Errorf("_initialize: %w", err)
+		}
+	}
+	inst := &instance{
+		v:          v,
+		mod:        mod,
+		mem:        mod.ExportedMemory("memory"),
+		fns:        make([]api.Function, len(v.c.entry)),
+		stack:      make([]uint64, 1),
+		startPages: mod.ExportedMemory("memory").Size() / pageSize,
+	}
+	inst.cs.v = v
+	v.stats.live.Add(1)
+	v.stats.instantiated.Add(1)
+	return inst, nil
+}
+
+const pageSize = 65536
+
+func (i *instance) close() {
+	_ = i.mod.Close(context.Background())
+	i.v.stats.live.Add(-1)
+}
+
+// atCeiling reports whether memory grew to the most it may have: the sign
+// that a guest ran out, after which its state is not worth keeping.
+func (i *instance) atCeiling() bool {
+	pages := i.mem.Size() / pageSize
+	return pages >= i.v.c.maxPages && pages > i.startPages
+}
+
+// Call runs the entry point export of the module registered as module.
+// It waits for a free instance while ctx allows. On error, the Output still
+// reports Unavailable.
+func (h *Host) Call(ctx context.Context, module, export string, in *Input) (Output, error) {
+	v := h.acquire(module)
+	if v == nil {
+		if h.shut.Load() {
+			return Output{}, &Error{Kind: KindClosed, Module: module, Export: export, Err: ErrClosed}
+		}
+		return Output{}, &Error{Kind: KindNoModule, Module: module, Export: export, Err: ErrUnknownModule}
+	}
+	defer v.release()
+	v.stats.calls.Add(1)
+	idx, ok := v.entry[export]
+	if !ok {
+		return Output{}, v.fail(KindNoExport, export, fmt.Errorf("not an entry point (i32) -> i32 of this module; it has %s", strings.Join(v.c.entry, ", ")))
+	}
+
+	inst, err := v.take(ctx)
+	if err != nil {
+		return Output{}, v.fail(KindInstantiate, export, err)
+	}
+	if inst == nil {
+		return Output{}, v.fail(KindCanceled, export, fmt.Errorf("waiting for an instance: %w", context.Cause(ctx)))
+	}
+	out, kind, err := inst.call(ctx, idx, in)
+	if out.Unavailable {
+		v.stats.unavailable.Add(1)
+	}
+	switch {
+	case err != nil && kind != KindResponse:
+		// A trap, timeout or memory overrun leaves the instance's state
+		// undefined, and a timeout has closed it already.
+		inst.close()
+		v.stats.discarded.Add(1)
+		inst = nil
+	case inst.atCeiling():
+		inst.close()
+		v.stats.discarded.Add(1)
+		inst = nil
+	case inst.calls >= v.lim.RecycleAfter:
+		inst.close()
+		v.stats.recycled.Add(1)
+		inst = nil
+	}
+	v.put(inst)
+	if err != nil {
+		return out, v.fail(kind, export, err)
+	}
+	return out, nil
+}
+
+// take returns an idle instance, or makes one if a slot is free, or waits
+// for either until ctx ends (nil, nil).
+func (v *version) take(ctx context.Context) (*instance, error) {
+	select {
+	case inst := <-v.idle:
+		return inst, nil
+	default:
+	}
+	select {
+	case inst := <-v.idle:
+		return inst, nil
+	case <-v.slots:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	inst, err := v.instantiate(ctx)
+	if err != nil {
+		v.slots <- struct{}{}
+		return nil, err
+	}
+	return inst, nil
+}
+
+// put returns inst to the pool, or its slot if inst is nil (discarded).
+func (v *version) put(inst *instance) {
+	if inst == nil {
+		v.slots <- struct{}{}
+		return
+	}
+	v.idle <- inst
+}
+
+func (v *version) fail(k Kind, export string, err error) error {
+	v.stats.errors[k].Add(1)
+	return &Error{Kind: k, Module: v.info.Name, Export: export, Err: err}
+}
+
+// call runs one call on i. The error's Kind is returned beside it.
+func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, error) {
+	fn := i.fns[idx]
+	if fn == nil {
+		fn = i.mod.ExportedFunction(i.v.c.entry[idx])
+		i.fns[idx] = fn
+	}
+	cs := &i.cs
+	cs.begin(ctx, in)
+	callCtx := context.Context(cs)
+	cancel := context.CancelFunc(nil)
+	if i.v.lim.Deadline > 0 {
+		callCtx, cancel = context.WithTimeout(cs, i.v.lim.Deadline)
+	}
+	i.stack[0] = uint64(uint32(len(cs.req)))
+	err := fn.CallWithStack(callCtx, i.stack)
+	timedOut := cancel != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded)
+	if cancel != nil {
+		cancel()
+	}
+	i.calls++
+	out := Output{Unavailable: cs.unavailable}
+	defer cs.end()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return out, KindCanceled, fmt.Errorf("%w: %w", context.Cause(ctx), err)
+		case timedOut || isExit(err, sys.ExitCodeDeadlineExceeded):
+			return out, KindTimeout, fmt.Errorf("deadline of %s passed: %w", i.v.lim.Deadline, err)
+		case i.atCeiling():
+			return out, KindMemory, fmt.Errorf("memory grew to its limit of %d pages: %w", i.v.c.maxPages, err)
+		}
+		return out, KindTrap, err
+	}
+	out.Result = int32(uint32(i.stack[0]))
+	switch {
+	case cs.wrote:
+		r, err := decodeResponse(cs.resp)
+		if err != nil {
+			return out, KindResponse, err
+		}
+		out.Response, out.Wrote = r, true
+	case cs.tooLarge:
+		return out, KindResponse, fmt.Errorf("response envelope over the limit of %d bytes", i.v.lim.MaxResponseBytes)
+	}
+	return out, 0, nil
+}
+
+func isExit(err error, code uint32) bool {
+	var ee *sys.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == code
+}
+
+// callState is an instance's per-call state, reached by the host imports
+// through the call's context. It is a context itself, wrapping the caller's,
+// so that the state rides along without a context.WithValue per call.
+type callState struct {
+	context.Context
+	v   *version
+	in  *Input
+	enc encoder
+	req []byte // the encoded request envelope
+	// resp holds the last response envelope written; wrote says whether
+	// one was, tooLarge whether a write was refused for its size since.
+	resp        []byte
+	wrote       bool
+	tooLarge    bool
+	unavailable bool
+}
+
+type callStateKey struct{}
+
+func (c *callState) Value(k any) any {
+	if k == (callStateKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+func (c *callState) begin(ctx context.Context, in *Input) {
+	c.Context, c.in = ctx, in
+	c.req = c.enc.encodeRequest(in)
+	c.wrote, c.tooLarge, c.unavailable = false, false, false
+}
+
+// end drops references to the caller's data, and buffers a huge call grew,
+// so an idle instance pins neither.
+func (c *callState) end() {
+	c.Context, c.in = nil, nil
+	const keep = 64 << 10
+	if cap(c.resp) > keep {
+		c.resp = nil
+	}
+	if cap(c.enc.buf) > keep {
+		c.enc.buf = nil
+	}
+	c.req = nil
+}
+
+// logWriter sends a guest's stdout or stderr to the log at debug level.
+type logWriter struct {
+	log    *slog.Logger
+	module string
+	stream string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.log.Debug("plugin output", "module", w.module, "stream", w.stream, "text", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,6 @@
+;; bad_sig: imports rift_v1.flow_put with the wrong type.
+(module
+  (import "rift_v1" "flow_put" (func (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "rift_abi_v1"))
+  (func (export "handle") (param i32) (result i32) (i32.const 0)))

@@ -2,8 +2,10 @@ package kv
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -288,6 +290,35 @@ func TestEvictRangesTheExpiryIndexInExpiryOrder(t *testing.T) {
 	want(t, apply(t, f, Evict{CutoffMs: 40, Limit: 2}, 11), Evicted{2, false})
 	if f.Len() != 2 {
 		t.Fatalf("len %d, want forever and e50", f.Len())
+	}
+}
+
+// Which record of a tie goes first must not depend on insertion order or on
+// whether the index was rebuilt from a snapshot.
+func TestEvictBreaksExpiryTiesByKey(t *testing.T) {
+	f := mustFragment(t, DefaultPolicy())
+	for i, k := range []string{"m", "z", "c", "q", "a", "k"} {
+		apply(t, f, put(k, "", Absent(), 10, 0), uint64(i+1))
+	}
+	snap, _ := f.EncodeSnapshot()
+	g, err := DecodeSnapshot(snap, DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []*Fragment{f, g} {
+		var order []string
+		for frag.Len() > 0 {
+			before := maps.Clone(frag.records)
+			frag.Apply(Evict{CutoffMs: 10, Limit: 1}, 100)
+			for k := range before {
+				if _, ok := frag.records[k]; !ok {
+					order = append(order, k)
+				}
+			}
+		}
+		if !slices.Equal(order, []string{"a", "c", "k", "m", "q", "z"}) {
+			t.Fatalf("eviction order %v", order)
+		}
 	}
 }
 

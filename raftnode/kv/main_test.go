@@ -70,7 +70,13 @@ func (l *seqLog) get(key string, now uint64) (Record, bool) {
 	return l.f.Get(key, now)
 }
 
-func mustFragment(t testing.TB, p Policy) *Fragment {
+// fataler is what testing.TB and *rapid.T share.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+func mustFragment(t fataler, p Policy) *Fragment {
 	t.Helper()
 	f, err := NewFragment(p)
 	if err != nil {

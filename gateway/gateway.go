@@ -1,13 +1,26 @@
 // Package gateway is riftgate's engine: the Mountebank-compatible admin API,
 // imposters and their listeners, stub matching, the response pipeline and
 // behaviors. Run starts it; cmd/riftgate only parses flags and calls Run.
+//
+// A request to an imposter goes: listener (gateway/imposter) → stub table
+// match (gateway/predicate) → the stub's next response (`is`, fault, or a
+// Responder: proxy, inject, wasm) → behaviors (gateway/behavior) → write.
+// Admin requests go: admin.go → registry (this package) → imposter.
 package gateway
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
 )
+
+// Version is riftgate's version, reported by GET /config and --version.
+const Version = "0.1.0"
 
 // Options are the settings of one riftgate process, as mb's `start` takes them.
 type Options struct {
@@ -28,9 +41,68 @@ type Options struct {
 	Ready func(adminAddr string)
 }
 
+// Size caps on what the admin API and imposters accept.
+const (
+	maxAdminBody    = 64 << 20 // an imposter file with inline plugins can be large
+	maxImposterBody = 16 << 20
+)
+
 // Run serves until ctx is cancelled, then shuts every listener down and
 // returns. It returns an error if the admin port or an initial imposter
 // cannot be bound.
 func Run(ctx context.Context, opts Options) error {
-	return errors.New("gateway: not implemented yet")
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Port == 0 {
+		opts.Port = 2525
+	}
+	logs := newLogRing(10000)
+	opts.Logger = slog.New(teeHandler{opts.Logger.Handler(), logs})
+	g, err := newGateway(ctx, opts, logs)
+	if err != nil {
+		return err
+	}
+	defer g.close()
+
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := g.access.listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           g.adminHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	if err := g.loadInitial(ctx); err != nil {
+		shutdown(srv)
+		<-served
+		return err
+	}
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	shutdown(srv)
+	if serr := <-served; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = serr
+	}
+	opts.Logger.Info("Adios - see you soon?")
+	return err
+}
+
+func shutdown(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
 }

@@ -80,10 +80,10 @@ func As(err error) *Error {
 	return &Error{Code: "internal error", Message: err.Error(), Status: http.StatusInternalServerError}
 }
 
-// Body renders errs as `{"errors":[...]}`, indented as mb does.
+// Body renders errs compactly as `{"errors":[...]}`.
 func Body(errs ...*Error) []byte {
-	b, _ := json.MarshalIndent(struct {
+	b, _ := json.Marshal(struct {
 		Errors []*Error `json:"errors"`
-	}{errs}, "", "    ")
+	}{errs})
 	return b
 }

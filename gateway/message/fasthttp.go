@@ -1,6 +1,7 @@
 package message
 
 import (
+	"bytes"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -12,7 +13,7 @@ import (
 func (r *Request) FillFromFastHTTP(ctx *fasthttp.RequestCtx) {
 	req := &ctx.Request
 	r.Method = b2s(req.Header.Method())
-	r.Path = b2s(req.URI().Path())
+	r.Path = b2s(rawPath(req.Header.RequestURI()))
 	for k, v := range req.URI().QueryArgs().All() {
 		r.Query = append(r.Query, KV{b2s(k), b2s(v)})
 	}
@@ -38,6 +39,27 @@ func bodyOf(req *fasthttp.Request) []byte {
 		}
 	}
 	return req.Body()
+}
+
+// rawPath returns the path of a request-target as sent, percent-encoding
+// intact, as mb's WHATWG URL pathname keeps it. An absolute-form target
+// (proxy requests) is cut to its path.
+func rawPath(uri []byte) []byte {
+	if i := bytes.Index(uri, []byte("://")); i >= 0 {
+		uri = uri[i+3:]
+		if j := bytes.IndexByte(uri, '/'); j >= 0 {
+			uri = uri[j:]
+		} else {
+			uri = []byte("/")
+		}
+	}
+	if i := bytes.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	if len(uri) == 0 {
+		return []byte("/")
+	}
+	return uri
 }
 
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -1,0 +1,486 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/mberr"
+)
+
+// adminHandler is Mountebank's REST API on --port.
+func (g *gateway) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", g.home)
+	mux.HandleFunc("GET /imposters", g.listImposters)
+	mux.HandleFunc("POST /imposters", g.postImposter)
+	mux.HandleFunc("PUT /imposters", g.putImposters)
+	mux.HandleFunc("DELETE /imposters", g.deleteImposters)
+	mux.HandleFunc("GET /imposters/{id}", g.withImposter(g.getImposter))
+	mux.HandleFunc("DELETE /imposters/{id}", g.deleteImposter)
+	mux.HandleFunc("DELETE /imposters/{id}/savedRequests", g.withImposter(g.deleteSavedRequests))
+	mux.HandleFunc("DELETE /imposters/{id}/savedProxyResponses", g.withImposter(g.deleteSavedProxyResponses))
+	mux.HandleFunc("PUT /imposters/{id}/stubs", g.withImposter(g.putStubs))
+	mux.HandleFunc("POST /imposters/{id}/stubs", g.withImposter(g.postStub))
+	mux.HandleFunc("PUT /imposters/{id}/stubs/{index}", g.withImposter(g.putStub))
+	mux.HandleFunc("DELETE /imposters/{id}/stubs/{index}", g.withImposter(g.deleteStub))
+	mux.HandleFunc("GET /config", g.config)
+	mux.HandleFunc("GET /logs", g.getLogs)
+	mux.HandleFunc("GET /metrics", g.metrics)
+	g.engine.routes(mux)
+	return g.guard(mux)
+}
+
+// guard applies --apikey and --origin to every admin request, and logs it.
+func (g *gateway) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.opts.Origin != "" && r.Header.Get("Origin") == g.opts.Origin {
+			w.Header().Set("Access-Control-Allow-Origin", g.opts.Origin)
+			if r.Method == http.MethodOptions {
+				w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+				w.Header().Set("Access-Control-Allow-Headers", r.Header.Get("Access-Control-Request-Headers"))
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+		}
+		if g.opts.APIKey != "" && r.Header.Get("x-api-key") != g.opts.APIKey {
+			writeErr(w, mberr.New(mberr.Unauthorized,
+				"If you set the apiKey option, make sure you are sending the correct apiKey in the x-api-key header."))
+			return
+		}
+		g.log.Info(r.Method + " " + r.URL.RequestURI())
+		next.ServeHTTP(w, r)
+	})
+}
+
+// baseURL is the admin API's address as the client named it, for _links.
+func baseURL(r *http.Request) string { return "http://" + r.Host }
+
+func (g *gateway) home(w http.ResponseWriter, r *http.Request) {
+	b := baseURL(r)
+	writeJSON(w, http.StatusOK, map[string]any{"_links": map[string]any{
+		"imposters": map[string]string{"href": b + "/imposters"},
+		"config":    map[string]string{"href": b + "/config"},
+		"logs":      map[string]string{"href": b + "/logs"},
+	}})
+}
+
+// flag reads a boolean query parameter as mb does: only "true" is true.
+func flag(r *http.Request, name string) bool {
+	return strings.EqualFold(r.URL.Query().Get(name), "true")
+}
+
+func view(r *http.Request) imposter.View {
+	v := imposter.View{
+		BaseURL:       baseURL(r),
+		Replayable:    flag(r, "replayable"),
+		RemoveProxies: flag(r, "removeProxies"),
+	}
+	return v
+}
+
+func (g *gateway) listImposters(w http.ResponseWriter, r *http.Request) {
+	v := view(r)
+	v.List = !v.Replayable && !v.RemoveProxies
+	writeImposters(w, http.StatusOK, g.snapshot(), v)
+}
+
+func writeImposters(w http.ResponseWriter, status int, imps []*imposter.Imposter, v imposter.View) {
+	list := make([]json.RawMessage, len(imps))
+	for i, imp := range imps {
+		list[i] = imp.JSON(v)
+	}
+	writeJSON(w, status, map[string]any{"imposters": list})
+}
+
+func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	if !json.Valid(body) {
+		writeErr(w, mberr.New(mberr.InvalidJSON, "Unable to parse body as JSON").WithSource(string(body)))
+		return
+	}
+	g.mu.Lock()
+	imp, err := g.create(r.Context(), body)
+	g.mu.Unlock()
+	if err != nil {
+		g.log.Error("error creating imposter: " + err.Error())
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Location", baseURL(r)+"/imposters/"+strconv.Itoa(imp.Port()))
+	writeRaw(w, http.StatusCreated, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
+}
+
+// putImposters replaces every imposter. All definitions are validated first,
+// so a bad one changes nothing.
+func (g *gateway) putImposters(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	raws, err := impostersField(body)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	specs := make([]*imposter.Spec, len(raws))
+	for i, raw := range raws {
+		if specs[i], err = imposter.ParseSpec(raw); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ctx := r.Context()
+	old := g.snapshot()
+	var oldJSON [][]byte
+	for _, imp := range old {
+		oldJSON = append(oldJSON, imp.JSON(imposter.View{Replayable: true}))
+		g.remove(ctx, imp.Port())
+	}
+	var created []*imposter.Imposter
+	for _, spec := range specs {
+		imp, err := g.start(ctx, spec)
+		if err != nil {
+			// Put back what was there: a failed replace changes nothing.
+			for _, c := range created {
+				g.remove(ctx, c.Port())
+			}
+			for _, data := range oldJSON {
+				if _, rerr := g.create(ctx, data); rerr != nil {
+					g.log.Error("restoring imposter after a failed replace", "err", rerr)
+				}
+			}
+			writeErr(w, err)
+			return
+		}
+		created = append(created, imp)
+	}
+	writeImposters(w, http.StatusOK, created, imposter.View{BaseURL: baseURL(r), List: true})
+}
+
+func (g *gateway) deleteImposters(w http.ResponseWriter, r *http.Request) {
+	v := view(r)
+	v.Replayable = true
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	imps := g.snapshot()
+	list := make([]json.RawMessage, len(imps))
+	for i, imp := range imps {
+		list[i] = imp.JSON(v)
+		g.remove(r.Context(), imp.Port())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"imposters": list})
+}
+
+// withImposter resolves {id} or answers mb's 404.
+func (g *gateway) withImposter(h func(http.ResponseWriter, *http.Request, *imposter.Imposter)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		port, err := strconv.Atoi(r.PathValue("id"))
+		imp, ok := g.get(port)
+		if err != nil || !ok {
+			writeErr(w, mberr.New(mberr.NoSuchResource, "Try POSTing to /imposters first?"))
+			return
+		}
+		h(w, r, imp)
+	}
+}
+
+func (g *gateway) getImposter(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	writeRaw(w, http.StatusOK, imp.JSON(view(r)))
+}
+
+func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
+	v := view(r)
+	v.Replayable = true
+	port, err := strconv.Atoi(r.PathValue("id"))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	imp, ok := g.get(port)
+	if err != nil || !ok {
+		writeRaw(w, http.StatusOK, json.RawMessage(`{}`))
+		return
+	}
+	out := imp.JSON(v)
+	g.remove(r.Context(), port)
+	writeRaw(w, http.StatusOK, out)
+}
+
+func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	imp.ResetRequests()
+	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
+}
+
+func (g *gateway) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
+		kept := stubs[:0]
+		for _, s := range stubs {
+			if !s.Spec.Recorded {
+				kept = append(kept, s)
+			}
+		}
+		return kept, nil
+	})
+}
+
+func (g *gateway) putStubs(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Stubs *[]json.RawMessage `json:"stubs"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeErr(w, mberr.New(mberr.InvalidJSON, "Unable to parse body as JSON").WithSource(string(body)))
+		return
+	}
+	if req.Stubs == nil {
+		writeErr(w, mberr.New(mberr.BadData, "'stubs' is a required field"))
+		return
+	}
+	specs, err := parseStubs(*req.Stubs)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	g.editStubs(w, r, imp, func([]*imposter.Stub) ([]*imposter.Stub, error) {
+		return compileAll(imp, specs)
+	})
+}
+
+func (g *gateway) postStub(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Index *json.Number    `json:"index"`
+		Stub  json.RawMessage `json:"stub"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeErr(w, mberr.New(mberr.InvalidJSON, "Unable to parse body as JSON").WithSource(string(body)))
+		return
+	}
+	if req.Stub == nil {
+		writeErr(w, mberr.New(mberr.BadData, "must contain 'stub' field"))
+		return
+	}
+	spec, err := imposter.ParseStub(req.Stub)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
+		at := len(stubs)
+		if req.Index != nil {
+			n, err := strconv.Atoi(req.Index.String())
+			if err != nil || n < 0 || n > len(stubs) {
+				return nil, mberr.New(mberr.BadData, "'index' must be between 0 and the length of the stubs array")
+			}
+			at = n
+		}
+		st, err := imp.CompileStub(spec)
+		if err != nil {
+			return nil, err
+		}
+		return append(stubs[:at], append([]*imposter.Stub{st}, stubs[at:]...)...), nil
+	})
+}
+
+var errStubIndex = &mberr.Error{Code: mberr.BadData, Status: http.StatusNotFound,
+	Message: "'stubIndex' must be a valid integer, representing the array index position of the stub to replace"}
+
+func stubIndex(r *http.Request, n int) (int, error) {
+	i, err := strconv.Atoi(r.PathValue("index"))
+	if err != nil || i < 0 || i >= n {
+		return 0, errStubIndex
+	}
+	return i, nil
+}
+
+func (g *gateway) putStub(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	spec, err := imposter.ParseStub(body)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
+		i, err := stubIndex(r, len(stubs))
+		if err != nil {
+			return nil, err
+		}
+		st, err := imp.CompileStub(spec)
+		if err != nil {
+			return nil, err
+		}
+		stubs[i] = st
+		return stubs, nil
+	})
+}
+
+func (g *gateway) deleteStub(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
+		i, err := stubIndex(r, len(stubs))
+		if err != nil {
+			return nil, err
+		}
+		return append(stubs[:i], stubs[i+1:]...), nil
+	})
+}
+
+// editStubs applies a stub-list change, persists it, and answers with the
+// imposter. A failed edit or save leaves the stubs as they were.
+func (g *gateway) editStubs(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter,
+	edit func([]*imposter.Stub) ([]*imposter.Stub, error)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var before []*imposter.Stub
+	err := imp.EditStubs(func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
+		before = append([]*imposter.Stub(nil), stubs...)
+		return edit(stubs)
+	})
+	if err == nil {
+		if err = g.persist(imp); err != nil {
+			_ = imp.EditStubs(func([]*imposter.Stub) ([]*imposter.Stub, error) { return before, nil })
+		}
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
+}
+
+func parseStubs(raws []json.RawMessage) ([]*imposter.StubSpec, error) {
+	specs := make([]*imposter.StubSpec, len(raws))
+	for i, raw := range raws {
+		s, err := imposter.ParseStub(raw)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = s
+	}
+	return specs, nil
+}
+
+func compileAll(imp *imposter.Imposter, specs []*imposter.StubSpec) ([]*imposter.Stub, error) {
+	out := make([]*imposter.Stub, len(specs))
+	for i, s := range specs {
+		st, err := imp.CompileStub(s)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+func (g *gateway) config(w http.ResponseWriter, r *http.Request) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	cwd, _ := os.Getwd()
+	whitelist := g.opts.IPWhitelist
+	if len(whitelist) == 0 {
+		whitelist = []string{"*"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version": Version,
+		"options": map[string]any{
+			"port": g.opts.Port, "host": g.opts.Host, "datadir": g.opts.DataDir,
+			"allowInjection": g.opts.AllowInjection, "localOnly": g.opts.LocalOnly,
+			"ipWhitelist": whitelist, "mock": g.opts.Mock, "debug": g.opts.Debug,
+			"origin": g.opts.Origin != "", "apikey": g.opts.APIKey != "",
+		},
+		"process": map[string]any{
+			"goVersion": runtime.Version(), "architecture": runtime.GOARCH, "platform": runtime.GOOS,
+			"heapAlloc": ms.HeapAlloc, "heapSys": ms.HeapSys, "goroutines": runtime.NumGoroutine(),
+			"uptime": time.Since(g.started).Seconds(), "cwd": cwd,
+		},
+	})
+}
+
+func (g *gateway) getLogs(w http.ResponseWriter, r *http.Request) {
+	start, end := 0, -1
+	if s, err := strconv.Atoi(r.URL.Query().Get("startIndex")); err == nil {
+		start = s
+	}
+	if e, err := strconv.Atoi(r.URL.Query().Get("endIndex")); err == nil {
+		end = e
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"logs": g.logs.slice(start, end)})
+}
+
+// readBody reads a capped request body; past the cap it answers 413.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeErr(w, mberr.New(mberr.PayloadTooLarge, fmt.Sprintf("the body is over %d bytes", tooBig.Limit)))
+		} else {
+			writeErr(w, mberr.New(mberr.BadData, "cannot read the body: "+err.Error()))
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeBytes(w, status, bytes.TrimRight(b.Bytes(), "\n"))
+}
+
+// writeRaw indents already-encoded JSON as mb's admin API does.
+func writeRaw(w http.ResponseWriter, status int, raw json.RawMessage) {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeBytes(w, status, b.Bytes())
+}
+
+func writeBytes(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	e := mberr.As(err)
+	writeBytes(w, e.Status, indent(mberr.Body(e)))
+}
+
+func indent(b []byte) []byte {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		return b
+	}
+	return out.Bytes()
+}

@@ -1,0 +1,322 @@
+// Package imposter is one Mountebank imposter: its definition (Spec), its
+// compiled, indexed stub table, its listener, and the request path from a
+// fasthttp handler to the bytes written back.
+package imposter
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/valyala/fasthttp"
+)
+
+// Options are the process-wide settings an imposter needs.
+type Options struct {
+	Logger   *slog.Logger
+	Compiler *Compiler
+	// Listen binds the imposter's port; the gateway wraps it to enforce
+	// --localOnly and --ipWhitelist at accept time.
+	Listen func(network, addr string) (net.Listener, error)
+	// RecordAll is mb's --mock: every imposter records its requests.
+	RecordAll bool
+	// DefaultHost is mb's --host, used when the imposter names none.
+	DefaultHost string
+	// Flows resolves a request's flow id; nil means the imposter is stateless.
+	Flows FlowIDs
+	// MaxBodyBytes caps request bodies on the imposter's listener.
+	MaxBodyBytes int
+}
+
+// FlowIDs derives a request's scoped flow id.
+type FlowIDs interface {
+	FlowID(spec *FlowSpec, port int, r *message.Request) string
+}
+
+// Imposter is a running imposter.
+type Imposter struct {
+	spec  *Spec
+	opts  Options
+	log   *slog.Logger
+	table atomic.Pointer[table]
+	dflt  *response // the response when no stub matches
+
+	// mu serializes admin changes to the stub list; the request path only
+	// loads table.
+	mu sync.Mutex
+
+	requests   sync.Mutex // guards saved
+	saved      []*message.Request
+	numReqs    atomic.Int64
+	noMatch    atomic.Int64
+	recordReqs bool
+
+	ln     net.Listener
+	server *fasthttp.Server
+	done   chan struct{}
+}
+
+// New compiles spec. Nothing is bound until Start, and a spec that does not
+// compile leaves nothing behind.
+func New(spec *Spec, opts Options) (*Imposter, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	imp := &Imposter{spec: spec, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
+	dflt, isJSON, err := buildIs(nil, spec.DefaultResponse)
+	if err != nil {
+		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
+	}
+	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON}
+	stubs := make([]*Stub, 0, len(spec.Stubs))
+	for _, ss := range spec.Stubs {
+		st, err := imp.compile(ss)
+		if err != nil {
+			return nil, err
+		}
+		stubs = append(stubs, st)
+	}
+	imp.table.Store(newTable(stubs))
+	return imp, nil
+}
+
+func (imp *Imposter) compile(ss *StubSpec) (*Stub, error) {
+	c := imp.opts.Compiler
+	if c == nil {
+		c = &Compiler{}
+	}
+	return c.compileStub(ss, imp, imp.spec.DefaultResponse)
+}
+
+// Spec returns the imposter's definition. Its Stubs reflect creation time;
+// Stubs returns the current ones.
+func (imp *Imposter) Spec() *Spec { return imp.spec }
+
+// Port returns the bound port (the requested one, or the ephemeral one).
+func (imp *Imposter) Port() int { return imp.spec.Port }
+
+// Start binds the listener and serves until Stop.
+func (imp *Imposter) Start() error {
+	host := imp.spec.Host
+	if host == "" {
+		host = imp.opts.DefaultHost
+	}
+	listen := imp.opts.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", net.JoinHostPort(host, strconv.Itoa(imp.spec.Port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return mberr.New(mberr.ResourceConflict, fmt.Sprintf("Port %d is already in use", imp.spec.Port))
+		}
+		return mberr.New(mberr.CannotStartServer, err.Error())
+	}
+	if imp.spec.Port == 0 {
+		imp.spec.Port = ln.Addr().(*net.TCPAddr).Port
+	}
+	if imp.spec.Protocol == "https" {
+		cfg, err := imp.tlsConfig()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, cfg)
+	}
+	imp.log = imp.opts.Logger.With("imposter", imp.scope())
+	imp.ln = ln
+	imp.server = &fasthttp.Server{
+		Handler:                       imp.serve,
+		Name:                          "",
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePreParseMultipartForm:  true,
+		MaxRequestBodySize:            imp.opts.MaxBodyBytes,
+		Logger:                        fasthttpLogger{imp.log},
+	}
+	imp.done = make(chan struct{})
+	go func() {
+		defer close(imp.done)
+		_ = imp.server.Serve(ln)
+	}()
+	imp.log.Info("Open for business...")
+	return nil
+}
+
+// Stop closes the listener and every open connection, and waits for the
+// server to finish.
+func (imp *Imposter) Stop(ctx context.Context) error {
+	if imp.server == nil {
+		return nil
+	}
+	err := imp.server.ShutdownWithContext(ctx)
+	<-imp.done
+	imp.log.Info("Ciao for now")
+	return err
+}
+
+func (imp *Imposter) scope() string {
+	s := imp.spec.Protocol + ":" + strconv.Itoa(imp.spec.Port)
+	if imp.spec.Name != "" {
+		s += " " + imp.spec.Name
+	}
+	return s
+}
+
+var reqPool = sync.Pool{New: func() any { return new(message.Request) }}
+
+// serve is the hot path: match, pick the stub's next response, write it.
+func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
+	req := reqPool.Get().(*message.Request)
+	req.FillFromFastHTTP(ctx)
+	imp.numReqs.Add(1)
+	if imp.recordReqs {
+		imp.record(req.Clone())
+	}
+	st := imp.table.Load().match(req)
+	r := imp.dflt
+	if st != nil {
+		r = st.next()
+	} else {
+		imp.noMatch.Add(1)
+	}
+	if r.static != nil && r.behaviors == nil && !imp.corsPreflight(req) {
+		writeResponse(ctx, r.static)
+	} else {
+		imp.respondSlow(ctx, req, st, r)
+	}
+	req.Reset()
+	reqPool.Put(req)
+}
+
+// respondSlow builds a response that is not a plain `is`: faults, computed
+// responses, behaviors and CORS preflights.
+func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request, st *Stub, r *response) {
+	if r.fault != "" {
+		fault(ctx, r.fault)
+		return
+	}
+	var resp *message.Response
+	if r.static != nil {
+		resp = r.static.Clone()
+	} else {
+		call := &Call{Imposter: imp, Request: req, Stub: st}
+		if imp.opts.Flows != nil {
+			call.FlowID = imp.opts.Flows.FlowID(&imp.spec.Flow, imp.spec.Port, req)
+		}
+		var err error
+		resp, err = r.responder.Respond(ctx, call)
+		if err != nil {
+			imp.writeError(ctx, err)
+			return
+		}
+		if resp == nil { // the responder answered on the connection itself
+			return
+		}
+	}
+	if r.behaviors != nil {
+		if err := r.behaviors.Apply(ctx, req, resp); err != nil {
+			imp.writeError(ctx, err)
+			return
+		}
+	}
+	if imp.corsPreflight(req) {
+		addCORS(req, resp)
+	}
+	writeResponse(ctx, resp)
+}
+
+func (imp *Imposter) writeError(ctx *fasthttp.RequestCtx, err error) {
+	e := mberr.As(err)
+	imp.log.Error("error generating response", "err", err)
+	ctx.Response.Reset()
+	ctx.Response.Header.DisableNormalizing()
+	ctx.SetStatusCode(e.Status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(mberr.Body(e))
+}
+
+func (imp *Imposter) record(r *message.Request) {
+	imp.requests.Lock()
+	imp.saved = append(imp.saved, r)
+	imp.requests.Unlock()
+}
+
+// Requests returns the saved requests.
+func (imp *Imposter) Requests() []*message.Request {
+	imp.requests.Lock()
+	defer imp.requests.Unlock()
+	return append([]*message.Request(nil), imp.saved...)
+}
+
+// ResetRequests forgets saved requests and the request count, as mb's
+// DELETE /imposters/:id/savedRequests does.
+func (imp *Imposter) ResetRequests() {
+	imp.requests.Lock()
+	imp.saved = nil
+	imp.requests.Unlock()
+	imp.numReqs.Store(0)
+}
+
+// Stats are the counters exported as metrics.
+type Stats struct {
+	Requests, NoMatch int64
+}
+
+// Stats returns the imposter's counters.
+func (imp *Imposter) Stats() Stats {
+	return Stats{Requests: imp.numReqs.Load(), NoMatch: imp.noMatch.Load()}
+}
+
+// Stubs returns the current compiled stubs, in order.
+func (imp *Imposter) Stubs() []*Stub { return imp.table.Load().stubs }
+
+// ReplaceStubs compiles specs and swaps them in as the whole stub list.
+func (imp *Imposter) ReplaceStubs(specs []*StubSpec) error {
+	imp.mu.Lock()
+	defer imp.mu.Unlock()
+	stubs := make([]*Stub, 0, len(specs))
+	for _, ss := range specs {
+		st, err := imp.compile(ss)
+		if err != nil {
+			return err
+		}
+		stubs = append(stubs, st)
+	}
+	imp.table.Store(newTable(stubs))
+	return nil
+}
+
+// EditStubs applies edit to a copy of the current stub list under the admin
+// lock and swaps the result in; an error leaves the list as it was.
+func (imp *Imposter) EditStubs(edit func(stubs []*Stub) ([]*Stub, error)) error {
+	imp.mu.Lock()
+	defer imp.mu.Unlock()
+	cur := imp.table.Load().stubs
+	next, err := edit(append([]*Stub(nil), cur...))
+	if err != nil {
+		return err
+	}
+	imp.table.Store(newTable(next))
+	return nil
+}
+
+// CompileStub compiles one stub for this imposter without adding it.
+func (imp *Imposter) CompileStub(ss *StubSpec) (*Stub, error) { return imp.compile(ss) }
+
+// fasthttpLogger sends fasthttp's own messages to slog at debug level.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug(fmt.Sprintf(format, args...))
+}

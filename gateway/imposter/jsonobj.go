@@ -1,0 +1,112 @@
+package imposter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// object is a JSON object that keeps its fields in the order they came in,
+// so that what a user stored is what GET shows them, as mb does.
+type object []field
+
+type field struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// decodeObject reads a JSON object, keeping field order. Duplicate keys keep
+// the last value, as JavaScript does.
+func decodeObject(data []byte) (object, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("expected an object")
+	}
+	var o object
+	for d.More() {
+		kt, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		o = o.with(kt.(string), v)
+	}
+	if _, err := d.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err == nil {
+		return nil, fmt.Errorf("unexpected data after the object")
+	}
+	return o, nil
+}
+
+// get returns the raw value of key, or nil.
+func (o object) get(key string) json.RawMessage {
+	for _, f := range o {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// with returns o with key set to v, replacing an existing value in place.
+func (o object) with(key string, v json.RawMessage) object {
+	for i := range o {
+		if o[i].Key == key {
+			out := append(object(nil), o...)
+			out[i].Value = v
+			return out
+		}
+	}
+	return append(o[:len(o):len(o)], field{key, v})
+}
+
+// without returns o without the given keys.
+func (o object) without(keys ...string) object {
+	out := make(object, 0, len(o))
+next:
+	for _, f := range o {
+		for _, k := range keys {
+			if f.Key == k {
+				continue next
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// MarshalJSON writes the fields in order, compactly.
+func (o object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		if err := json.Compact(&b, f.Value); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func raw(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only called with values encoding/json always encodes
+	}
+	return b
+}

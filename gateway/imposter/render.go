@@ -1,0 +1,106 @@
+package imposter
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// View selects what JSON shows, as GET /imposters and GET /imposters/:id
+// take it.
+type View struct {
+	BaseURL       string // "http://host:port" of the admin API, for _links
+	List          bool   // the summary GET /imposters gives
+	Replayable    bool   // only what recreates the imposter
+	RemoveProxies bool   // drop proxy responses, and stubs left empty
+}
+
+// JSON renders the imposter as mb does, fields in mb's order; riftgate's
+// own settings (host, allowCORS, _rift) follow mb's header fields.
+func (imp *Imposter) JSON(v View) json.RawMessage {
+	s := imp.spec
+	self := v.BaseURL + "/imposters/" + strconv.Itoa(s.Port)
+	o := object{{"protocol", raw(s.Protocol)}, {"port", raw(s.Port)}}
+	if s.Name != "" {
+		o = append(o, field{"name", raw(s.Name)})
+	}
+	if s.DefaultResponse != nil {
+		o = append(o, field{"defaultResponse", s.DefaultResponse})
+	}
+	if !v.Replayable {
+		o = append(o, field{"numberOfRequests", raw(imp.numReqs.Load())})
+	}
+	if !v.List {
+		o = append(o, field{"recordRequests", raw(s.RecordRequests)})
+		if s.Protocol == "https" {
+			o = append(o, field{"key", raw(s.Key)}, field{"cert", raw(s.Cert)}, field{"mutualAuth", raw(s.MutualAuth)})
+		}
+	}
+	for _, k := range []string{"endOfRequestResolver", "host", "allowCORS", "_rift"} {
+		if r := s.header.get(k); r != nil {
+			o = append(o, field{k, r})
+		}
+	}
+	links := func(o object) object {
+		return append(o, field{"_links", raw(map[string]any{
+			"self":  map[string]string{"href": self},
+			"stubs": map[string]string{"href": self + "/stubs"},
+		})})
+	}
+	if v.List {
+		return mustJSON(links(o))
+	}
+	if !v.Replayable {
+		reqs := imp.Requests()
+		list := make([]json.RawMessage, len(reqs))
+		for i, r := range reqs {
+			list[i], _ = r.MarshalJSON()
+		}
+		o = append(o, field{"requests", raw(list)})
+	}
+	stubs := []json.RawMessage{}
+	for i, st := range imp.Stubs() {
+		so := st.Spec.obj
+		if v.RemoveProxies {
+			var ok bool
+			if so, ok = withoutProxies(so); !ok {
+				continue
+			}
+		}
+		if !v.Replayable {
+			so = so.with("_links", raw(map[string]any{"self": map[string]string{"href": self + "/stubs/" + strconv.Itoa(i)}}))
+		}
+		stubs = append(stubs, mustJSON(so))
+	}
+	o = append(o, field{"stubs", raw(stubs)})
+	if !v.Replayable {
+		o = links(o)
+	}
+	return mustJSON(o)
+}
+
+// withoutProxies drops proxy responses from a stub; ok is false when none
+// is left.
+func withoutProxies(stub object) (object, bool) {
+	var responses []json.RawMessage
+	_ = json.Unmarshal(stub.get("responses"), &responses)
+	kept := responses[:0]
+	for _, r := range responses {
+		ro, err := decodeObject(r)
+		if err == nil && ro.get("proxy") != nil {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	if len(kept) == 0 {
+		return nil, false
+	}
+	return stub.with("responses", raw(kept)), true
+}
+
+func mustJSON(o object) json.RawMessage {
+	b, err := o.MarshalJSON()
+	if err != nil {
+		panic(err) // every value in o was decoded from or encoded as JSON
+	}
+	return b
+}

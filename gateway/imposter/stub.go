@@ -1,0 +1,241 @@
+package imposter
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+)
+
+// Matcher is a compiled set of predicates.
+type Matcher interface {
+	Match(r *message.Request) bool
+}
+
+// Behaviors is a compiled behaviors list, applied to a response in order.
+type Behaviors interface {
+	Apply(ctx context.Context, req *message.Request, resp *message.Response) error
+}
+
+// Responder produces a response for the kinds the engine does not build
+// itself (proxy, inject, wasm).
+type Responder interface {
+	Respond(ctx context.Context, call *Call) (*message.Response, error)
+}
+
+// Call is one request on its way through a stub.
+type Call struct {
+	Imposter *Imposter
+	Request  *message.Request
+	Stub     *Stub
+	FlowID   string
+}
+
+// Compiler turns the JSON of predicates, behaviors and non-`is` responses
+// into their compiled forms. The gateway wires it to the predicate, behavior,
+// proxy, inject and plugin packages; a nil hook refuses what it would
+// compile.
+type Compiler struct {
+	Predicates func(raws []json.RawMessage) (Matcher, error)
+	// PathHint returns the lowercased path a request must have to match, when
+	// the matcher requires one exactly. It must never exclude a request the
+	// matcher accepts.
+	PathHint   func(m Matcher) (path string, ok bool)
+	Behaviors  func(raw json.RawMessage) (Behaviors, error)
+	Responders map[string]func(raw json.RawMessage, imp *Imposter) (Responder, error)
+}
+
+// Stub is a compiled stub. Its responses cycle; the position is shared by
+// every table the stub appears in, so an admin change elsewhere does not
+// reset it.
+type Stub struct {
+	Spec      *StubSpec
+	matcher   Matcher
+	responses []*response
+	cycle     []uint16 // response index per position, repeats expanded
+	pos       atomic.Uint64
+	pathHint  string
+	hinted    bool
+}
+
+// response is one compiled response of a stub.
+type response struct {
+	spec      *ResponseSpec
+	static    *message.Response // `is`, with defaults applied
+	jsonBody  bool              // static.Body was a JSON object
+	fault     string
+	responder Responder
+	behaviors Behaviors
+}
+
+// maxCycle bounds the expanded response cycle; mb expands repeats the same way.
+const maxCycle = 1 << 16
+
+func (c *Compiler) compileStub(spec *StubSpec, imp *Imposter, defaults json.RawMessage) (*Stub, error) {
+	st := &Stub{Spec: spec}
+	if c.Predicates != nil {
+		m, err := c.Predicates(spec.Predicates)
+		if err != nil {
+			return nil, err
+		}
+		st.matcher = m
+		if c.PathHint != nil {
+			st.pathHint, st.hinted = c.PathHint(m)
+		}
+	} else if len(spec.Predicates) > 0 {
+		return nil, mberr.New(mberr.BadData, "predicates are not supported")
+	}
+	for _, rs := range spec.Responses {
+		r, err := c.compileResponse(rs, imp, defaults)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < rs.Repeat; i++ {
+			if len(st.cycle) >= maxCycle {
+				return nil, mberr.New(mberr.BadData, "too many repeated responses in one stub (the limit is 65536)")
+			}
+			st.cycle = append(st.cycle, uint16(len(st.responses)))
+		}
+		st.responses = append(st.responses, r)
+	}
+	return st, nil
+}
+
+func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults json.RawMessage) (*response, error) {
+	r := &response{spec: rs}
+	switch rs.Kind {
+	case "is":
+		resp, isJSON, err := buildIs(rs.Value, defaults)
+		if err != nil {
+			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+		}
+		r.static, r.jsonBody = resp, isJSON
+	case "fault":
+		_ = json.Unmarshal(rs.Value, &r.fault)
+	default:
+		mk := c.Responders[rs.Kind]
+		if mk == nil {
+			return nil, unsupported(rs)
+		}
+		resp, err := mk(rs.Value, imp)
+		if err != nil {
+			return nil, err
+		}
+		r.responder = resp
+	}
+	if rs.Behaviors != nil {
+		if c.Behaviors == nil {
+			return nil, mberr.New(mberr.BadData, "behaviors are not supported").WithSource(rs.obj)
+		}
+		b, err := c.Behaviors(rs.Behaviors)
+		if err != nil {
+			return nil, err
+		}
+		r.behaviors = b
+	}
+	return r, nil
+}
+
+func unsupported(rs *ResponseSpec) error {
+	if rs.Kind == "inject" {
+		return mberr.New(mberr.InvalidInjection,
+			"JavaScript injection is not allowed unless riftgate is run with the --allowInjection flag").WithSource(rs.obj)
+	}
+	return mberr.New(mberr.BadData, "the "+rs.Kind+" response type is not supported").WithSource(rs.obj)
+}
+
+// next returns the stub's next response, advancing its cycle.
+func (s *Stub) next() *response {
+	i := (s.pos.Add(1) - 1) % uint64(len(s.cycle))
+	return s.responses[s.cycle[i]]
+}
+
+// matches reports whether the stub's predicates accept r.
+func (s *Stub) matches(r *message.Request) bool {
+	return s.matcher == nil || s.matcher.Match(r)
+}
+
+// table is an immutable, indexed list of stubs. Admin changes build a new
+// table and swap it in, so the request path never takes a lock.
+type table struct {
+	stubs []*Stub
+	// byPath maps the hash of a lowercased path to the stubs (by index, in
+	// order) that can only match that path. A hash collision only adds
+	// candidates: each candidate's own predicates decide.
+	byPath map[uint64][]int32
+	// rest lists, in order, the stubs without a path hint.
+	rest []int32
+}
+
+func newTable(stubs []*Stub) *table {
+	t := &table{stubs: stubs, byPath: make(map[uint64][]int32)}
+	for i, s := range stubs {
+		if s.hinted && isASCII(s.pathHint) {
+			h := xxhash.Sum64String(asciiLower(s.pathHint))
+			t.byPath[h] = append(t.byPath[h], int32(i))
+		} else {
+			t.rest = append(t.rest, int32(i))
+		}
+	}
+	return t
+}
+
+// match returns the first stub, in order, whose predicates accept r, or nil.
+func (t *table) match(r *message.Request) *Stub {
+	a := t.byPath[lowerHash(r.Path)]
+	b := t.rest
+	// Merge the two ordered candidate lists, keeping stub order.
+	for len(a) > 0 || len(b) > 0 {
+		var i int32
+		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {
+			i, a = a[0], a[1:]
+		} else {
+			i, b = b[0], b[1:]
+		}
+		if s := t.stubs[i]; s.matches(r) {
+			return s
+		}
+	}
+	return nil
+}
+
+// lowerHash hashes the ASCII-lowercased path without allocating.
+func lowerHash(p string) uint64 {
+	var buf [256]byte
+	if len(p) > len(buf) {
+		return xxhash.Sum64String(asciiLower(p))
+	}
+	b := buf[:len(p)]
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	return xxhash.Sum64(b)
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// isASCII reports whether s has only ASCII bytes: only such hints are
+// indexed, since requests are lowercased byte by byte.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+)
+
+// LogEntry is one line of GET /logs, in mb's shape.
+type LogEntry struct {
+	Level     string `json:"level"`
+	Message   string `json:"message"`
+	Timestamp string `json:"timestamp"`
+}
+
+// logRing keeps the most recent log entries for GET /logs.
+type logRing struct {
+	mu      sync.Mutex
+	entries []LogEntry
+	first   int // absolute index of entries[0]
+	max     int
+}
+
+func newLogRing(max int) *logRing { return &logRing{max: max} }
+
+func (r *logRing) add(e LogEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.entries) == r.max {
+		copy(r.entries, r.entries[1:])
+		r.entries = r.entries[:len(r.entries)-1]
+		r.first++
+	}
+	r.entries = append(r.entries, e)
+}
+
+// slice returns entries with absolute indexes in [start, end], as mb's
+// startIndex and endIndex select them.
+func (r *logRing) slice(start, end int) []LogEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lo := max(start-r.first, 0)
+	hi := len(r.entries)
+	if end >= 0 && end-r.first+1 < hi {
+		hi = end - r.first + 1
+	}
+	if lo >= hi {
+		return []LogEntry{}
+	}
+	return append([]LogEntry(nil), r.entries[lo:hi]...)
+}
+
+// teeHandler passes records on and keeps a copy for GET /logs.
+type teeHandler struct {
+	next slog.Handler
+	ring *logRing
+}
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool { return t.next.Enabled(ctx, l) }
+
+func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "imposter" {
+			b.WriteString("[" + a.Value.String() + "] ")
+		}
+		return true
+	})
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "imposter" {
+			b.WriteString(" " + a.Key + "=" + a.Value.String())
+		}
+		return true
+	})
+	t.ring.add(LogEntry{
+		Level:     strings.ToLower(r.Level.String()),
+		Message:   b.String(),
+		Timestamp: r.Time.UTC().Format("2006-01-02T15:04:05.000Z"),
+	})
+	return t.next.Handle(ctx, r)
+}
+
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return attrsHandler{t, as}
+}
+
+func (t teeHandler) WithGroup(name string) slog.Handler {
+	return teeHandler{t.next.WithGroup(name), t.ring}
+}
+
+// attrsHandler carries attributes added with Logger.With into the ring's
+// text as well as to the next handler.
+type attrsHandler struct {
+	t     teeHandler
+	attrs []slog.Attr
+}
+
+func (h attrsHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.t.Enabled(ctx, l) }
+
+func (h attrsHandler) Handle(ctx context.Context, r slog.Record) error {
+	r2 := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r2.AddAttrs(h.attrs...)
+	r.Attrs(func(a slog.Attr) bool { r2.AddAttrs(a); return true })
+	return h.t.Handle(ctx, r2)
+}
+
+func (h attrsHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return attrsHandler{h.t, append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h attrsHandler) WithGroup(name string) slog.Handler { return h.t.WithGroup(name) }

@@ -1,0 +1,280 @@
+// Package gatewaytest runs the real riftgate binary for black-box tests, as
+// net/http/httptest runs a real server: a process on loopback, driven over
+// its admin API, killed when the test ends.
+package gatewaytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Binary returns the riftgate binary to test: $RIFTGATE_BIN when set (the
+// Makefile sets it), else one built from this checkout once per test process.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("RIFTGATE_BIN"); p != "" {
+		return p
+	}
+	build.once.Do(func() {
+		root, err := RepoRoot()
+		if err != nil {
+			build.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "riftgate-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "riftgate")
+		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/riftgate")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatalf("building riftgate: %v", build.err)
+	}
+	return build.path
+}
+
+// RepoRoot returns the directory holding go.mod, walking up from the
+// working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// WasmDir returns where the Makefile puts built .wasm modules.
+func WasmDir(t testing.TB) string {
+	if d := os.Getenv("RIFTGATE_WASM_DIR"); d != "" {
+		return d
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "build", "wasm")
+}
+
+// Instance is one running riftgate process.
+type Instance struct {
+	Port    int    // admin port
+	URL     string // admin base URL
+	DataDir string // the --datadir given, if any
+	Dir     string // a scratch directory owned by the instance
+
+	t    testing.TB
+	args []string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// Start runs `riftgate start` on a free loopback port with args added, and
+// waits until the admin API answers. The process is killed when the test
+// ends; its output is logged if the test failed.
+func Start(t testing.TB, args ...string) *Instance {
+	t.Helper()
+	in := &Instance{t: t, Port: FreePort(t), Dir: t.TempDir()}
+	in.URL = "http://127.0.0.1:" + strconv.Itoa(in.Port)
+	for i, a := range args {
+		if a == "--datadir" && i+1 < len(args) {
+			in.DataDir = args[i+1]
+		}
+	}
+	in.args = append([]string{"start", "--port", strconv.Itoa(in.Port), "--host", "127.0.0.1",
+		"--nologfile", "--pidfile", filepath.Join(in.Dir, "rg.pid")}, args...)
+	in.start()
+	t.Cleanup(func() {
+		in.Kill()
+		if t.Failed() {
+			t.Logf("riftgate output:\n%s", in.Output())
+		}
+	})
+	return in
+}
+
+func (in *Instance) start() {
+	in.t.Helper()
+	in.out = &lockedBuffer{}
+	in.cmd = exec.Command(Binary(in.t), in.args...)
+	in.cmd.Stdout, in.cmd.Stderr = in.out, in.out
+	in.cmd.Dir = in.Dir
+	if err := in.cmd.Start(); err != nil {
+		in.t.Fatalf("starting riftgate: %v", err)
+	}
+	in.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(in.cmd, in.done)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-in.done:
+			in.t.Fatalf("riftgate exited at start:\n%s", in.out.String())
+		default:
+		}
+		if resp, err := http.Get(in.URL + "/"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	in.t.Fatalf("riftgate did not answer on %s:\n%s", in.URL, in.out.String())
+}
+
+// Output returns what the process printed so far.
+func (in *Instance) Output() string { return in.out.String() }
+
+// Kill sends SIGKILL and waits for the process to go.
+func (in *Instance) Kill() {
+	if in.cmd.Process != nil {
+		_ = in.cmd.Process.Kill()
+		<-in.done
+	}
+}
+
+// Stop sends SIGTERM and waits (bounded) for a clean exit.
+func (in *Instance) Stop() {
+	_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-in.done:
+	case <-time.After(10 * time.Second):
+		in.t.Errorf("riftgate did not stop on SIGTERM")
+		in.Kill()
+	}
+}
+
+// Restart starts the process again with the same arguments, after Kill or
+// Stop.
+func (in *Instance) Restart() {
+	in.t.Helper()
+	in.start()
+}
+
+// Do sends an admin request. body may be nil, a string, []byte or any value
+// to encode as JSON.
+func (in *Instance) Do(method, path string, body any) (int, []byte) {
+	in.t.Helper()
+	return Do(in.t, method, in.URL+path, body, nil)
+}
+
+// Do sends one HTTP request and returns the status and body.
+func Do(t testing.TB, method, url string, body any, header http.Header) (int, []byte) {
+	t.Helper()
+	resp, err := Request(method, url, body, header)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, url, err)
+	}
+	return resp.StatusCode, b
+}
+
+// Request sends one HTTP request on a fresh connection.
+func Request(method, url string, body any, header http.Header) (*http.Response, error) {
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = bytes.NewReader([]byte(b))
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	return c.Do(req)
+}
+
+// PostImposter creates an imposter and returns its port; it fails the test
+// unless the answer is 201.
+func (in *Instance) PostImposter(imposter any) int {
+	in.t.Helper()
+	status, body := in.Do("POST", "/imposters", imposter)
+	if status != http.StatusCreated {
+		in.t.Fatalf("POST /imposters: %d %s", status, body)
+	}
+	var created struct {
+		Port int `json:"port"`
+	}
+	if err := json.Unmarshal(body, &created); err != nil {
+		in.t.Fatalf("POST /imposters: %v", err)
+	}
+	return created.Port
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

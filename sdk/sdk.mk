@@ -11,11 +11,7 @@
 
 RUSTC          ?= /usr/bin/rustc
 RUST_WASM      := --edition 2021 --target wasm32-unknown-unknown -C opt-level=3
-SDK_BUILD      := $(BUILD)/sdk
-SDK_GO_SRC     := sdk/go/go.mod $(wildcard sdk/go/*.go)
-SDK_RUST_RLIB  := $(SDK_BUILD)/rust/librift.rlib
-SDK_C_HDR      := sdk/c/rift.h
-SDK_AS_SRC     := sdk/assemblyscript/package.json $(wildcard sdk/assemblyscript/assembly/*.ts)
+SDK_RUST_RLIB  := $(BUILD)/sdk/rust/librift.rlib
 
 $(SDK_RUST_RLIB): sdk/rust/src/lib.rs
 	mkdir -p $(@D)

@@ -1,0 +1,55 @@
+// sequence-as: a plugin that answers differently on the first, second and
+// third call of each flow, in AssemblyScript.
+//
+// The call number lives in the flow (key "step" unless the config names
+// another) and is advanced with flow_cas, so concurrent calls of one flow
+// each get their own number. The answers come from the config:
+//   {"first": "pending", "second": "processing", "third": "done"}
+// The first two answer 202, the third and every later call 200 with the
+// third body.
+import * as rift from "../../sdk/assemblyscript/assembly/index";
+export { rift_abi_v1 } from "../../sdk/assemblyscript/assembly/index";
+
+const MAX_TRIES = 64;
+
+export function handle(reqLen: i32): i32 {
+  return rift.serve(reqLen, sequence);
+}
+
+function sequence(req: rift.Request): rift.Response | null {
+  const cfg = rift.config();
+  const key = orDefault(rift.configString(cfg, "key"), "step");
+  for (let t = 0; t < MAX_TRIES; t++) {
+    const cur = rift.flowGet(key);
+    let step: i64 = 0;
+    let ver: i64 = 0;
+    if (cur.status == rift.OK) {
+      step = I64.parseInt(cur.text());
+      ver = cur.version;
+    } else if (cur.status != rift.NOT_FOUND) {
+      rift.log(rift.WARN, "sequence-as: flow_get status " + cur.status.toString());
+      return null; // the host answers 503 for an unreachable owner
+    }
+    step++;
+    const st = rift.flowCAS(key, ver, step.toString());
+    if (st == rift.CAS_MISMATCH) continue;
+    if (st != rift.OK) {
+      rift.log(rift.WARN, "sequence-as: flow_cas status " + st.toString());
+      return null;
+    }
+    if (step == 1) return answer(202, orDefault(rift.configString(cfg, "first"), "first"), step);
+    if (step == 2) return answer(202, orDefault(rift.configString(cfg, "second"), "second"), step);
+    return answer(200, orDefault(rift.configString(cfg, "third"), "third"), step);
+  }
+  return rift.Response.text(503, "sequence-as: too much contention on the sequence");
+}
+
+function answer(status: i32, body: string, step: i64): rift.Response {
+  const r = rift.Response.text(status, body);
+  r.headers.set("X-Sequence-Step", step.toString());
+  return r;
+}
+
+function orDefault(v: string | null, d: string): string {
+  return v == null ? d : v;
+}

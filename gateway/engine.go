@@ -3,23 +3,60 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/riftgate/riftgate/flowshard"
+	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/flowlocal"
 	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/plugins"
 )
 
 // engine holds what every imposter shares: the compiler that turns stub JSON
-// into predicates, behaviors and responders, and the services behind them.
+// into predicates, behaviors and responders, and the services behind them:
+// the flow store and the plugin host.
 type engine struct {
 	g        *gateway
 	compiler *imposter.Compiler
+	shard    *flowshard.Store
+	flows    flow.Store
+	plugins  *plugins.Host
+	tmpDir   string // the plugin cache when there is no --datadir
 }
 
-func newEngine(_ context.Context, opts Options, g *gateway) (*engine, error) {
+func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	e := &engine{g: g}
+	dbPath, cacheDir := "", ""
+	if opts.DataDir != "" {
+		dbPath = filepath.Join(opts.DataDir, "flow.db")
+		cacheDir = filepath.Join(opts.DataDir, "wasm-cache")
+	} else {
+		dir, err := os.MkdirTemp("", "riftgate-wasm-cache-")
+		if err != nil {
+			return nil, fmt.Errorf("plugin cache: %w", err)
+		}
+		e.tmpDir, cacheDir = dir, dir
+	}
+	shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger})
+	if err != nil {
+		e.close(ctx)
+		return nil, fmt.Errorf("flow store: %w", err)
+	}
+	e.shard, e.flows = shard, flowlocal.Store{Shard: shard}
+	if e.plugins, err = plugins.NewHost(ctx, plugins.Config{CacheDir: cacheDir, Logger: opts.Logger}); err != nil {
+		e.close(ctx)
+		return nil, fmt.Errorf("plugin host: %w", err)
+	}
 	e.compiler = &imposter.Compiler{
-		Responders: map[string]func(json.RawMessage, *imposter.Imposter) (imposter.Responder, error){},
+		Responders: map[string]func(json.RawMessage, *imposter.Imposter) (imposter.Responder, error){
+			"wasm": e.wasmResponder,
+		},
 	}
 	return e, nil
 }
@@ -32,16 +69,80 @@ func (e *engine) imposterOptions() imposter.Options {
 		RecordAll:    e.g.opts.Mock,
 		DefaultHost:  e.g.opts.Host,
 		MaxBodyBytes: maxImposterBody,
+		Flows:        e,
 	}
 }
 
+// FlowID scopes a request's flow id as seed 000 §10 says: the header's value
+// (or the port when the header is absent), prefixed by "i<port>:" or, with
+// contextScope "fleet", by "f:".
+func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) string {
+	id := ""
+	if spec.Header != "" {
+		id, _ = r.Header(spec.Header)
+	}
+	if id == "" {
+		id = strconv.Itoa(port)
+	}
+	if spec.Fleet {
+		return "f:" + id
+	}
+	return "i" + strconv.Itoa(port) + ":" + id
+}
+
 // routes adds the engine's own admin routes (plugins, flows).
-func (e *engine) routes(*http.ServeMux) {}
+func (e *engine) routes(mux *http.ServeMux) {
+	e.pluginRoutes(mux)
+}
 
 // metrics appends the engine's metrics (plugins, flows) to GET /metrics.
-func (e *engine) metrics(*strings.Builder, func(name, kind, help string)) {}
+func (e *engine) metrics(b *strings.Builder, metric func(name, kind, help string)) {
+	st := e.shard.Stats()
+	metric("riftgate_flows", "gauge", "Flows held by this node's flow store")
+	fmt.Fprintf(b, "riftgate_flows %d\n", st.Flows)
+	metric("riftgate_flow_entries", "gauge", "Flow entries held by this node's flow store")
+	fmt.Fprintf(b, "riftgate_flow_entries %d\n", st.Entries)
+	metric("riftgate_flow_bytes", "gauge", "Bytes of keys and values held by this node's flow store")
+	fmt.Fprintf(b, "riftgate_flow_bytes %d\n", st.Bytes)
+	metric("riftgate_flow_writes_total", "counter", "Flow writes by durability mode")
+	for i, mode := range []string{"memory", "async", "sync"} {
+		fmt.Fprintf(b, "riftgate_flow_writes_total{durability=%q} %d\n", mode, st.Puts[i])
+	}
+	metric("riftgate_flow_batches_total", "counter", "bbolt transactions committed by the flow writer")
+	fmt.Fprintf(b, "riftgate_flow_batches_total %d\n", st.Batches)
+	metric("riftgate_flow_evictions_total", "counter", "Whole flows removed, by reason")
+	fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"lru\"} %d\n", st.EvictedLRU)
+	fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"ttl\"} %d\n", st.ExpiredFlows)
+	metric("riftgate_plugin_calls_total", "counter", "Plugin calls by module")
+	ms := e.plugins.Stats()
+	for _, m := range ms {
+		fmt.Fprintf(b, "riftgate_plugin_calls_total{module=%q} %d\n", m.Name, m.Calls)
+	}
+	metric("riftgate_plugin_errors_total", "counter", "Failed plugin calls by module and kind")
+	for _, m := range ms {
+		for kind, n := range m.Errors {
+			fmt.Fprintf(b, "riftgate_plugin_errors_total{module=%q,kind=%q} %d\n", m.Name, kind, n)
+		}
+	}
+}
 
-// forget releases what the engine keeps for a deleted imposter.
-func (e *engine) forget(context.Context, *imposter.Imposter) {}
+// forget drops a deleted imposter's flows.
+func (e *engine) forget(ctx context.Context, imp *imposter.Imposter) {
+	if _, err := e.shard.DeletePrefix(ctx, "i"+strconv.Itoa(imp.Port())+":"); err != nil {
+		e.g.log.Error("deleting an imposter's flows", "port", imp.Port(), "err", err)
+	}
+}
 
-func (e *engine) close(context.Context) {}
+func (e *engine) close(ctx context.Context) {
+	if e.plugins != nil {
+		_ = e.plugins.Close(ctx)
+	}
+	if e.shard != nil {
+		if err := e.shard.Close(ctx); err != nil {
+			e.g.log.Error("closing the flow store", "err", err)
+		}
+	}
+	if e.tmpDir != "" {
+		os.RemoveAll(e.tmpDir)
+	}
+}

@@ -63,6 +63,10 @@ type Imposter struct {
 	ln     net.Listener
 	server *fasthttp.Server
 	done   chan struct{}
+	// ctx lives as long as the listener: computed responses run under it,
+	// never under fasthttp's RequestCtx, which is reused after the handler.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // New compiles spec. Nothing is bound until Start, and a spec that does not
@@ -145,6 +149,7 @@ func (imp *Imposter) Start() error {
 		Logger:                        fasthttpLogger{imp.log},
 	}
 	imp.done = make(chan struct{})
+	imp.ctx, imp.cancel = context.WithCancel(context.Background())
 	go func() {
 		defer close(imp.done)
 		_ = imp.server.Serve(ln)
@@ -159,6 +164,7 @@ func (imp *Imposter) Stop(ctx context.Context) error {
 	if imp.server == nil {
 		return nil
 	}
+	imp.cancel()
 	err := imp.server.ShutdownWithContext(ctx)
 	<-imp.done
 	imp.log.Info("Ciao for now")
@@ -215,7 +221,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 			call.FlowID = imp.opts.Flows.FlowID(&imp.spec.Flow, imp.spec.Port, req)
 		}
 		var err error
-		resp, err = r.responder.Respond(ctx, call)
+		resp, err = r.responder.Respond(imp.ctx, call)
 		if err != nil {
 			imp.writeError(ctx, err)
 			return
@@ -225,7 +231,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 		}
 	}
 	if r.behaviors != nil {
-		if err := r.behaviors.Apply(ctx, req, resp); err != nil {
+		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
 			imp.writeError(ctx, err)
 			return
 		}

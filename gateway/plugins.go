@@ -1,0 +1,262 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/plugins"
+)
+
+// wasmSpec is riftgate's `{"wasm": {...}}`, as a response, a predicate or
+// a decorate behavior.
+type wasmSpec struct {
+	// Module names a module registered through PUT /plugins/:name, or a
+	// path to a .wasm file (relative to the working directory).
+	Module string          `json:"module"`
+	Export string          `json:"export"`
+	Config json.RawMessage `json:"config"`
+	// Base64 carries the module inline, so an imposter file is self-contained;
+	// it is registered under Module.
+	Base64 string `json:"base64"`
+}
+
+// wasmCall is one compiled use of a plugin.
+type wasmCall struct {
+	e      *engine
+	module string
+	export string
+	config []byte
+}
+
+// compileWasm validates a `{"wasm": ...}` value and makes sure its module is
+// registered, so that a bad module is refused with the stub, not at the
+// first request.
+func (e *engine) compileWasm(raw json.RawMessage, defaultExport string) (*wasmCall, error) {
+	var s wasmSpec
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&s); err != nil {
+		return nil, mberr.New(mberr.BadData, "invalid wasm: "+err.Error()).WithSource(raw)
+	}
+	if s.Module == "" {
+		return nil, mberr.New(mberr.BadData, "wasm needs a 'module'").WithSource(raw)
+	}
+	if s.Export == "" {
+		s.Export = defaultExport
+	}
+	cfg := []byte("null")
+	if len(s.Config) > 0 {
+		cfg = bytes.Clone(s.Config)
+	}
+	var err error
+	switch {
+	case s.Base64 != "":
+		var wasm []byte
+		if wasm, err = base64.StdEncoding.DecodeString(s.Base64); err != nil {
+			return nil, mberr.New(mberr.BadData, "wasm.base64 is not valid base64").WithSource(raw)
+		}
+		err = e.ensureModule(s.Module, wasm)
+	case looksLikePath(s.Module):
+		var wasm []byte
+		if wasm, err = os.ReadFile(s.Module); err != nil {
+			return nil, mberr.New(mberr.BadData, "cannot read wasm module: "+err.Error()).WithSource(raw)
+		}
+		err = e.ensureModule(s.Module, wasm)
+	default:
+		if _, ok := e.plugins.Module(s.Module); !ok {
+			err = mberr.New(mberr.BadData, fmt.Sprintf("no plugin named %q: PUT it to /plugins/%s first", s.Module, s.Module))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, _ := e.plugins.Module(s.Module)
+	found := false
+	for _, x := range info.Entry {
+		found = found || x == s.Export
+	}
+	if !found {
+		return nil, mberr.New(mberr.BadData, fmt.Sprintf("plugin %q has no entry point %q (it has %v)", s.Module, s.Export, info.Entry)).WithSource(raw)
+	}
+	return &wasmCall{e: e, module: s.Module, export: s.Export, config: cfg}, nil
+}
+
+func looksLikePath(s string) bool {
+	return strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".wasm")
+}
+
+// ensureModule registers wasm under name unless those exact bytes are
+// already there.
+func (e *engine) ensureModule(name string, wasm []byte) error {
+	sum := sha256.Sum256(wasm)
+	if info, ok := e.plugins.Module(name); ok && info.Hash == hex.EncodeToString(sum[:]) {
+		return nil
+	}
+	if _, err := e.plugins.Register(context.Background(), name, wasm, plugins.Limits{}); err != nil {
+		return mberr.New(mberr.BadData, "invalid plugin: "+err.Error())
+	}
+	return nil
+}
+
+func (e *engine) wasmResponder(raw json.RawMessage, _ *imposter.Imposter) (imposter.Responder, error) {
+	return e.compileWasm(raw, "handle")
+}
+
+// Respond runs the plugin as a response.
+func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
+	in := w.input(call.Imposter, call.Request, call.FlowID, nil)
+	out, err := w.e.plugins.Call(ctx, w.module, w.export, in)
+	if err := pluginFailure(out, err, "plugin"); err != nil {
+		return nil, err
+	}
+	if out.Result != 0 || !out.Wrote {
+		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.module, w.export, out.Result))
+	}
+	return fromPlugin(&out.Response), nil
+}
+
+// pluginFailure maps a failed call to the error the client sees: 503 when
+// the flow store was unavailable, 500 otherwise.
+func pluginFailure(out plugins.Output, err error, what string) error {
+	if out.Unavailable && (err != nil || !out.Wrote) {
+		return mberr.New(mberr.FlowUnavailable, "the flow's owner is unavailable")
+	}
+	if err != nil {
+		return mberr.New(mberr.PluginError, what+": "+err.Error())
+	}
+	return nil
+}
+
+func (w *wasmCall) input(imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response) *plugins.Input {
+	in := &plugins.Input{
+		Method:      r.Method,
+		Path:        r.Path,
+		Query:       pairs(r.Query),
+		Headers:     pairs(r.Headers),
+		Body:        r.Body,
+		FlowID:      flowID,
+		RequestFrom: r.RequestFrom(),
+		Config:      w.config,
+	}
+	if imp != nil && flowID != "" {
+		in.Flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy}
+	}
+	if resp != nil {
+		in.Response = &plugins.Response{Status: resp.StatusCode, Headers: pairs(resp.Headers), Body: resp.Body}
+	}
+	return in
+}
+
+func pairs(kvs []message.KV) []plugins.Pair {
+	out := make([]plugins.Pair, len(kvs))
+	for i, kv := range kvs {
+		out[i] = plugins.Pair{Name: kv.Name, Value: kv.Value}
+	}
+	return out
+}
+
+func fromPlugin(p *plugins.Response) *message.Response {
+	r := &message.Response{StatusCode: p.Status, Body: p.Body}
+	if r.StatusCode == 0 {
+		r.StatusCode = 200
+	}
+	for _, h := range p.Headers {
+		r.Headers = append(r.Headers, message.KV{Name: h.Name, Value: h.Value})
+	}
+	return r
+}
+
+// flowHandle is a plugin's view of its request's flow.
+type flowHandle struct {
+	store  flow.Store
+	id     string
+	policy flow.Policy
+}
+
+func (f flowHandle) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
+	e, err := f.store.Get(ctx, f.id, string(key))
+	return e.Value, e.Version.V, err
+}
+
+func (f flowHandle) Put(ctx context.Context, key, value []byte) error {
+	_, err := f.store.Put(ctx, f.id, string(key), value, f.policy)
+	return err
+}
+
+func (f flowHandle) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
+	_, err := f.store.CAS(ctx, f.id, string(key), expect, value, f.policy)
+	return err
+}
+
+func (f flowHandle) Delete(ctx context.Context, key []byte) error {
+	return f.store.Delete(ctx, f.id, string(key), f.policy)
+}
+
+// pluginRoutes serves PUT, GET and DELETE /plugins/:name, and GET /plugins.
+func (e *engine) pluginRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /plugins", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"plugins": pluginsJSON(e.plugins.Modules())})
+	})
+	mux.HandleFunc("GET /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
+		info, ok := e.plugins.Module(r.PathValue("name"))
+		if !ok {
+			writeErr(w, mberr.New(mberr.NoSuchResource, "no plugin named "+r.PathValue("name")))
+			return
+		}
+		writeJSON(w, http.StatusOK, pluginJSON(info))
+	})
+	mux.HandleFunc("PUT /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
+		wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+		if err != nil {
+			writeErr(w, mberr.New(mberr.PayloadTooLarge, "the module is over the size limit"))
+			return
+		}
+		info, err := e.plugins.Register(r.Context(), r.PathValue("name"), wasm, plugins.Limits{})
+		if err != nil {
+			writeErr(w, mberr.New(mberr.BadData, "invalid plugin: "+err.Error()))
+			return
+		}
+		writeJSON(w, http.StatusOK, pluginJSON(info))
+	})
+	mux.HandleFunc("DELETE /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
+		err := e.plugins.Unregister(r.Context(), r.PathValue("name"))
+		if err != nil && !errors.Is(err, plugins.ErrUnknownModule) {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{})
+	})
+}
+
+func pluginJSON(m plugins.ModuleInfo) map[string]any {
+	return map[string]any{
+		"name": m.Name, "sha256": m.Hash, "size": m.Size, "exports": m.Entry,
+		"limits": map[string]any{
+			"memoryPages": m.Limits.MemoryPages, "deadlineMs": m.Limits.Deadline.Milliseconds(),
+			"maxResponseBytes": m.Limits.MaxResponseBytes, "poolSize": m.Limits.PoolSize,
+			"recycleAfter": m.Limits.RecycleAfter,
+		},
+	}
+}
+
+func pluginsJSON(ms []plugins.ModuleInfo) []map[string]any {
+	out := make([]map[string]any, len(ms))
+	for i, m := range ms {
+		out[i] = pluginJSON(m)
+	}
+	return out
+}

@@ -1,0 +1,250 @@
+package predicate
+
+import (
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/riftgate/riftgate/gateway/message"
+)
+
+// fastField is one expected field that the allocation-free path checks: a
+// scalar expectation on a plain request string, or on one name of the
+// query, headers or form.
+type fastField struct {
+	field string // one of requestFields
+	name  string // for query, headers and form: the expected name
+	exp   string
+	truth bool // exists: the expectation's truthiness
+	re    *regexp.Regexp
+	// present: an empty object expectation, which only needs the field.
+	present bool
+}
+
+// compileFast returns the fast path's fields, or nil when mb's generic
+// algorithm is needed (selectors, except, deepEquals, nested or array
+// expectations, unknown fields).
+func (l *leaf) compileFast() []fastField {
+	if l.op == opDeepEquals || l.except != nil || l.jsonpath != nil || l.xpath != nil {
+		return nil
+	}
+	if l.existsCfg && l.op != opExists {
+		return nil
+	}
+	m, ok := l.expected.(map[string]any)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	var out []fastField
+	for _, k := range keysOf(m) {
+		f := l.fieldOf(k)
+		switch f {
+		case "method", "path", "body", "requestFrom", "ip":
+			ff, ok := l.fastScalar(m[k])
+			if !ok {
+				return nil
+			}
+			ff.field = f
+			out = append(out, ff)
+		case "query", "headers", "form":
+			sub, ok := m[k].(map[string]any)
+			if !ok {
+				return nil
+			}
+			for _, name := range keysOf(sub) {
+				ff, ok := l.fastScalar(sub[name])
+				if !ok {
+					return nil
+				}
+				ff.field, ff.name = f, name
+				out = append(out, ff)
+			}
+			if len(sub) == 0 {
+				// An empty expectation only needs the field to exist.
+				out = append(out, fastField{field: f, present: true})
+			}
+		default:
+			return nil
+		}
+	}
+	return out
+}
+
+func (l *leaf) fastScalar(v any) (fastField, bool) {
+	if isObject(v) || isUndefined(v) {
+		return fastField{}, false
+	}
+	s, ok := toString(v)
+	if !ok {
+		return fastField{}, false // null never equals a string; leave it to the generic path
+	}
+	ff := fastField{exp: s, truth: truthy(v)}
+	if l.op == opMatches {
+		ff.re = l.regexes[s]
+	}
+	return ff, true
+}
+
+func (l *leaf) matchFast(r *message.Request) bool {
+	for i := range l.fast {
+		f := &l.fast[i]
+		var ok bool
+		switch f.field {
+		case "method":
+			ok = l.testFast(f, r.Method)
+		case "path":
+			ok = l.testFast(f, r.Path)
+		case "body":
+			ok = l.testFast(f, b2s(r.Body))
+		case "requestFrom":
+			ok = l.testFast(f, r.RequestFrom())
+		case "ip":
+			ok = l.testFast(f, r.IP())
+		case "query":
+			ok = l.testMulti(f, r.Query)
+		case "headers":
+			ok = l.testMulti(f, r.Headers)
+		case "form":
+			if len(r.Body) == 0 || !r.IsForm() {
+				return false // mb's request has no form: nothing under it matches
+			}
+			ok = l.testMulti(f, r.Form())
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// testMulti applies mb's array semantics: no value compares as "", one as
+// itself, several match when any does (and always for a truthy exists).
+func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
+	if f.present {
+		return true
+	}
+	n := 0
+	for i := range kvs {
+		if l.nameIs(kvs[i].Name, f.name) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return l.testFast(f, "")
+	case 1:
+		for i := range kvs {
+			if l.nameIs(kvs[i].Name, f.name) {
+				return l.testFast(f, kvs[i].Value)
+			}
+		}
+	}
+	if l.op == opExists && f.truth {
+		return true
+	}
+	for i := range kvs {
+		if l.nameIs(kvs[i].Name, f.name) && l.testFast(f, kvs[i].Value) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *leaf) nameIs(name, want string) bool {
+	if l.lowerKeys {
+		return foldEq(name, want)
+	}
+	return name == want
+}
+
+func (l *leaf) testFast(f *fastField, s string) bool {
+	switch l.op {
+	case opEquals:
+		if l.lowerValues {
+			return foldEq(s, f.exp)
+		}
+		return s == f.exp
+	case opContains:
+		if l.lowerValues {
+			return foldContains(s, f.exp)
+		}
+		return bytesContains(s, f.exp)
+	case opStartsWith:
+		if l.lowerValues {
+			return foldPrefix(s, f.exp)
+		}
+		return len(s) >= len(f.exp) && s[:len(f.exp)] == f.exp
+	case opEndsWith:
+		if l.lowerValues {
+			return foldSuffix(s, f.exp)
+		}
+		return len(s) >= len(f.exp) && s[len(s)-len(f.exp):] == f.exp
+	case opMatches:
+		return f.re != nil && f.re.MatchString(s)
+	case opExists:
+		if f.truth {
+			return s != ""
+		}
+		return s == ""
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// foldEq reports lower(s) == low without allocating for ASCII s.
+func foldEq(s, low string) bool {
+	if !isASCII(s) {
+		return lower(s) == low
+	}
+	if len(s) != len(low) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if lowerByte(s[i]) != low[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func foldPrefix(s, low string) bool {
+	if !isASCII(s) {
+		t := lower(s)
+		return len(t) >= len(low) && t[:len(low)] == low
+	}
+	return len(s) >= len(low) && foldEq(s[:len(low)], low)
+}
+
+func foldSuffix(s, low string) bool {
+	if !isASCII(s) {
+		t := lower(s)
+		return len(t) >= len(low) && t[len(t)-len(low):] == low
+	}
+	return len(s) >= len(low) && foldEq(s[len(s)-len(low):], low)
+}
+
+func foldContains(s, low string) bool {
+	if !isASCII(s) {
+		return bytesContains(lower(s), low)
+	}
+	for i := 0; i+len(low) <= len(s); i++ {
+		if foldEq(s[i:i+len(low)], low) {
+			return true
+		}
+	}
+	return false
+}

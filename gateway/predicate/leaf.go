@@ -1,0 +1,580 @@
+package predicate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/selector"
+)
+
+type opKind int
+
+const (
+	opEquals opKind = iota
+	opDeepEquals
+	opContains
+	opStartsWith
+	opEndsWith
+	opMatches
+	opExists
+)
+
+var opKinds = map[string]opKind{
+	"equals": opEquals, "deepEquals": opDeepEquals, "contains": opContains,
+	"startsWith": opStartsWith, "endsWith": opEndsWith, "matches": opMatches,
+	"exists": opExists,
+}
+
+// leaf is one compiled comparison operator with its parameters.
+type leaf struct {
+	op opKind
+	// lowerValues: actual and expected strings are lowered (caseSensitive
+	// false; never for matches, whose regexes get the i flag instead).
+	lowerValues bool
+	lowerKeys   bool
+	except      *regexp.Regexp
+	jsonpath    *selector.JSONPath
+	xpath       *selector.XPath
+	// existsCfg is mb's `predicateConfig.exists` test: a truthy "exists" key
+	// makes any array value satisfy a truthy expectation.
+	existsCfg bool
+	expected  any
+	// regexes holds every matches pattern, compiled with mb's flags.
+	regexes map[string]*regexp.Regexp
+	// deepKeys holds deepEquals' expected fields, stringified once.
+	deep map[string]string
+	// fast is set when the allocation-free path applies.
+	fast []fastField
+}
+
+func badData(msg string, raw json.RawMessage) error {
+	return mberr.New(mberr.BadData, msg).WithSource(sourceOf(raw))
+}
+
+func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMessage) (Predicate, error) {
+	l := &leaf{op: opKinds[opName]}
+	params, err := decodeParams(obj)
+	if err != nil {
+		return nil, badData(err.Error(), raw)
+	}
+	cs := truthy(params["caseSensitive"])
+	kcs, kcsSet := params["keyCaseSensitive"]
+	if l.op == opMatches {
+		// mb matches with caseSensitive forced on (regexes get the i flag
+		// instead) and keyCaseSensitive set to the original setting.
+		l.lowerKeys = !cs
+		kcs, kcsSet = cs, true
+	} else {
+		l.lowerValues = !cs
+		l.lowerKeys = !cs || kcs == false
+	}
+	l.existsCfg = truthy(params["exists"])
+	if ex := params["except"]; truthy(ex) {
+		flags := "(?i)"
+		if cs || l.op == opMatches {
+			flags = ""
+		}
+		re, err := regexp.Compile(flags + jsString(ex))
+		if err != nil {
+			return nil, badData(fmt.Sprintf("invalid regular expression in except: %v", err), raw)
+		}
+		l.except = re
+	}
+	if err := l.compileSelectors(params, cs, kcs, kcsSet, raw); err != nil {
+		return nil, err
+	}
+	var exp any
+	if err := unmarshalNumber(obj[opName], &exp); err != nil {
+		return nil, badData("malformed predicate value", raw)
+	}
+	switch l.op {
+	case opDeepEquals:
+		l.expected = l.normalize(forceStrings(exp), true, true)
+		l.deep = map[string]string{}
+		for _, k := range keysOf(l.expected) {
+			l.deep[k], _ = stableStringify(getProp(l.expected, k))
+		}
+	case opMatches:
+		l.expected = l.normalizeKeysOnly(exp)
+		l.regexes = map[string]*regexp.Regexp{}
+		flags := "(?i)"
+		if cs {
+			flags = ""
+		}
+		if err := collectRegexes(l.expected, flags, l.regexes); err != nil {
+			return nil, badData(err.Error(), raw)
+		}
+	default:
+		l.expected = l.normalize(exp, true, true)
+	}
+	l.fast = l.compileFast()
+	return l, nil
+}
+
+func decodeParams(obj map[string]json.RawMessage) (map[string]any, error) {
+	params := map[string]any{}
+	for _, k := range []string{"caseSensitive", "keyCaseSensitive", "except", "exists", "jsonpath", "xpath"} {
+		if raw, ok := obj[k]; ok {
+			var v any
+			if err := unmarshalNumber(raw, &v); err != nil {
+				return nil, fmt.Errorf("malformed %s", k)
+			}
+			params[k] = v
+		}
+	}
+	return params, nil
+}
+
+func (l *leaf) compileSelectors(params map[string]any, cs bool, kcs any, kcsSet bool, raw json.RawMessage) error {
+	if jp, ok := params["jsonpath"]; ok && truthy(jp) {
+		m, _ := jp.(map[string]any)
+		sel, ok := m["selector"].(string)
+		if !ok {
+			return badData("jsonpath predicate parameter needs a selector string", raw)
+		}
+		// mb lowers the jsonpath selector unless keyCaseSensitive (which
+		// defaults to caseSensitive) is on.
+		kcsEffective := kcs
+		if !kcsSet {
+			kcsEffective = cs
+		}
+		if !truthy(kcsEffective) {
+			sel = lower(sel)
+		}
+		p, err := selector.CompileJSONPath(sel)
+		if err != nil {
+			return badData("malformed jsonpath predicate selector", raw)
+		}
+		l.jsonpath = p
+		return nil
+	}
+	if xp, ok := params["xpath"]; ok && truthy(xp) {
+		m, _ := xp.(map[string]any)
+		sel, ok := m["selector"].(string)
+		if !ok {
+			return badData("xpath predicate parameter needs a selector string", raw)
+		}
+		ns := map[string]string{}
+		if nsm, ok := m["ns"].(map[string]any); ok {
+			for k, v := range nsm {
+				ns[k] = jsString(v)
+			}
+		}
+		// mb lowers the xpath selector and namespace URIs unless
+		// caseSensitive; matches always counts as case sensitive here.
+		if !cs && l.op != opMatches {
+			sel = lower(sel)
+			for k, v := range ns {
+				ns[k] = lower(v)
+			}
+		}
+		p, err := selector.CompileXPath(sel, ns)
+		if err != nil {
+			return mberr.New(mberr.BadData, "malformed xpath predicate selector").WithSource(sel)
+		}
+		l.xpath = p
+	}
+	return nil
+}
+
+func unmarshalNumber(raw json.RawMessage, v *any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// str applies mb's value transforms to one string: lower case, then the
+// except pattern removed.
+func (l *leaf) str(s string) string {
+	if l.lowerValues {
+		s = lower(s)
+	}
+	if l.except != nil {
+		s = l.except.ReplaceAllString(s, "")
+	}
+	return s
+}
+
+func (l *leaf) key(k string) string {
+	if l.lowerKeys {
+		return lower(k)
+	}
+	return k
+}
+
+// normalize is mb's transformAll: keys and strings transformed, arrays
+// sorted when sortArrays. withExcept false skips except (mb's matches).
+func (l *leaf) normalize(v any, withExcept, sortArrays bool) any {
+	switch v := v.(type) {
+	case string:
+		if !withExcept {
+			if l.lowerValues {
+				return lower(v)
+			}
+			return v
+		}
+		return l.str(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = l.normalize(e, withExcept, sortArrays)
+		}
+		if sortArrays {
+			sortValues(out)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for _, k := range keysOf(v) {
+			out[l.key(k)] = l.normalize(v[k], withExcept, sortArrays)
+		}
+		return out
+	}
+	return v
+}
+
+// normalizeKeysOnly is the expected side of matches: keys transformed,
+// patterns untouched, arrays sorted.
+func (l *leaf) normalizeKeysOnly(v any) any {
+	switch v := v.(type) {
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = l.normalizeKeysOnly(e)
+		}
+		sortValues(out)
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for _, k := range keysOf(v) {
+			out[l.key(k)] = l.normalizeKeysOnly(v[k])
+		}
+		return out
+	}
+	return v
+}
+
+func collectRegexes(v any, flags string, into map[string]*regexp.Regexp) error {
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			if err := collectRegexes(e, flags, into); err != nil {
+				return err
+			}
+		}
+		return nil
+	case map[string]any:
+		for _, e := range v {
+			if err := collectRegexes(e, flags, into); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	src := jsString(v)
+	if _, ok := into[src]; ok {
+		return nil
+	}
+	re, err := regexp.Compile(flags + src)
+	if err != nil {
+		return fmt.Errorf("invalid regular expression %q: %w", src, err)
+	}
+	into[src] = re
+	return nil
+}
+
+// Match reports whether r satisfies the predicate.
+func (l *leaf) Match(r *message.Request) bool {
+	if l.fast != nil {
+		return l.matchFast(r)
+	}
+	if l.op == opDeepEquals {
+		return l.matchDeep(r)
+	}
+	return l.matchSlow(r)
+}
+
+// The request's top-level fields as mb's simplified request names them.
+var requestFields = []string{"requestFrom", "method", "path", "query", "headers", "body", "ip", "form"}
+
+// fieldOf resolves an expected key to a request field name, or "".
+func (l *leaf) fieldOf(key string) string {
+	for _, f := range requestFields {
+		if l.key(f) == key {
+			return f
+		}
+	}
+	return ""
+}
+
+// actualField returns request field f normalized as mb normalizes the
+// request: strings through case, except and the selector; multi-valued
+// maps as objects whose repeated names hold sorted arrays.
+func (l *leaf) actualField(r *message.Request, f string) any {
+	switch f {
+	case "requestFrom":
+		return l.top(r.RequestFrom())
+	case "method":
+		return l.top(r.Method)
+	case "path":
+		return l.top(r.Path)
+	case "body":
+		return l.top(string(r.Body))
+	case "ip":
+		return l.top(r.IP())
+	case "query":
+		return l.multi(r.Query)
+	case "headers":
+		return l.multi(r.Headers)
+	case "form":
+		if len(r.Body) == 0 || !r.IsForm() {
+			return undefined
+		}
+		return l.multi(r.Form())
+	}
+	return undefined
+}
+
+func (l *leaf) multi(kvs []message.KV) any {
+	out := map[string]any{}
+	for _, kv := range kvs {
+		k := l.key(kv.Name)
+		v := l.top(kv.Value)
+		switch prev := out[k].(type) {
+		case nil:
+			out[k] = v
+		case []any:
+			out[k] = append(prev, v)
+		default:
+			out[k] = []any{prev, v}
+		}
+	}
+	for k, v := range out {
+		if a, ok := v.([]any); ok {
+			sortValues(a)
+			out[k] = a
+		}
+	}
+	return out
+}
+
+// top transforms one of the request's own strings: case, except, then the
+// selector, whose result is mb's single value or sorted array.
+func (l *leaf) top(s string) any {
+	s = l.str(s)
+	switch {
+	case l.jsonpath != nil:
+		doc := l.tryJSON(s)
+		if l.op == opDeepEquals {
+			doc = forceStrings(doc)
+		}
+		if t, ok := doc.(string); ok {
+			var parsed bool
+			if doc, parsed = selector.ParseJSON(t); !parsed {
+				return undefined
+			}
+		}
+		return shape(l.jsonpath.Select(doc))
+	case l.xpath != nil:
+		return shape(l.xpath.Select(s))
+	}
+	return s
+}
+
+func shape(vals []any) any {
+	switch len(vals) {
+	case 0:
+		return undefined
+	case 1:
+		return vals[0]
+	}
+	sortValues(vals)
+	return vals
+}
+
+// tryJSON is mb's tryJSON: s parsed as JSON with keys and strings
+// transformed (arrays kept in order), or s itself when it is not JSON.
+func (l *leaf) tryJSON(s string) any {
+	v, ok := selector.ParseJSON(s)
+	if !ok {
+		return s
+	}
+	return l.normalize(v, true, false)
+}
+
+func (l *leaf) matchSlow(r *message.Request) bool {
+	act := map[string]any{}
+	for _, k := range keysOf(l.expected) {
+		f := l.fieldOf(k)
+		if f == "" {
+			continue
+		}
+		if f == "body" && isObject(getProp(l.expected, k)) {
+			if v, ok := l.bodyJSON(r); ok {
+				act[k] = l.normalize(v, true, false)
+				continue
+			}
+		}
+		if v := l.actualField(r, f); !isUndefined(v) {
+			act[k] = v
+		}
+	}
+	return l.satisfied(l.expected, act)
+}
+
+// bodyJSON returns the request's JSON body, parsed at most once per request,
+// where mb would parse the transformed body text: with no except pattern or
+// selector, lowering the text before parsing equals transforming the parsed
+// value, so the parse can be shared.
+func (l *leaf) bodyJSON(r *message.Request) (any, bool) {
+	if l.except != nil || l.jsonpath != nil || l.xpath != nil {
+		return nil, false
+	}
+	return r.JSON()
+}
+
+// satisfied is mb's predicateSatisfied.
+func (l *leaf) satisfied(exp, act any) bool {
+	if !truthy(act) {
+		return false
+	}
+	if s, ok := act.(string); ok {
+		act = l.tryJSON(s)
+	}
+	for _, k := range keysOf(exp) {
+		ef, af := getProp(exp, k), getProp(act, k)
+		var ok bool
+		switch {
+		case isArray(ef) && isArray(af):
+			ok = true
+			for _, e := range ef.([]any) {
+				if !l.someTest(e, af.([]any)) {
+					ok = false
+					break
+				}
+			}
+		case isArray(af):
+			ok = (l.existsCfg && truthy(ef)) || l.someTest(ef, af.([]any))
+		case !isArray(ef) && isUndefined(af) && isArray(act):
+			ok = l.someTest(exp, act.([]any))
+		case isObject(ef):
+			ok = l.satisfied(ef, af)
+		default:
+			ok = l.test(ef, af)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *leaf) someTest(e any, as []any) bool {
+	for _, a := range as {
+		if l.test(e, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// test is mb's testPredicate.
+func (l *leaf) test(e, a any) bool {
+	if isUndefined(a) {
+		a = ""
+	}
+	if isObject(e) {
+		return l.satisfied(e, a)
+	}
+	switch l.op {
+	case opEquals:
+		se, okE := toString(e)
+		sa, okA := toString(a)
+		return okE == okA && se == sa
+	case opContains:
+		return bytesContains(jsString(a), jsString(e))
+	case opStartsWith:
+		s, p := jsString(a), jsString(e)
+		return len(s) >= len(p) && s[:len(p)] == p
+	case opEndsWith:
+		s, p := jsString(a), jsString(e)
+		return len(s) >= len(p) && s[len(s)-len(p):] == p
+	case opMatches:
+		re := l.regexes[jsString(e)]
+		return re != nil && re.MatchString(jsString(a))
+	case opExists:
+		empty := a == ""
+		if truthy(e) {
+			return !empty
+		}
+		return empty
+	}
+	return false
+}
+
+func bytesContains(s, sub string) bool {
+	return len(sub) == 0 || indexOf(s, sub) >= 0
+}
+
+func indexOf(s, sub string) int {
+	n := len(sub)
+	for i := 0; i+n <= len(s); i++ {
+		if s[i:i+n] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+// matchDeep is mb's deepEquals: every expected field equal, as stable JSON
+// with arrays sorted, to the request's field with every value a string.
+func (l *leaf) matchDeep(r *message.Request) bool {
+	for _, k := range keysOf(l.expected) {
+		ef := getProp(l.expected, k)
+		af := undefined
+		f := l.fieldOf(k)
+		if f != "" {
+			af = forceStrings(l.actualField(r, f))
+		}
+		if s, ok := af.(string); ok && isObject(ef) {
+			if v, ok := l.bodyJSON(r); ok && f == "body" {
+				af = l.normalize(forceStrings(l.normalize(v, true, false)), true, true)
+			} else {
+				af = l.normalize(forceStrings(l.tryJSON(s)), true, true)
+			}
+		}
+		got, ok := stableStringify(af)
+		if !ok || got != l.deep[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *leaf) hint() Hint {
+	var h Hint
+	if l.op != opEquals || l.except != nil || l.jsonpath != nil || l.xpath != nil {
+		return h
+	}
+	m, ok := l.expected.(map[string]any)
+	if !ok {
+		return h
+	}
+	for k, v := range m {
+		s, ok := toString(v)
+		if !ok || isObject(v) {
+			continue
+		}
+		switch l.fieldOf(k) {
+		case "method":
+			h.Method, h.HasMethod, h.MethodCaseSensitive = s, true, !l.lowerValues
+		case "path":
+			h.Path, h.HasPath, h.PathCaseSensitive = s, true, !l.lowerValues
+		}
+	}
+	return h
+}

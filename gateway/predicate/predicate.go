@@ -1,0 +1,227 @@
+// Package predicate compiles Mountebank predicates (one element of a stub's
+// "predicates" array) into matchers over message.Request, with mb 2.9.1's
+// exact semantics: the operators equals, deepEquals, contains, startsWith,
+// endsWith, matches, exists, not, or, and, inject, riftgate's wasm, and the
+// parameters caseSensitive, keyCaseSensitive, except, jsonpath and xpath.
+//
+// Everything that can be prepared is prepared by Compile: regular
+// expressions, lowered expectations and selectors. Matching the common
+// predicates (equals, contains, startsWith, endsWith, matches and exists on
+// method, path, query, headers, form and a text body) allocates nothing;
+// the rest follows mb's generic algorithm over JSON-like values.
+package predicate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+)
+
+// Predicate decides whether a request matches.
+type Predicate interface {
+	Match(r *message.Request) bool
+}
+
+// Options are the hooks for the operators riftgate does not evaluate itself.
+type Options struct {
+	// Inject compiles a predicate "inject" function. When nil, injection is
+	// refused as mb refuses it without --allowInjection.
+	Inject func(src string) (Predicate, error)
+	// Wasm compiles riftgate's {"wasm": {...}} predicate. When nil, a wasm
+	// predicate is refused.
+	Wasm func(spec json.RawMessage) (Predicate, error)
+}
+
+// injectionDisabled is mb's refusal, from dryRunValidator.js.
+const injectionDisabled = "JavaScript injection is not allowed unless mb is run with the --allowInjection flag"
+
+// operators in the order mb knows them; a predicate's operator is the first
+// of its keys, in the JSON's order, that names one.
+var operators = map[string]bool{
+	"equals": true, "deepEquals": true, "contains": true, "startsWith": true,
+	"endsWith": true, "matches": true, "exists": true, "not": true, "or": true,
+	"and": true, "inject": true, "wasm": true,
+}
+
+// Compile compiles one predicate.
+func Compile(raw json.RawMessage, opts Options) (Predicate, error) {
+	keys, obj, err := decodeObject(raw)
+	if err != nil {
+		return nil, mberr.New(mberr.BadData, "missing predicate").WithSource(sourceOf(raw))
+	}
+	op := ""
+	for _, k := range keys {
+		if operators[k] {
+			op = k
+			break
+		}
+	}
+	switch op {
+	case "":
+		return nil, mberr.New(mberr.BadData, "missing predicate").WithSource(sourceOf(raw))
+	case "not":
+		p, err := Compile(obj["not"], opts)
+		if err != nil {
+			return nil, err
+		}
+		return notP{p}, nil
+	case "or", "and":
+		var subs []json.RawMessage
+		if err := json.Unmarshal(obj[op], &subs); err != nil {
+			return nil, mberr.New(mberr.BadData, fmt.Sprintf("%q must be an array of predicates", op)).WithSource(sourceOf(raw))
+		}
+		ps := make([]Predicate, len(subs))
+		for i, s := range subs {
+			if ps[i], err = Compile(s, opts); err != nil {
+				return nil, err
+			}
+		}
+		if op == "or" {
+			return anyP(ps), nil
+		}
+		return allP(ps), nil
+	case "inject":
+		var src string
+		if err := json.Unmarshal(obj["inject"], &src); err != nil {
+			return nil, mberr.New(mberr.BadData, "inject must be a string holding a JavaScript function").WithSource(sourceOf(raw))
+		}
+		if opts.Inject == nil {
+			return nil, mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(sourceOf(raw))
+		}
+		p, err := opts.Inject(src)
+		if err != nil {
+			return nil, fmt.Errorf("predicate inject: %w", err)
+		}
+		return p, nil
+	case "wasm":
+		if opts.Wasm == nil {
+			return nil, mberr.New(mberr.BadData, "wasm predicates need riftgate's plugin host, which is not configured").WithSource(sourceOf(raw))
+		}
+		p, err := opts.Wasm(obj["wasm"])
+		if err != nil {
+			return nil, fmt.Errorf("predicate wasm: %w", err)
+		}
+		return p, nil
+	}
+	return compileLeaf(op, obj, raw)
+}
+
+// CompileAll compiles a stub's predicates; the result matches when every
+// one does, and matches everything when there are none.
+func CompileAll(raws []json.RawMessage, opts Options) (Predicate, error) {
+	ps := make(allP, 0, len(raws))
+	for _, raw := range raws {
+		p, err := Compile(raw, opts)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 1 {
+		return ps[0], nil
+	}
+	return ps, nil
+}
+
+type notP struct{ p Predicate }
+
+func (n notP) Match(r *message.Request) bool { return !n.p.Match(r) }
+
+type anyP []Predicate
+
+func (ps anyP) Match(r *message.Request) bool {
+	for _, p := range ps {
+		if p.Match(r) {
+			return true
+		}
+	}
+	return false
+}
+
+type allP []Predicate
+
+func (ps allP) Match(r *message.Request) bool {
+	for _, p := range ps {
+		if !p.Match(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeObject decodes a JSON object, returning its keys in order too.
+func decodeObject(raw json.RawMessage) ([]string, map[string]json.RawMessage, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := d.Token()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, nil, fmt.Errorf("not an object")
+	}
+	var keys []string
+	obj := map[string]json.RawMessage{}
+	for d.More() {
+		kt, err := d.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		k, _ := kt.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		if _, dup := obj[k]; !dup {
+			keys = append(keys, k)
+		}
+		obj[k] = v
+	}
+	return keys, obj, nil
+}
+
+// sourceOf returns raw as mb echoes an offending fragment: the JSON value
+// itself when it is valid JSON, else the text.
+func sourceOf(raw json.RawMessage) any {
+	if json.Valid(raw) {
+		return json.RawMessage(bytes.Clone(raw))
+	}
+	return string(raw)
+}
+
+// Hint is what a compiled predicate requires of every request it matches:
+// an exact method and/or an exact path. Where a field is not case
+// sensitive, the hint is lower case and a request's value must be compared
+// after strings.ToLower.
+type Hint struct {
+	Method              string
+	HasMethod           bool
+	MethodCaseSensitive bool
+	Path                string
+	HasPath             bool
+	PathCaseSensitive   bool
+}
+
+// Hints returns what p requires of the method and path, so that an engine
+// can index stubs by them. It never claims a requirement p does not have:
+// when p matches r, r's method and path satisfy the hint.
+func Hints(p Predicate) Hint {
+	var h Hint
+	switch p := p.(type) {
+	case *leaf:
+		h = p.hint()
+	case allP:
+		for _, c := range p {
+			ch := Hints(c)
+			if ch.HasMethod && !h.HasMethod {
+				h.Method, h.HasMethod, h.MethodCaseSensitive = ch.Method, true, ch.MethodCaseSensitive
+			}
+			if ch.HasPath && !h.HasPath {
+				h.Path, h.HasPath, h.PathCaseSensitive = ch.Path, true, ch.PathCaseSensitive
+			}
+		}
+	}
+	return h
+}

@@ -1,0 +1,205 @@
+// Package selector evaluates the jsonpath and xpath selectors that
+// Mountebank's predicates and copy/lookup behaviors share. Selectors are
+// compiled once; selecting returns node values in mb's shapes: a JSON value
+// per jsonpath match (json.Number for numbers), and a string per xpath node,
+// or one number or boolean when the xpath expression computes one.
+package selector
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/antchfx/xmlquery"
+	"github.com/antchfx/xpath"
+	"github.com/theory/jsonpath"
+)
+
+// JSONPath is a compiled jsonpath selector.
+type JSONPath struct {
+	src  string
+	path *jsonpath.Path
+}
+
+// CompileJSONPath compiles expr. mb's jsonpath-plus accepts a selector
+// without the leading "$" and evaluates it from the root; so does this.
+func CompileJSONPath(expr string) (*JSONPath, error) {
+	src := expr
+	switch {
+	case strings.HasPrefix(expr, "$"):
+	case strings.HasPrefix(expr, "["):
+		expr = "$" + expr
+	default:
+		expr = "$." + expr
+	}
+	p, err := jsonpath.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("jsonpath %q: %w", src, err)
+	}
+	return &JSONPath{src: src, path: p}, nil
+}
+
+// String returns the selector as written.
+func (p *JSONPath) String() string { return p.src }
+
+// Select returns the values expr selects from doc, a value decoded by
+// encoding/json (numbers as json.Number). It returns nil when nothing
+// matches.
+func (p *JSONPath) Select(doc any) []any {
+	nodes := p.path.Select(doc)
+	if len(nodes) == 0 {
+		return nil
+	}
+	return []any(nodes)
+}
+
+// SelectText parses text as JSON and selects from it; text that is not JSON
+// selects nothing, as in mb.
+func (p *JSONPath) SelectText(text string) []any {
+	doc, ok := ParseJSON(text)
+	if !ok {
+		return nil
+	}
+	return p.Select(doc)
+}
+
+// ParseJSON parses any JSON value, as JavaScript's JSON.parse does, keeping
+// numbers as json.Number.
+func ParseJSON(text string) (any, bool) {
+	d := json.NewDecoder(strings.NewReader(text))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := d.Token(); err == nil {
+		return nil, false // trailing data
+	}
+	return v, true
+}
+
+// XPath is a compiled xpath selector with its namespace map.
+type XPath struct {
+	src  string
+	expr *xpath.Expr
+}
+
+// CompileXPath compiles expr with the ns prefix-to-URI map.
+func CompileXPath(expr string, ns map[string]string) (*XPath, error) {
+	e, err := xpath.CompileWithNS(expr, ns)
+	if err != nil {
+		return nil, fmt.Errorf("xpath %q: %w", expr, err)
+	}
+	return &XPath{src: expr, expr: e}, nil
+}
+
+// String returns the selector as written.
+func (x *XPath) String() string { return x.src }
+
+// Select evaluates the selector on text parsed as XML. It returns nil when
+// the text is not XML or nothing matches; otherwise node values as strings,
+// or a single float64 or bool when the expression computes a number or a
+// boolean (count(//a), boolean(//a)), as mb does.
+func (x *XPath) Select(text string) []any {
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	doc, err := xmlquery.Parse(strings.NewReader(text))
+	if err != nil {
+		return nil
+	}
+	switch v := x.expr.Evaluate(xmlquery.CreateXPathNavigator(doc)).(type) {
+	case float64:
+		return []any{v}
+	case bool:
+		return []any{v}
+	case string:
+		return []any{v}
+	case *xpath.NodeIterator:
+		var out []any
+		for v.MoveNext() {
+			n, ok := v.Current().(*xmlquery.NodeNavigator)
+			if !ok {
+				continue
+			}
+			if n.NodeType() == xpath.AttributeNode {
+				out = append(out, n.Value())
+				continue
+			}
+			out = append(out, nodeValue(n.Current()))
+		}
+		return out
+	}
+	return nil
+}
+
+// nodeValue renders a node as mb's xpath.js does: a text or attribute node's
+// value; an element's first child's text, or "undefined" when the first
+// child is not text (mb stringifies a missing value), so exists still sees
+// the node.
+func nodeValue(n *xmlquery.Node) string {
+	switch n.Type {
+	case xmlquery.TextNode, xmlquery.CharDataNode, xmlquery.CommentNode:
+		return n.Data
+	}
+	if c := n.FirstChild; c != nil {
+		switch c.Type {
+		case xmlquery.TextNode, xmlquery.CharDataNode, xmlquery.CommentNode:
+			return c.Data
+		}
+	}
+	return "undefined"
+}
+
+// Shape returns vals in mb's form: nil for no match, the value itself for
+// one match, the slice for several.
+func Shape(vals []any) any {
+	switch len(vals) {
+	case 0:
+		return nil
+	case 1:
+		return vals[0]
+	}
+	return vals
+}
+
+// String renders a selected value as JavaScript's String() does, which is
+// what mb substitutes into a response token.
+func String(v any) string {
+	var b bytes.Buffer
+	writeJS(&b, v)
+	return b.String()
+}
+
+func writeJS(b *bytes.Buffer, v any) {
+	switch v := v.(type) {
+	case string:
+		b.WriteString(v)
+	case json.Number:
+		b.WriteString(JSNumber(v))
+	case float64:
+		b.WriteString(formatFloat(v))
+	case bool:
+		if v {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case nil:
+		b.WriteString("null")
+	case []any:
+		// Array.prototype.toString joins the elements with commas; null
+		// and undefined elements render empty.
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if e != nil {
+				writeJS(b, e)
+			}
+		}
+	default:
+		b.WriteString("[object Object]")
+	}
+}

@@ -70,6 +70,7 @@ func (e *engine) imposterOptions() imposter.Options {
 		DefaultHost:  e.g.opts.Host,
 		MaxBodyBytes: maxImposterBody,
 		Flows:        e,
+		Store:        e.flows,
 	}
 }
 
@@ -93,6 +94,7 @@ func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) s
 // routes adds the engine's own admin routes (plugins, flows).
 func (e *engine) routes(mux *http.ServeMux) {
 	e.pluginRoutes(mux)
+	e.flowRoutes(mux)
 }
 
 // metrics appends the engine's metrics (plugins, flows) to GET /metrics.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/valyala/fasthttp"
@@ -31,8 +32,10 @@ type Options struct {
 	RecordAll bool
 	// DefaultHost is mb's --host, used when the imposter names none.
 	DefaultHost string
-	// Flows resolves a request's flow id; nil means the imposter is stateless.
+	// Flows resolves a request's flow id, and Store keeps flows (scenario
+	// states among them).
 	Flows FlowIDs
+	Store flow.Store
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
 }
@@ -189,7 +192,19 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	if imp.recordReqs {
 		imp.record(req.Clone())
 	}
-	st := imp.table.Load().match(req)
+	t := imp.table.Load()
+	var st *Stub
+	if t.scenarios {
+		var err error
+		if st, err = imp.matchScenario(t, req); err != nil {
+			imp.writeError(ctx, err)
+			req.Reset()
+			reqPool.Put(req)
+			return
+		}
+	} else {
+		st = t.match(req, nil)
+	}
 	r := imp.dflt
 	if st != nil {
 		r = st.next()
@@ -216,10 +231,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 	if r.static != nil {
 		resp = r.static.Clone()
 	} else {
-		call := &Call{Imposter: imp, Request: req, Stub: st}
-		if imp.opts.Flows != nil {
-			call.FlowID = imp.opts.Flows.FlowID(&imp.spec.Flow, imp.spec.Port, req)
-		}
+		call := &Call{Imposter: imp, Request: req, Stub: st, FlowID: imp.FlowID(req)}
 		var err error
 		resp, err = r.responder.Respond(imp.ctx, call)
 		if err != nil {

@@ -168,11 +168,15 @@ type table struct {
 	byPath map[uint64][]int32
 	// rest lists, in order, the stubs without a path hint.
 	rest []int32
+	// scenarios says whether any stub takes part in a scenario, which moves
+	// matching off the lock-free path and onto the flow store.
+	scenarios bool
 }
 
 func newTable(stubs []*Stub) *table {
 	t := &table{stubs: stubs, byPath: make(map[uint64][]int32)}
 	for i, s := range stubs {
+		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""
 		if s.hinted && isASCII(s.pathHint) {
 			h := xxhash.Sum64String(asciiLower(s.pathHint))
 			t.byPath[h] = append(t.byPath[h], int32(i))
@@ -183,8 +187,9 @@ func newTable(stubs []*Stub) *table {
 	return t
 }
 
-// match returns the first stub, in order, whose predicates accept r, or nil.
-func (t *table) match(r *message.Request) *Stub {
+// match returns the first stub, in order, whose predicates accept r and
+// that allow (when not nil) lets through, or nil.
+func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 	a := t.byPath[lowerHash(r.Path)]
 	b := t.rest
 	// Merge the two ordered candidate lists, keeping stub order.
@@ -195,7 +200,7 @@ func (t *table) match(r *message.Request) *Stub {
 		} else {
 			i, b = b[0], b[1:]
 		}
-		if s := t.stubs[i]; s.matches(r) {
+		if s := t.stubs[i]; s.matches(r) && (allow == nil || allow(s)) {
 			return s
 		}
 	}

@@ -221,6 +221,10 @@ func (d *decoder) head() (maj byte, arg uint64, err error) {
 		arg = arg<<8 | uint64(c)
 	}
 	d.off += n
+	if maj == majSimple && n == 1 && arg < 32 {
+		// RFC 8949 section 3.3: simple values below 32 take one byte.
+		return 0, 0, errMalformed
+	}
 	return maj, arg, nil
 }
 

@@ -1,0 +1,249 @@
+// Package loadtest is riftgate's bundled load generator (riftload, and
+// `riftgate loadtest`): closed- and open-loop HTTP load on fasthttp's client,
+// coordinated-omission-corrected HDR latencies, per-virtual-user scenarios
+// with flow ids, text/JSON/HTML reports, a raw fasthttp "hello" server for
+// reference, and the side-by-side benchmark harness behind `make bench`.
+// It knows nothing of the server's internals: it only speaks HTTP.
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Main runs the command line: `run` (the default), `hello` or `bench`.
+// It returns the process exit code: 0 ok, 1 failure, 2 usage error.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !strings.Contains(args[0], "://") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = mainRun(ctx, args, stdout, stderr)
+	case "hello":
+		err = mainHello(ctx, args, stdout, stderr)
+	case "bench":
+		err = mainBench(ctx, args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		err = usageError{fmt.Errorf("unknown command %q", cmd)}
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "riftload: %v\n\n%s", err, usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "riftload: %v\n", err)
+		return 1
+	}
+}
+
+const usage = `usage:
+  riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
+  riftload hello [-host H] [-port P]    serve the raw fasthttp "hello" server
+  riftload bench [flags]                side-by-side benchmarks (make bench)
+  riftload help
+Run "riftload <command> -h" for its flags. See loadtest/README.md.
+`
+
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+type headerFlags []string
+
+func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
+func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
+
+// parseInterleaved parses flags that may come before, between or after
+// positional arguments (`riftload URL -c 10` reads naturally).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("riftload run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o        Options
+		headers  headerFlags
+		method   = fs.String("method", "GET", "request method (without -scenario)")
+		body     = fs.String("body", "", "request body (without -scenario)")
+		expect   = fs.Int("expect", 0, "expected status; any other counts as an error (without -scenario)")
+		scenario = fs.String("scenario", "", "scenario file (JSON); replaces -method, -H, -body, -expect and the URL path")
+		format   = fs.String("format", "text", "summary on stdout: text or json")
+		htmlOut  = fs.String("html", "", "also write a self-contained HTML report to this file")
+		jsonOut  = fs.String("json-out", "", "also write the JSON summary to this file")
+		progress = fs.String("progress", "auto", "progress bar on stderr: auto (only on a terminal), always, never")
+	)
+	fs.IntVar(&o.Connections, "c", 64, "connections (virtual users)")
+	fs.DurationVar(&o.Duration, "d", 0, "measured duration (default 10s unless -n is set)")
+	fs.Int64Var(&o.Requests, "n", 0, "measured request count (0: bounded by -d)")
+	fs.Float64Var(&o.Rate, "rate", 0, "open loop at this many requests per second (0: closed loop)")
+	fs.DurationVar(&o.Warmup, "warmup", 0, "warm-up before measuring")
+	fs.DurationVar(&o.Timeout, "timeout", defaultTimeout, "per-request timeout")
+	fs.DurationVar(&o.Interval, "interval", defaultInterval, "timeline resolution")
+	fs.Var(&headers, "H", `request header "Name: value" (repeatable, without -scenario)`)
+	targets, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if len(targets) == 0 {
+		return usageError{errors.New("no target URL")}
+	}
+	if o.Duration == 0 && o.Requests == 0 {
+		o.Duration = 10 * time.Second
+	}
+	bases, path, err := splitTargets(targets)
+	if err != nil {
+		return usageError{err}
+	}
+	o.Targets = bases
+	if *scenario != "" {
+		data, err := os.ReadFile(*scenario)
+		if err != nil {
+			return fmt.Errorf("reading scenario: %w", err)
+		}
+		if o.Scenario, err = ParseScenario(data); err != nil {
+			return err
+		}
+	} else {
+		st := Step{Method: *method, Path: path, ExpectStatus: *expect, Headers: map[string]string{}}
+		for _, h := range headers {
+			k, v, ok := strings.Cut(h, ":")
+			if !ok {
+				return usageError{fmt.Errorf("header %q: want \"Name: value\"", h)}
+			}
+			st.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		if *body != "" {
+			st.Body = []byte(strconv.Quote(*body))
+		}
+		o.Scenario = &Scenario{NoFlowHeader: true, Steps: []Step{st}}
+		if _, err := o.Scenario.compile(); err != nil {
+			return usageError{err}
+		}
+	}
+	switch *progress {
+	case "auto":
+		o.Progress = progressWriter(stderr)
+	case "always":
+		o.Progress = stderr
+	case "never":
+	default:
+		return usageError{fmt.Errorf("-progress %q: want auto, always or never", *progress)}
+	}
+	if *format != "text" && *format != "json" {
+		return usageError{fmt.Errorf("-format %q: want text or json", *format)}
+	}
+	res, err := Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *format == "json" {
+		err = res.WriteJSON(stdout)
+	} else {
+		err = res.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut != "" {
+		if err := writeFile(*jsonOut, res.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if *htmlOut != "" {
+		if err := writeFile(*htmlOut, res.WriteHTML); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitTargets turns URLs into base URLs and the one request path they
+// share (a scenario brings its own paths).
+func splitTargets(raw []string) (bases []string, path string, err error) {
+	for i, t := range raw {
+		u, err := url.Parse(t)
+		if err != nil {
+			return nil, "", fmt.Errorf("target %q: %w", t, err)
+		}
+		if u.Scheme != "http" || u.Host == "" {
+			return nil, "", fmt.Errorf("target %q: want http://host:port/path", t)
+		}
+		p := u.RequestURI()
+		if i == 0 {
+			path = p
+		} else if p != path && p != "/" {
+			return nil, "", fmt.Errorf("targets ask for different paths (%q, %q): give the path once, on the first", path, p)
+		}
+		bases = append(bases, "http://"+u.Host)
+	}
+	return bases, path, nil
+}
+
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	if err := write(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	return nil
+}
+
+func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("riftload hello", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	fmt.Fprintf(stdout, "hello server listening on http://%s\n", ln.Addr())
+	return ServeHello(ctx, ln)
+}

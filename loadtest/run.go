@@ -1,0 +1,422 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/url"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Options configure one run.
+type Options struct {
+	// Targets are base URLs (http://host:port), used round-robin per
+	// request, so a cluster's nodes share the load.
+	Targets []string
+	// Connections is the number of virtual users, each with at most one
+	// request in flight: the concurrency, and the connection count.
+	Connections int
+	// Rate, when positive, selects the open loop: requests are scheduled at
+	// this constant rate (per second) whatever the server does, and latency
+	// is measured from each request's intended send time. Zero selects the
+	// closed loop: every virtual user sends its next request as soon as the
+	// previous one is answered.
+	Rate float64
+	// Duration bounds the measured phase; Requests bounds its request count.
+	// At least one must be set; the run stops at whichever comes first.
+	Duration time.Duration
+	Requests int64
+	// Warmup runs the load for this long before measuring; its requests are
+	// counted apart and not in the latencies.
+	Warmup time.Duration
+	// Timeout bounds each request (default 5 s).
+	Timeout time.Duration
+	// Scenario is the request sequence each virtual user runs.
+	Scenario *Scenario
+	// Interval is the timeline's resolution (default 1 s).
+	Interval time.Duration
+	// Progress, when set, receives a one-line progress bar, redrawn in place.
+	Progress io.Writer
+}
+
+const (
+	defaultTimeout  = 5 * time.Second
+	defaultInterval = time.Second
+	maxConnections  = 100000
+)
+
+func (o *Options) validate() error {
+	if len(o.Targets) == 0 {
+		return errors.New("no target URL")
+	}
+	if o.Connections <= 0 || o.Connections > maxConnections {
+		return fmt.Errorf("connections must be in 1..%d, not %d", maxConnections, o.Connections)
+	}
+	if o.Duration <= 0 && o.Requests <= 0 {
+		return errors.New("set a duration or a request count")
+	}
+	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		return fmt.Errorf("rate must be a positive number, not %v", o.Rate)
+	}
+	if o.Scenario == nil {
+		return errors.New("no scenario")
+	}
+	return nil
+}
+
+type target struct {
+	addr string // host:port to dial
+	host []byte // Host header
+}
+
+func parseTarget(raw string) (target, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return target{}, fmt.Errorf("target %q: %w", raw, err)
+	}
+	if u.Scheme != "http" || u.Host == "" {
+		return target{}, fmt.Errorf("target %q: want http://host:port", raw)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr += ":80"
+	}
+	return target{addr: addr, host: []byte(u.Host)}, nil
+}
+
+// runner is the state one Run shares between its workers.
+type runner struct {
+	opts        Options
+	targets     []target
+	steps       []compiledStep
+	flowHeader  []byte
+	flowPrefix  []byte
+	base        time.Time
+	measureFrom int64 // ns since base
+	end         int64 // ns since base; 0 when bounded by count only
+	intervalNs  float64
+	tickets     atomic.Int64 // open loop: the next schedule slot
+	measured    atomic.Int64 // requests sent in the measured phase
+	stopped     atomic.Bool
+	shards      []*shard
+	lastDone    atomic.Int64
+}
+
+func (r *runner) now() int64 { return int64(time.Since(r.base)) }
+
+// Run drives the load described by opts until its bound is reached or ctx
+// is cancelled, and returns the measurements.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	r, err := newRunner(opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx), nil
+}
+
+func newRunner(opts Options) (*runner, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = defaultTimeout
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = defaultInterval
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	steps, err := opts.Scenario.compile()
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	r := &runner{opts: opts, steps: steps}
+	for _, t := range opts.Targets {
+		tg, err := parseTarget(t)
+		if err != nil {
+			return nil, fmt.Errorf("loadtest: %w", err)
+		}
+		r.targets = append(r.targets, tg)
+	}
+	r.flowHeader = []byte(opts.Scenario.flowHeader())
+	r.flowPrefix = []byte(opts.Scenario.FlowIDPrefix)
+	if len(r.flowPrefix) == 0 {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		r.flowPrefix = []byte("rl" + hex.EncodeToString(b[:]))
+	}
+	nShards := min(opts.Connections, 2*runtime.GOMAXPROCS(0))
+	for range nShards {
+		r.shards = append(r.shards, newShard())
+	}
+	if opts.Rate > 0 {
+		r.intervalNs = float64(time.Second) / opts.Rate
+	}
+	r.base = time.Now()
+	r.measureFrom = int64(opts.Warmup)
+	if opts.Duration > 0 {
+		r.end = r.measureFrom + int64(opts.Duration)
+	}
+	return r, nil
+}
+
+func (r *runner) run(ctx context.Context) *Result {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The schedule starts now, not when the options were checked.
+	r.base = time.Now()
+	col := newCollector(r)
+	var colWG sync.WaitGroup
+	colWG.Add(1)
+	go func() {
+		defer colWG.Done()
+		col.loop(ctx)
+	}()
+	var wg sync.WaitGroup
+	for i := range r.opts.Connections {
+		w := r.newWorker(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx)
+		}()
+	}
+	wg.Wait()
+	cancel()
+	colWG.Wait()
+	return r.result(col)
+}
+
+// worker is one virtual user: its own connection to each target, request,
+// response and render buffers, reused for every request so that the loop
+// does not allocate.
+type worker struct {
+	r      *runner
+	id     int64
+	shard  *shard
+	conns  []conn // by target index, dialled on first use
+	req    *fasthttp.Request
+	resp   *fasthttp.Response
+	vars   vars
+	step   int
+	rr     int
+	buf    []byte // rendered path, header values and body, back to back
+	timer  *time.Timer
+	sample sample
+}
+
+func (r *runner) newWorker(i int) *worker {
+	w := &worker{
+		r:     r,
+		id:    int64(i),
+		shard: r.shards[i%len(r.shards)],
+		req:   fasthttp.AcquireRequest(),
+		resp:  fasthttp.AcquireResponse(),
+		rr:    i % len(r.targets),
+		conns: make([]conn, len(r.targets)),
+		buf:   make([]byte, 0, 4096),
+	}
+	w.vars.vu = w.id
+	w.setFlowID()
+	return w
+}
+
+func (w *worker) setFlowID() {
+	f := append(w.vars.flowID[:0], w.r.flowPrefix...)
+	f = append(f, '-')
+	f = strconv.AppendInt(f, w.vars.vu, 10)
+	if w.r.opts.Scenario.FlowPerIteration {
+		f = append(f, '-')
+		f = strconv.AppendInt(f, w.vars.iter, 10)
+	}
+	w.vars.flowID = f
+}
+
+func (w *worker) close() {
+	for i := range w.conns {
+		w.conns[i].close()
+	}
+	fasthttp.ReleaseRequest(w.req)
+	fasthttp.ReleaseResponse(w.resp)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+func (w *worker) loop(ctx context.Context) {
+	defer w.close()
+	for !w.r.stopped.Load() && ctx.Err() == nil {
+		if !w.once(ctx) {
+			return
+		}
+	}
+}
+
+// once sends one request and records it. It returns false when the run is
+// over for this worker.
+func (w *worker) once(ctx context.Context) bool {
+	r := w.r
+	now := r.now()
+	intended := now
+	if r.intervalNs > 0 {
+		slot := r.tickets.Add(1) - 1
+		intended = int64(float64(slot) * r.intervalNs)
+		if r.end > 0 && intended >= r.end {
+			r.stopped.Store(true)
+			return false
+		}
+		if intended > now && !w.sleep(ctx, time.Duration(intended-now)) {
+			return false
+		}
+	} else if r.end > 0 && now >= r.end {
+		r.stopped.Store(true)
+		return false
+	}
+	sent := r.now()
+	if sent >= r.measureFrom && r.opts.Requests > 0 && r.measured.Add(1) > r.opts.Requests {
+		r.stopped.Store(true)
+		return false
+	}
+	st := &r.steps[w.step]
+	w.prepare(st, &r.targets[w.rr])
+	err := w.do(ctx, w.rr)
+	done := r.now()
+	w.sample = sample{intended: intended, sent: sent, done: done, err: err, expect: st.expectStatus}
+	if err == nil {
+		w.sample.status = w.resp.StatusCode()
+	}
+	w.shard.record(&w.sample, r.measureFrom)
+	w.sample.err = nil
+	for last := r.lastDone.Load(); done > last && !r.lastDone.CompareAndSwap(last, done); last = r.lastDone.Load() {
+	}
+	w.advance()
+	return true
+}
+
+func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	select {
+	case <-w.timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (w *worker) advance() {
+	w.rr++
+	if w.rr == len(w.r.targets) {
+		w.rr = 0
+	}
+	w.step++
+	if w.step == len(w.r.steps) {
+		w.step = 0
+		w.vars.iter++
+		if w.r.opts.Scenario.FlowPerIteration {
+			w.setFlowID()
+		}
+	}
+}
+
+// prepare fills the reused request for step st. Every template is rendered
+// into w.buf, which grows to its high-water mark and then stays.
+func (w *worker) prepare(st *compiledStep, t *target) {
+	req := w.req
+	req.Reset()
+	buf := w.buf[:0]
+	buf = st.path.render(buf, &w.vars)
+	pathEnd := len(buf)
+	buf = st.body.render(buf, &w.vars)
+	bodyEnd := len(buf)
+	req.Header.SetMethodBytes(st.method)
+	req.SetRequestURIBytes(buf[:pathEnd])
+	req.Header.SetHostBytes(t.host)
+	for i := range st.headers {
+		h := &st.headers[i]
+		start := len(buf)
+		buf = h.value.render(buf, &w.vars)
+		req.Header.SetBytesKV(h.key, buf[start:])
+	}
+	if len(w.r.flowHeader) > 0 {
+		req.Header.SetBytesKV(w.r.flowHeader, w.vars.flowID)
+	}
+	if bodyEnd > pathEnd {
+		req.SetBodyRaw(buf[pathEnd:bodyEnd])
+	}
+	w.buf = buf
+}
+
+// conn is one keep-alive connection with its buffers. fasthttp's Request and
+// Response do the HTTP on it; see do for why not HostClient.
+type conn struct {
+	c  net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+}
+
+func (c *conn) close() {
+	if c.c != nil {
+		_ = c.c.Close()
+		c.c = nil
+	}
+}
+
+const connBufSize = 16 << 10
+
+// do sends w.req on the worker's own connection to target t and reads
+// w.resp, reconnecting when the previous request failed or the server asked
+// to close. Owning the connection (one per virtual user, as wrk does) keeps
+// the concurrency exact and the path free of pool locks, and leaves no
+// idle-connection cleaner goroutine running after the run, as
+// fasthttp.HostClient would.
+func (w *worker) do(ctx context.Context, t int) error {
+	cn := &w.conns[t]
+	timeout := w.r.opts.Timeout
+	if cn.c == nil {
+		d := net.Dialer{Timeout: timeout}
+		c, err := d.DialContext(ctx, "tcp", w.r.targets[t].addr)
+		if err != nil {
+			return fmt.Errorf("dial %s: %w", w.r.targets[t].addr, err)
+		}
+		cn.c = c
+		if cn.br == nil {
+			cn.br = bufio.NewReaderSize(c, connBufSize)
+			cn.bw = bufio.NewWriterSize(c, connBufSize)
+		} else {
+			cn.br.Reset(c)
+			cn.bw.Reset(c)
+		}
+	}
+	err := cn.c.SetDeadline(time.Now().Add(timeout))
+	if err == nil {
+		err = w.req.Write(cn.bw)
+	}
+	if err == nil {
+		err = cn.bw.Flush()
+	}
+	if err == nil {
+		err = w.resp.Read(cn.br)
+	}
+	if err != nil {
+		cn.close()
+		return err
+	}
+	if w.resp.ConnectionClose() {
+		cn.close()
+	}
+	return nil
+}

@@ -78,14 +78,14 @@ func Run(ctx context.Context, opts Options) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
+	// Load saved and configured imposters before serving, so that a client
+	// that sees the admin API answer also sees them.
 	if err := g.loadInitial(ctx); err != nil {
-		shutdown(srv)
-		<-served
+		ln.Close()
 		return err
 	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr().String())
 	}

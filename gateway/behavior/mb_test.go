@@ -1,0 +1,82 @@
+package behavior
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/riftgate/riftgate/gateway/predicate/mbtest"
+)
+
+// TestAgainstMountebank checks the table's answers and the validation
+// errors against the real Mountebank 2.9.1.
+func TestAgainstMountebank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("differential test against mb skipped in -short mode")
+	}
+	mb, err := mbtest.Start(context.Background(), "../..")
+	if errors.Is(err, mbtest.ErrNotInstalled) {
+		t.Skip("Mountebank is not installed under build/node (make mb)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Stop()
+	for _, c := range table(writeCSV(t)) {
+		port, err := mb.Imposter(fmt.Sprintf(`[{"responses":[%s]}]`, c.response))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		m, target, hs := c.req.wire()
+		resp, body, err := mb.Send(port, m, target, hs, c.req.body)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if resp.StatusCode != c.want.status {
+			t.Errorf("%s: mb status %d, table %d", c.name, resp.StatusCode, c.want.status)
+		}
+		for _, h := range c.want.headers {
+			if got := resp.Header.Values(h[0]); len(got) != 1 || got[0] != h[1] {
+				t.Errorf("%s: mb header %s %q, table %q", c.name, h[0], got, h[1])
+			}
+		}
+		if string(body) != c.want.body {
+			t.Errorf("%s: mb body %q, table %q", c.name, body, c.want.body)
+		}
+		if err := mb.Delete(port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range errorTable {
+		_, err := mb.Imposter(fmt.Sprintf(`[{"responses":[%s]}]`, c.response))
+		if err == nil {
+			t.Errorf("mb accepted %s", c.response)
+			continue
+		}
+		var msg struct {
+			Errors []struct{ Code, Message string } `json:"errors"`
+		}
+		text := err.Error()
+		if i := indexByte(text, '{'); i >= 0 {
+			_ = json.Unmarshal([]byte(text[i:]), &msg)
+		}
+		found := false
+		for _, e := range msg.Errors {
+			found = found || (e.Code == c.code && e.Message == c.msg)
+		}
+		if !found {
+			t.Errorf("%s: mb answered %s, table says %s: %s", c.response, text, c.code, c.msg)
+		}
+	}
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,82 @@
+package behavior
+
+import (
+	"bytes"
+	"strings"
+)
+
+// replaceTokens replaces each pair's token with its value, in order, in
+// every string of the response, as mb's globalObjectReplace does with
+// split/join.
+func replaceTokens(resp *Response, pairs [][2]string) {
+	if len(pairs) == 0 {
+		return
+	}
+	rep := func(s string) string {
+		for _, p := range pairs {
+			if p[0] != p[1] && strings.Contains(s, p[0]) {
+				s = strings.ReplaceAll(s, p[0], p[1])
+			}
+		}
+		return s
+	}
+	resp.StatusText = rep(resp.StatusText)
+	if resp.Response == nil {
+		return
+	}
+	for i := range resp.Headers {
+		resp.Headers[i].Name = rep(resp.Headers[i].Name)
+		resp.Headers[i].Value = rep(resp.Headers[i].Value)
+	}
+	if resp.Binary || len(resp.Body) == 0 {
+		return
+	}
+	if !resp.JSONBody {
+		resp.Body = []byte(rep(string(resp.Body)))
+		return
+	}
+	// In JSON text, tokens and values appear escaped inside strings.
+	body := resp.Body
+	for _, p := range pairs {
+		if p[0] == p[1] {
+			continue
+		}
+		tok, val := jsonContent(p[0]), jsonContent(p[1])
+		if bytes.Contains(body, tok) {
+			body = bytes.ReplaceAll(body, tok, val)
+		}
+	}
+	resp.Body = body
+}
+
+// jsonContent escapes s as JSON.stringify does inside a string literal,
+// without the quotes.
+func jsonContent(s string) []byte {
+	const hex = "0123456789abcdef"
+	var b bytes.Buffer
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\b':
+			b.WriteString(`\b`)
+		case c == '\f':
+			b.WriteString(`\f`)
+		case c < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.Bytes()
+}

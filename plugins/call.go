@@ -156,32 +156,37 @@ type instance struct {
 }
 
 // instantiate makes an instance and runs _initialize if the module has it.
+// _initialize runs like a call whose request has every field empty and
+// which has no flow, so a guest may log or read the clock from it.
 func (v *version) instantiate(ctx context.Context) (*instance, error) {
 	mod, err := v.rt.InstantiateModule(ctx, v.c.cm, v.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
+	mem := mod.ExportedMemory("memory")
+	inst := &instance{
+		v:     v,
+		mod:   mod,
+		mem:   mem,
+		fns:   make([]api.Function, len(v.c.entry)),
+		stack: make([]uint64, 1),
+	}
+	inst.cs.v = v
 	if v.c.init {
-		ictx, cancel := ctx, context.CancelFunc(func() {})
+		inst.cs.begin(ctx, &Input{})
+		ictx, cancel := context.Context(&inst.cs), context.CancelFunc(func() {})
 		if v.lim.Deadline > 0 {
-			ictx, cancel = context.WithTimeout(ctx, v.lim.Deadline)
+			ictx, cancel = context.WithTimeout(ictx, v.lim.Deadline)
 		}
 		_, err = mod.ExportedFunction("_initialize").Call(ictx)
 		cancel()
+		inst.cs.end()
 		if err != nil {
 			_ = mod.Close(context.Background())
 			return nil, fmt.Errorf("_initialize: %w", err)
 		}
 	}
-	inst := &instance{
-		v:          v,
-		mod:        mod,
-		mem:        mod.ExportedMemory("memory"),
-		fns:        make([]api.Function, len(v.c.entry)),
-		stack:      make([]uint64, 1),
-		startPages: mod.ExportedMemory("memory").Size() / pageSize,
-	}
-	inst.cs.v = v
+	inst.startPages = mem.Size() / pageSize
 	v.stats.live.Add(1)
 	v.stats.instantiated.Add(1)
 	return inst, nil

@@ -75,6 +75,9 @@ func TestGoodGuestUsesEveryImport(t *testing.T) {
 	if _, ok := f.get("gone"); ok {
 		t.Fatal("flow_delete did not delete")
 	}
+	if !strings.Contains(logs.String(), "level=DEBUG msg=init module=good") {
+		t.Fatalf("_initialize's log line missing from:\n%s", logs)
+	}
 	if !strings.Contains(logs.String(), "level=INFO msg=handled module=good") {
 		t.Fatalf("guest log line missing from:\n%s", logs)
 	}

@@ -19,10 +19,14 @@
   (data (i32.const 16) "config")
   (data (i32.const 32) "gone")
   (data (i32.const 48) "handled")
+  (data (i32.const 56) "init")
   ;; {1: 201, 2: {"x-guest": "wat"}, 3: <bytes, 4-byte length follows>}
   (data (i32.const 64) "\a3\01\18\c9\02\a1\67x-guest\63wat\03\5a")
   (func (export "rift_abi_v1"))
-  (func (export "_initialize") (global.set $inited (i32.const 1)))
+  ;; _initialize may use the imports too.
+  (func (export "_initialize")
+    (call $log (i32.const 0) (i32.const 56) (i32.const 4))
+    (global.set $inited (i32.const 1)))
   (func (export "noresp") (param i32) (result i32) (i32.const 7))
   (func (export "handle") (param $req_len i32) (result i32)
     (local $n i32) (local $cfg_len i32) (local $ver i64) (local $count i64)

@@ -15,6 +15,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flowlocal"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/riftgate/riftgate/plugins"
 )
 
@@ -54,6 +55,11 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
 	e.compiler = &imposter.Compiler{
+		Predicates: e.compilePredicates,
+		PathHint: func(m imposter.Matcher) (string, bool) {
+			h := predicate.Hints(m.(predicate.Predicate))
+			return h.Path, h.HasPath
+		},
 		Responders: map[string]func(json.RawMessage, *imposter.Imposter) (imposter.Responder, error){
 			"wasm": e.wasmResponder,
 		},
@@ -147,4 +153,18 @@ func (e *engine) close(ctx context.Context) {
 	if e.tmpDir != "" {
 		os.RemoveAll(e.tmpDir)
 	}
+}
+
+// compilePredicates compiles a stub's predicates for imp; wasm predicates
+// run against imp's flows.
+func (e *engine) compilePredicates(raws []json.RawMessage, imp *imposter.Imposter) (imposter.Matcher, error) {
+	return predicate.CompileAll(raws, predicate.Options{
+		Wasm: func(spec json.RawMessage) (predicate.Predicate, error) {
+			c, err := e.compileWasm(spec, "matches")
+			if err != nil {
+				return nil, err
+			}
+			return wasmPredicate{c, imp}, nil
+		},
+	})
 }

@@ -260,3 +260,20 @@ func pluginsJSON(ms []plugins.ModuleInfo) []map[string]any {
 	}
 	return out
 }
+
+// wasmPredicate is a `{"wasm": ...}` predicate: the plugin returns 1 to
+// match. A failing plugin does not match, and is logged.
+type wasmPredicate struct {
+	c   *wasmCall
+	imp *imposter.Imposter
+}
+
+func (p wasmPredicate) Match(r *message.Request) bool {
+	in := p.c.input(p.imp, r, p.imp.FlowID(r), nil)
+	out, err := p.c.e.plugins.Call(context.Background(), p.c.module, p.c.export, in)
+	if err != nil {
+		p.c.e.g.log.Warn("wasm predicate failed", "module", p.c.module, "err", err)
+		return false
+	}
+	return out.Result == 1
+}

@@ -39,7 +39,7 @@ type Call struct {
 // proxy, inject and plugin packages; a nil hook refuses what it would
 // compile.
 type Compiler struct {
-	Predicates func(raws []json.RawMessage) (Matcher, error)
+	Predicates func(raws []json.RawMessage, imp *Imposter) (Matcher, error)
 	// PathHint returns the lowercased path a request must have to match, when
 	// the matcher requires one exactly. It must never exclude a request the
 	// matcher accepts.
@@ -77,7 +77,7 @@ const maxCycle = 1 << 16
 func (c *Compiler) compileStub(spec *StubSpec, imp *Imposter, defaults json.RawMessage) (*Stub, error) {
 	st := &Stub{Spec: spec}
 	if c.Predicates != nil {
-		m, err := c.Predicates(spec.Predicates)
+		m, err := c.Predicates(spec.Predicates, imp)
 		if err != nil {
 			return nil, err
 		}

@@ -80,17 +80,18 @@ func fault(ctx *fasthttp.RequestCtx, kind string) {
 
 // resetOnClose makes Close send a TCP reset rather than a FIN.
 func resetOnClose(c net.Conn) {
-	type netConner interface{ NetConn() net.Conn }
 	for {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
+		switch w := c.(type) {
+		case *net.TCPConn:
+			_ = w.SetLinger(0)
+			return
+		case interface{ NetConn() net.Conn }: // *tls.Conn
+			c = w.NetConn()
+		case interface{ UnsafeConn() net.Conn }: // fasthttp's hijacked conn
+			c = w.UnsafeConn()
+		default:
 			return
 		}
-		nc, ok := c.(netConner)
-		if !ok {
-			return
-		}
-		c = nc.NetConn()
 	}
 }
 

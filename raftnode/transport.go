@@ -1,0 +1,370 @@
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// frameVersion is the first byte of a message batch body.
+const frameVersion byte = 1
+
+// Paths on the Raft router, relative to a member's URL.
+const (
+	pathMessage  = "/message"
+	pathSnapshot = "/snapshot"
+	pathPropose  = "/propose"
+	pathAdmin    = "/admin"
+)
+
+// Headers of the authenticated peer protocol.
+const (
+	hdrGroup = "X-Rift-Group"
+	hdrFrom  = "X-Rift-From"
+	hdrURL   = "X-Rift-Url"
+	hdrAuth  = "X-Rift-Auth"
+)
+
+// ErrBadFrame reports a message batch that does not decode.
+var ErrBadFrame = errors.New("raftnode: bad message frame")
+
+// encodeFrame writes a batch: version | (uvarint length | proto Message)*.
+func encodeFrame(msgs []*pb.Message) ([]byte, error) {
+	b := []byte{frameVersion}
+	for _, m := range msgs {
+		mb, err := marshalOpts.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("raftnode: encode message: %w", err)
+		}
+		b = binary.AppendUvarint(b, uint64(len(mb)))
+		b = append(b, mb...)
+	}
+	return b, nil
+}
+
+// decodeFrame is the inverse of encodeFrame. It never trusts a length
+// beyond the bytes actually present.
+func decodeFrame(b []byte) ([]*pb.Message, error) {
+	if len(b) == 0 || b[0] != frameVersion {
+		return nil, fmt.Errorf("%w: version", ErrBadFrame)
+	}
+	b = b[1:]
+	var out []*pb.Message
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: length", ErrBadFrame)
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(b[k:k+int(n)], m); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadFrame, err)
+		}
+		out = append(out, m)
+		b = b[k+int(n):]
+	}
+	return out, nil
+}
+
+// authTag is HMAC-SHA256 over everything a receiver acts on: the group, the
+// path (so a body cannot be replayed to another endpoint), the sender's id
+// and URL, and the body. Fields are length-prefixed so no two inputs share
+// an encoding.
+func authTag(secret []byte, group, path string, from uint64, url string, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	var n [8]byte
+	for _, f := range [][]byte{[]byte("riftgate-raft-v1"), []byte(group), []byte(path), []byte(strconv.FormatUint(from, 16)), []byte(url), body} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		mac.Write(n[:])
+		mac.Write(f)
+	}
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// transport carries Raft messages, forwarded proposals and admin calls
+// between members over HTTP, authenticated with the cluster secret.
+type transport struct {
+	group    string
+	secret   []byte
+	self     uint64
+	selfURL  string
+	client   *http.Client
+	msgCap   int64
+	snapCap  int64
+	log      *slog.Logger
+	resolve  func(id uint64) string // membership lookup
+	step     func(ctx context.Context, m *pb.Message) error
+	reportUR func(id uint64)
+	reportSS func(id uint64, st raft.SnapshotStatus)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	peers   map[uint64]*peer
+	learned map[uint64]string // URLs announced by authenticated senders
+	heard   map[uint64]time.Time
+}
+
+type peer struct {
+	id uint64
+	q  chan *pb.Message
+}
+
+// peerQueue bounds what waits for one slow peer; beyond it messages are
+// dropped and the peer reported unreachable, which raft recovers from.
+const peerQueue = 4096
+
+func (t *transport) start(parent context.Context) {
+	t.ctx, t.cancel = context.WithCancel(parent)
+	t.peers = map[uint64]*peer{}
+	t.learned = map[uint64]string{}
+	t.heard = map[uint64]time.Time{}
+}
+
+func (t *transport) stop() {
+	t.cancel()
+	t.wg.Wait()
+}
+
+// url finds where to reach id: the committed membership first, then what an
+// authenticated sender announced (a joining node knows nobody yet).
+func (t *transport) url(id uint64) string {
+	if u := t.resolve(id); u != "" {
+		return u
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.learned[id]
+}
+
+// lastHeard is when an authenticated message from id last arrived.
+func (t *transport) lastHeard(id uint64) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.heard[id]
+}
+
+// send queues msgs; it never blocks the Ready loop.
+func (t *transport) send(msgs []*pb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == pb.MsgSnap {
+			t.sendSnapshot(m)
+			continue
+		}
+		p := t.peer(m.GetTo())
+		select {
+		case p.q <- m:
+		default:
+			t.reportUR(m.GetTo())
+		}
+	}
+}
+
+func (t *transport) peer(id uint64) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.peers[id]; ok {
+		return p
+	}
+	p := &peer{id: id, q: make(chan *pb.Message, peerQueue)}
+	t.peers[id] = p
+	t.wg.Add(1)
+	go t.runPeer(p)
+	return p
+}
+
+// maxBatch bounds how many queued messages share one POST.
+const maxBatch = 256
+
+func (t *transport) runPeer(p *peer) {
+	defer t.wg.Done()
+	batch := make([]*pb.Message, 0, maxBatch)
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case m := <-p.q:
+			batch = append(batch[:0], m)
+			size := proto.Size(m)
+		drain:
+			for len(batch) < maxBatch {
+				select {
+				case m := <-p.q:
+					s := proto.Size(m)
+					if int64(size+s+64) > t.msgCap {
+						// Over the cap: put it in its own next batch.
+						t.post(p.id, batch)
+						batch, size = append(batch[:0], m), 0
+						continue
+					}
+					batch, size = append(batch, m), size+s
+				default:
+					break drain
+				}
+			}
+			t.post(p.id, batch)
+		}
+	}
+}
+
+func (t *transport) post(to uint64, batch []*pb.Message) {
+	if err := t.postFrame(to, pathMessage, batch); err != nil {
+		if t.ctx.Err() == nil {
+			t.log.Debug("raftnode: send failed", "to", FormatNodeID(to), "err", err)
+		}
+		t.reportUR(to)
+	}
+}
+
+func (t *transport) sendSnapshot(m *pb.Message) {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		if err := t.postFrame(m.GetTo(), pathSnapshot, []*pb.Message{m}); err != nil {
+			t.log.Warn("raftnode: snapshot send failed", "to", FormatNodeID(m.GetTo()), "err", err)
+			t.reportUR(m.GetTo())
+			t.reportSS(m.GetTo(), raft.SnapshotFailure)
+			return
+		}
+		t.reportSS(m.GetTo(), raft.SnapshotFinish)
+	}()
+}
+
+func (t *transport) postFrame(to uint64, path string, msgs []*pb.Message) error {
+	body, err := encodeFrame(msgs)
+	if err != nil {
+		return err
+	}
+	_, err = t.call(t.ctx, to, path, body, 1<<10)
+	return err
+}
+
+// errStatus is a peer's non-2xx answer.
+type errStatus struct {
+	code int
+	msg  string
+}
+
+func (e *errStatus) Error() string { return fmt.Sprintf("peer answered %d: %s", e.code, e.msg) }
+
+// call POSTs a signed body to member id and returns the verified response
+// body, read up to respCap bytes.
+func (t *transport) call(ctx context.Context, id uint64, path string, body []byte, respCap int64) ([]byte, error) {
+	base := t.url(id)
+	if base == "" {
+		return nil, fmt.Errorf("raftnode: no URL for node %s", FormatNodeID(id))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set(hdrGroup, t.group)
+	req.Header.Set(hdrFrom, strconv.FormatUint(t.self, 16))
+	req.Header.Set(hdrURL, t.selfURL)
+	req.Header.Set(hdrAuth, authTag(t.secret, t.group, path, t.self, t.selfURL, body))
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: post %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, respCap+1))
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: read %s response: %w", path, err)
+	}
+	if int64(len(rb)) > respCap {
+		return nil, fmt.Errorf("raftnode: %s response over %d bytes", path, respCap)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, &errStatus{code: resp.StatusCode, msg: string(bytes.TrimSpace(rb))}
+	}
+	// Responses are authenticated too: a forwarded proposal's answer is
+	// acted on as if this node had applied it.
+	if want := authTag(t.secret, t.group, path+"#response", id, "", rb); !hmac.Equal([]byte(want), []byte(resp.Header.Get(hdrAuth))) {
+		return nil, fmt.Errorf("raftnode: %s response not authenticated", path)
+	}
+	return rb, nil
+}
+
+// authenticated reads a capped body and verifies it. It answers the error
+// itself (413, 401, 400) and returns ok=false in that case.
+func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path string, limit int64) (from uint64, body []byte, ok bool) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return 0, nil, false
+	}
+	if r.ContentLength > limit {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return 0, nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "read body", http.StatusBadRequest)
+		}
+		return 0, nil, false
+	}
+	from, err = strconv.ParseUint(r.Header.Get(hdrFrom), 16, 64)
+	url := r.Header.Get(hdrURL)
+	want := authTag(t.secret, t.group, path, from, url, body)
+	if err != nil || from == 0 || r.Header.Get(hdrGroup) != t.group || !hmac.Equal([]byte(want), []byte(r.Header.Get(hdrAuth))) {
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
+		return 0, nil, false
+	}
+	t.mu.Lock()
+	t.heard[from] = time.Now()
+	if url != "" {
+		t.learned[from] = url
+	}
+	t.mu.Unlock()
+	return from, body, true
+}
+
+// reply writes a signed response body.
+func (t *transport) reply(w http.ResponseWriter, path string, body []byte) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(hdrAuth, authTag(t.secret, t.group, path+"#response", t.self, "", body))
+	_, _ = w.Write(body)
+}
+
+// handleMessages serves /message and /snapshot: decode, then Step each
+// message into the local node.
+func (t *transport) handleMessages(path string, limit int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, body, ok := t.authenticated(w, r, path, limit)
+		if !ok {
+			return
+		}
+		msgs, err := decodeFrame(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, m := range msgs {
+			if err := t.step(r.Context(), m); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		t.reply(w, path, nil)
+	}
+}

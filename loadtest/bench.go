@@ -3,9 +3,131 @@ package loadtest
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
 )
 
+// benchConfig is `riftload bench`'s command line.
+type benchConfig struct {
+	riftgate, mb, wasmDir, wrk string
+	out                        string
+	rounds, conns              int
+	duration, warmup           time.Duration
+	serverCPU                  string
+	only                       *regexp.Regexp
+	// helloCmd starts the raw server; it is this very program, `hello`.
+	helloCmd []string
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
 func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("bench: not implemented yet")
+	fs := flag.NewFlagSet("riftload bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c benchConfig
+	fs.StringVar(&c.riftgate, "riftgate", envOr("RIFTGATE_BIN", "bin/riftgate"), "riftgate binary")
+	fs.StringVar(&c.mb, "mb", envOr("RIFTGATE_MB", "build/node/node_modules/.bin/mb"), "Mountebank 2.9.1's mb")
+	fs.StringVar(&c.wasmDir, "wasm-dir", envOr("RIFTGATE_WASM_DIR", "build/wasm"), "built WASM modules")
+	fs.StringVar(&c.wrk, "wrk", "/usr/bin/wrk", "wrk, for the load generator's own yardstick (\"\" to skip)")
+	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "Markdown report to write (\"\" for stdout only)")
+	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds; the report gives medians")
+	fs.IntVar(&c.conns, "c", 64, "connections per closed-loop measurement")
+	fs.DurationVar(&c.duration, "d", 5*time.Second, "measured time per measurement")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measurement")
+	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU list the servers are pinned to with taskset (\"\" not to pin); run the bench itself on another")
+	only := fs.String("only", "", "regexp: run only the cases whose id matches")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 {
+		return usageError{errors.New("bench: bad arguments")}
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			return usageError{fmt.Errorf("-only: %w", err)}
+		}
+		c.only = re
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	c.helloCmd = []string{self, "hello"}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	b := &bench{cfg: c, log: log}
+	report, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	if c.out != "" {
+		if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := os.WriteFile(c.out, []byte(report), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		log.Info("report written", "file", c.out)
+	}
+	_, err = io.WriteString(stdout, report)
+	return err
+}
+
+// pinned prefixes argv with taskset when servers are to be pinned and
+// taskset exists, so the server and the load generator do not share a core.
+func (c *benchConfig) pinned(argv []string) []string {
+	if c.serverCPU == "" {
+		return argv
+	}
+	ts, err := exec.LookPath("taskset")
+	if err != nil {
+		return argv
+	}
+	return append([]string{ts, "-c", c.serverCPU}, argv...)
+}
+
+func (c *benchConfig) wanted(id string) bool { return c.only == nil || c.only.MatchString(id) }
+
+// machineInfo describes where the numbers were measured.
+func machineInfo() []string {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "unknown"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	cpu, n := "unknown", 0
+	for _, l := range strings.Split(read("/proc/cpuinfo"), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			switch strings.TrimSpace(k) {
+			case "model name":
+				cpu = strings.TrimSpace(v)
+			case "processor":
+				n++
+			}
+		}
+	}
+	return []string{
+		fmt.Sprintf("nproc: %d", n),
+		"CPU: " + cpu,
+		"kernel: " + read("/proc/sys/kernel/osrelease"),
+		"load average at start: " + read("/proc/loadavg"),
+	}
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The bench starts the raw server as a child process of this very
+	// program; in tests that program is the test binary.
+	if os.Getenv("RIFTLOAD_TEST_AS_MAIN") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	// fasthttp starts one process-wide goroutine, on first use, that keeps
 	// the Date header current; it is meant to live as long as the process.
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))

@@ -1,0 +1,187 @@
+package loadtest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The systems compared, in the order the report lists them.
+const (
+	sysRift = "riftgate"
+	sysRaw  = "raw fasthttp"
+	sysMB   = "mb 2.9.1"
+)
+
+// benchCase is one row group of the report: an imposter posted to riftgate
+// and mb (the raw server answers anything), the request sequence that loads
+// it, and a functional probe.
+type benchCase struct {
+	id, title string
+	systems   []string
+	imposter  func(port int) string
+	scenario  *Scenario
+	probe     []probeStep
+	// halfOf, when set, makes this an open-loop case at half the
+	// throughput measured for case halfOf in the same round.
+	halfOf string
+	// wasm is the module a case needs ("" none); missing means not available.
+	wasm string
+	// Targets: riftgate's throughput as a multiple of raw's and mb's, and
+	// (open loop) its p99 bound in ms. Zero means no target.
+	rawTarget, mbTarget, p99Target float64
+}
+
+// keepAlive is in every stub response on both sides: mb closes connections
+// by default, which would measure TCP handshakes instead (FACTS.md).
+const keepAlive = `"headers":{"Connection":"keep-alive","Content-Type":"text/plain"}`
+
+func isResponse(body string) string {
+	return fmt.Sprintf(`{"is":{"statusCode":200,%s,"body":%q}}`, keepAlive, body)
+}
+
+// imposter wraps stubs; unmatched requests get 404, so a system that does
+// not match as intended fails the probe instead of answering mb's empty 200.
+func imposter(port int, extra string, stubs []string) string {
+	return fmt.Sprintf(`{"protocol":"http","port":%d,"name":"bench",%s"defaultResponse":{"statusCode":404,%s,"body":"no match"},"stubs":[%s]}`,
+		port, extra, keepAlive, strings.Join(stubs, ","))
+}
+
+func get(path string) *Scenario {
+	return &Scenario{NoFlowHeader: true, Steps: []Step{{Method: "GET", Path: path, ExpectStatus: 200}}}
+}
+
+// findWasm returns the counter example built by the Makefile, or "".
+func findWasm(dir string) string {
+	for _, name := range []string{"examples/counter-wat.wasm", "examples/counter-go.wasm"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs
+			}
+		}
+	}
+	return ""
+}
+
+func benchCases(wasmDir, upstream string) []benchCase {
+	all := []string{sysRift, sysRaw, sysMB}
+	both := []string{sysRift, sysMB}
+	cases := []benchCase{
+		{
+			id: "static", title: "static `is` stub", systems: all,
+			imposter: func(p int) string {
+				return imposter(p, "", []string{`{"responses":[` + isResponse("hello") + `]}`})
+			},
+			scenario:  get("/hello"),
+			probe:     []probeStep{{method: "GET", path: "/hello", status: 200, body: "hello"}},
+			rawTarget: 0.9, mbTarget: 12,
+		},
+		{
+			id: "stubs50", title: "50 stubs, only the last matching", systems: all,
+			imposter: func(p int) string {
+				var stubs []string
+				for i := range 50 {
+					stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"equals":{"method":"GET","path":"/s/%d"}}],"responses":[%s]}`, i, isResponse(fmt.Sprint("stub ", i))))
+				}
+				return imposter(p, "", stubs)
+			},
+			scenario:  get("/s/49"),
+			probe:     []probeStep{{method: "GET", path: "/s/49", status: 200, body: "stub 49"}},
+			rawTarget: 0.85, mbTarget: 40,
+		},
+		{
+			id: "stubs300", title: "300 stubs, deep path, the last matching", systems: all,
+			imposter: func(p int) string {
+				var stubs []string
+				for i := range 300 {
+					stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"equals":{"method":"GET","path":"/api/v1/customers/%d/orders/%d/items"}}],"responses":[%s]}`, i, i, isResponse(fmt.Sprint("item ", i))))
+				}
+				return imposter(p, "", stubs)
+			},
+			scenario:  get("/api/v1/customers/299/orders/299/items"),
+			probe:     []probeStep{{method: "GET", path: "/api/v1/customers/299/orders/299/items", status: 200, body: "item 299"}},
+			rawTarget: 0.85, mbTarget: 40,
+		},
+		{
+			id: "regex100", title: "100 `matches` (regex) stubs, the last matching", systems: all,
+			imposter: func(p int) string {
+				var stubs []string
+				for i := range 100 {
+					stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"matches":{"path":"^/r/%d/[a-z]+$"}}],"responses":[%s]}`, i, isResponse(fmt.Sprint("regex ", i))))
+				}
+				return imposter(p, "", stubs)
+			},
+			scenario: get("/r/99/abc"),
+			probe:    []probeStep{{method: "GET", path: "/r/99/abc", status: 200, body: "regex 99"}},
+		},
+		{
+			id: "inject", title: "`inject` counter (JavaScript)", systems: both,
+			imposter: func(p int) string {
+				fn := `function (config) { config.state.count = (config.state.count || 0) + 1; ` +
+					`return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; }`
+				return imposter(p, "", []string{fmt.Sprintf(`{"predicates":[{"equals":{"path":"/count"}}],"responses":[{"inject":%q}]}`, fn)})
+			},
+			scenario: get("/count"),
+			probe: []probeStep{
+				{method: "GET", path: "/count", status: 200, body: "1"},
+				{method: "GET", path: "/count", status: 200, body: "2"},
+			},
+		},
+		{
+			id: "wasm", title: "WASM counter (per flow)", systems: []string{sysRift},
+			wasm: findWasm(wasmDir),
+			imposter: func(p int) string {
+				return imposter(p, `"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},`,
+					[]string{fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, findWasm(wasmDir))})
+			},
+			scenario: &Scenario{Name: "wasm", Steps: []Step{{Path: "/wasm", ExpectStatus: 200}}},
+			probe: []probeStep{
+				{method: "GET", path: "/wasm", flow: "probe", status: 200, body: "1"},
+				{method: "GET", path: "/wasm", flow: "probe", status: 200, body: "2"},
+			},
+		},
+	}
+	for _, mode := range []string{"memory", "async", "sync"} {
+		cases = append(cases, benchCase{
+			id: "flow-" + mode, title: "stateful flow, durability " + mode + " (login/logout per virtual user)", systems: []string{sysRift},
+			imposter: func(p int) string {
+				return imposter(p, fmt.Sprintf(`"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id","durability":%q}},`, mode), []string{
+					`{"scenarioName":"session","requiredScenarioState":"Started","newScenarioState":"in","predicates":[{"equals":{"method":"POST","path":"/login"}}],"responses":[` + isResponse("in") + `]}`,
+					`{"scenarioName":"session","requiredScenarioState":"in","newScenarioState":"Started","predicates":[{"equals":{"method":"POST","path":"/logout"}}],"responses":[` + isResponse("out") + `]}`,
+				})
+			},
+			scenario: &Scenario{Name: "session", Steps: []Step{
+				{Method: "POST", Path: "/login", ExpectStatus: 200},
+				{Method: "POST", Path: "/logout", ExpectStatus: 200},
+			}},
+			// A state machine per flow: logging out first, or twice in, is refused.
+			probe: []probeStep{
+				{method: "POST", path: "/logout", flow: "probe", status: 404},
+				{method: "POST", path: "/login", flow: "probe", status: 200, body: "in"},
+				{method: "POST", path: "/login", flow: "probe", status: 404},
+				{method: "POST", path: "/login", flow: "other", status: 200, body: "in"},
+				{method: "POST", path: "/logout", flow: "probe", status: 200, body: "out"},
+			},
+		})
+	}
+	cases = append(cases,
+		benchCase{
+			id: "proxyonce", title: "`proxyOnce` replay", systems: both,
+			imposter: func(p int) string {
+				return imposter(p, "", []string{fmt.Sprintf(`{"responses":[{"proxy":{"to":%q,"mode":"proxyOnce","predicateGenerators":[{"matches":{"method":true,"path":true}}]}}]}`, upstream)})
+			},
+			scenario: get("/proxied"),
+			probe: []probeStep{
+				{method: "GET", path: "/proxied", status: 200, body: "hello"},
+				{method: "GET", path: "/proxied", status: 200, body: "hello"},
+			},
+		},
+		benchCase{
+			id: "static-half", title: "static stub, open loop at 50% of its peak: p99", systems: all,
+			halfOf: "static", p99Target: 2,
+		},
+	)
+	return cases
+}

@@ -1,0 +1,417 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// bench is one `riftload bench` run.
+type bench struct {
+	cfg   benchConfig
+	log   *slog.Logger
+	dir   string // scratch: server logs, pid files, riftgate's data dir
+	cases []benchCase
+	cells map[string]map[string]*cell // case id, system
+	wrk   []wrkRound
+	info  []string
+	start time.Time
+}
+
+// cell is one (case, system) pair: where to send the load, and what each
+// round measured.
+type cell struct {
+	target string
+	note   string // why it is not available or failed
+	runs   []measurement
+}
+
+type measurement struct {
+	rps, p50, p99 float64
+	requests      int64
+	errors        int64
+	rate          float64 // open loop only
+}
+
+type wrkRound struct{ wrk, riftload float64 }
+
+// maxErrorRate is the share of failed requests beyond which a measurement
+// is reported as failed rather than as a number.
+const maxErrorRate = 0.01
+
+func (b *bench) run(ctx context.Context) (string, error) {
+	b.start = time.Now().UTC()
+	b.info = machineInfo()
+	dir, err := os.MkdirTemp("", "riftload-bench-")
+	if err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	b.dir = dir
+
+	raw, rawURL, err := b.startHello(ctx)
+	if err != nil {
+		return "", fmt.Errorf("bench: the raw server is needed as the reference: %w", err)
+	}
+	defer raw.stop()
+	admins := map[string]string{}
+	down := map[string]string{}
+	rg, admin, err := b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, "--datadir", dir+"/riftgate-data")
+	if err != nil {
+		down[sysRift] = err.Error()
+	} else {
+		defer rg.stop()
+		admins[sysRift] = admin
+	}
+	mb, admin, err := b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
+	if err != nil {
+		down[sysMB] = err.Error()
+	} else {
+		defer mb.stop()
+		admins[sysMB] = admin
+	}
+	for sys, why := range down {
+		b.log.Warn("system not available", "system", sys, "err", why)
+	}
+
+	b.cases = benchCases(b.cfg.wasmDir, rawURL)
+	b.cells = map[string]map[string]*cell{}
+	for _, c := range b.cases {
+		if !b.cfg.wanted(c.id) && !(c.halfOf != "" && b.cfg.wanted(c.halfOf)) {
+			continue
+		}
+		b.cells[c.id] = map[string]*cell{}
+		for _, sys := range c.systems {
+			b.cells[c.id][sys] = b.setup(c, sys, rawURL, admins, down)
+		}
+	}
+
+	if b.cfg.wrk != "" && b.cfg.wanted("wrk") {
+		b.compareWrk(ctx, rawURL)
+	}
+	for round := range b.cfg.rounds {
+		for _, c := range b.cases {
+			cells, ok := b.cells[c.id]
+			if !ok {
+				continue
+			}
+			// A/B/A/B: the order of the systems rotates every round, so no
+			// system always runs first (cold) or last (after a long load).
+			order := slices.Clone(c.systems)
+			for range round % len(order) {
+				order = append(order[1:], order[0])
+			}
+			for _, sys := range order {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				b.measure(ctx, c, sys, cells[sys], round)
+			}
+		}
+	}
+	b.info = append(b.info, "load average at end: "+strings.TrimSpace(readFile("/proc/loadavg")))
+	return b.report(), nil
+}
+
+func readFile(p string) string {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "unknown"
+	}
+	return string(data)
+}
+
+// setup posts the case's imposter and probes it.
+func (b *bench) setup(c benchCase, sys, rawURL string, admins, down map[string]string) *cell {
+	if c.halfOf != "" {
+		from := b.cells[c.halfOf][sys]
+		if from == nil {
+			return &cell{note: "not available: case " + c.halfOf + " not run"}
+		}
+		return &cell{target: from.target, note: from.note}
+	}
+	if sys == sysRaw {
+		cl := &cell{target: rawURL}
+		if err := probe(rawURL, c.probe, false); err != nil {
+			cl.note = "failed: " + err.Error()
+		}
+		return cl
+	}
+	if why, ok := down[sys]; ok {
+		return &cell{note: "not available: " + why}
+	}
+	if c.wasm == "" && c.id == "wasm" {
+		return &cell{note: "not available: no counter module in " + b.cfg.wasmDir + " (make wasm)"}
+	}
+	port, err := freePort()
+	if err != nil {
+		return &cell{note: "not available: " + err.Error()}
+	}
+	if err := postImposter(admins[sys], c.imposter(port)); err != nil {
+		return &cell{note: "not available: " + err.Error()}
+	}
+	cl := &cell{target: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	if err := probe(cl.target, c.probe, true); err != nil {
+		cl.note = "failed: " + err.Error()
+	}
+	b.log.Info("case ready", "case", c.id, "system", sys, "note", cl.note)
+	return cl
+}
+
+func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, round int) {
+	if cl == nil || cl.target == "" || strings.HasPrefix(cl.note, "failed") || strings.HasPrefix(cl.note, "not available") {
+		return
+	}
+	o := Options{
+		Targets: []string{cl.target}, Connections: b.cfg.conns,
+		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario,
+	}
+	if c.halfOf != "" {
+		peak := b.cells[c.halfOf][sys]
+		if peak == nil || len(peak.runs) <= round {
+			return
+		}
+		o.Rate = peak.runs[round].rps / 2
+		o.Scenario = b.caseByID(c.halfOf).scenario
+		if o.Rate < 1 {
+			return
+		}
+	}
+	res, err := Run(ctx, o)
+	if err != nil {
+		cl.note = "failed: " + err.Error()
+		return
+	}
+	m := measurement{rps: res.Throughput, p50: res.Latency.P50, p99: res.Latency.P99,
+		requests: res.Requests, errors: res.Errors, rate: o.Rate}
+	cl.runs = append(cl.runs, m)
+	b.log.Info("measured", "round", round+1, "case", c.id, "system", sys,
+		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors)
+	if res.Requests == 0 || float64(res.Errors) > maxErrorRate*float64(res.Requests) {
+		ex := ""
+		for k, v := range res.ErrorExamples {
+			ex += " " + k + ": " + v
+		}
+		cl.note = fmt.Sprintf("failed: %d of %d requests failed (%v)%s", res.Errors, res.Requests, res.ErrorKinds, ex)
+	}
+}
+
+func (b *bench) caseByID(id string) benchCase {
+	for _, c := range b.cases {
+		if c.id == id {
+			return c
+		}
+	}
+	return benchCase{}
+}
+
+var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+
+// compareWrk measures the load generator against wrk on the raw server,
+// alternating, with the same connection count and time.
+func (b *bench) compareWrk(ctx context.Context, rawURL string) {
+	for round := range b.cfg.rounds {
+		var r wrkRound
+		out, err := exec.CommandContext(ctx, b.cfg.wrk, "-t1", "-c"+strconv.Itoa(b.cfg.conns),
+			"-d"+strconv.Itoa(int(b.cfg.duration.Seconds()+0.5))+"s", rawURL+"/hello").CombinedOutput()
+		if m := wrkRPS.FindSubmatch(out); err == nil && m != nil {
+			r.wrk, _ = strconv.ParseFloat(string(m[1]), 64)
+		} else {
+			b.log.Warn("wrk failed", "err", err, "out", oneLine(string(out)))
+			return
+		}
+		res, err := Run(ctx, Options{Targets: []string{rawURL}, Connections: b.cfg.conns,
+			Duration: b.cfg.duration, Scenario: get("/hello")})
+		if err != nil {
+			b.log.Warn("riftload failed", "err", err)
+			return
+		}
+		r.riftload = res.Throughput
+		b.log.Info("wrk vs riftload", "round", round+1, "wrk", int(r.wrk), "riftload", int(r.riftload))
+		b.wrk = append(b.wrk, r)
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func (cl *cell) medians() (rps, p50, p99 float64) {
+	var a, b, c []float64
+	for _, m := range cl.runs {
+		a, b, c = append(a, m.rps), append(b, m.p50), append(c, m.p99)
+	}
+	return median(a), median(b), median(c)
+}
+
+// ok reports whether the cell has numbers to show.
+func (cl *cell) ok() bool { return cl != nil && len(cl.runs) > 0 && cl.note == "" }
+
+func mark(pass bool) string {
+	if pass {
+		return "PASS"
+	}
+	return "**FAIL**"
+}
+
+func (b *bench) report() string {
+	var w strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&w, format, a...) }
+	p("# Benchmarks\n\n")
+	p("Generated by `make bench` (`loadtest/bench/run.sh`, which runs `riftload bench`). Do not edit by hand: rerun it.\n\n")
+	p("## Machine\n\n")
+	p("- date: %s\n", b.start.Format("2006-01-02 15:04 UTC"))
+	for _, l := range b.info {
+		p("- %s\n", l)
+	}
+	p("- go: %s\n", runtime.Version())
+	p("- **The machine is shared**: other engineers were compiling and testing on it during the run, so every number is noisy; compare the ratios (measured side by side, interleaved), not the absolute values, and rerun before drawing conclusions.\n\n")
+	p("## Method\n\n")
+	p("- Closed loop: %d connections, %v measured after a %v warm-up per measurement.\n", b.cfg.conns, b.cfg.duration, b.cfg.warmup)
+	p("- %d rounds. In each round every case runs on every system, the order of the systems rotating each round (A/B/A/B); the tables give the median of the rounds.\n", b.cfg.rounds)
+	if b.cfg.serverCPU != "" {
+		p("- Servers pinned to CPU %s with taskset; `run.sh` pins the load generator (and wrk) to the other core.\n", b.cfg.serverCPU)
+	}
+	p("- Every stub response on riftgate and mb sets `Connection: keep-alive` (mb closes connections by default). Unmatched requests get 404, and every case is probed for the right answer before it is measured: a system that answers wrongly is reported as failed, not measured.\n")
+	p("- Latencies are from the load generator: HDR histograms; in the open loop, from each request's intended send time (corrected for coordinated omission).\n\n")
+
+	if len(b.wrk) > 0 {
+		p("## The load generator against wrk\n\n")
+		p("Raw fasthttp server, %d connections, %v each, alternating (wrk `-t1`).\n\n", b.cfg.conns, b.cfg.duration)
+		p("| round | wrk req/s | riftload req/s |\n|---|---|---|\n")
+		var ws, rs []float64
+		for i, r := range b.wrk {
+			p("| %d | %.0f | %.0f |\n", i+1, r.wrk, r.riftload)
+			ws, rs = append(ws, r.wrk), append(rs, r.riftload)
+		}
+		ratio := median(rs) / median(ws)
+		p("\nMedian riftload/wrk: **%.2f** (target >= 0.90: %s)\n\n", ratio, mark(ratio >= 0.9))
+	}
+
+	p("## Throughput and latency (medians)\n\n")
+	p("| case | system | req/s | p50 ms | p99 ms | rounds | note |\n|---|---|---|---|---|---|---|\n")
+	for _, c := range b.cases {
+		cells, ok := b.cells[c.id]
+		if !ok || c.halfOf != "" {
+			continue
+		}
+		for _, sys := range c.systems {
+			cl := cells[sys]
+			if cl.ok() {
+				rps, p50, p99 := cl.medians()
+				p("| %s | %s | %.0f | %.3f | %.3f | %d | |\n", c.title, sys, rps, p50, p99, len(cl.runs))
+			} else {
+				p("| %s | %s | - | - | - | %d | %s |\n", c.title, sys, len(cl.runs), mdEscape(noteOr(cl)))
+			}
+		}
+	}
+
+	p("\n## Ratios and targets\n\n")
+	p("| case | riftgate/raw | target | riftgate/mb | target |\n|---|---|---|---|---|\n")
+	for _, c := range b.cases {
+		cells, ok := b.cells[c.id]
+		if !ok || c.halfOf != "" || cells[sysRift] == nil {
+			continue
+		}
+		p("| %s | %s | %s |\n", c.title, b.ratio(cells, sysRaw, c.rawTarget), b.ratio(cells, sysMB, c.mbTarget))
+	}
+
+	for _, c := range b.cases {
+		cells, ok := b.cells[c.id]
+		if !ok || c.halfOf == "" {
+			continue
+		}
+		p("\n## p99 at 50%% of peak (open loop)\n\n")
+		p("Each round, each system is driven at half the throughput it reached on the static case in that round.\n\n")
+		p("| system | rate req/s | p50 ms | p99 ms | target | note |\n|---|---|---|---|---|---|\n")
+		for _, sys := range c.systems {
+			cl := cells[sys]
+			if !cl.ok() {
+				p("| %s | - | - | - | | %s |\n", sys, mdEscape(noteOr(cl)))
+				continue
+			}
+			var rates []float64
+			for _, m := range cl.runs {
+				rates = append(rates, m.rate)
+			}
+			_, p50, p99 := cl.medians()
+			target := ""
+			if sys == sysRift && c.p99Target > 0 {
+				target = fmt.Sprintf("< %g ms: %s", c.p99Target, mark(p99 < c.p99Target))
+			}
+			p("| %s | %.0f | %.3f | %.3f | %s | |\n", sys, median(rates), p50, p99, target)
+		}
+	}
+
+	p("\n## Every round\n\n")
+	p("| case | system | req/s per round |\n|---|---|---|\n")
+	for _, c := range b.cases {
+		cells, ok := b.cells[c.id]
+		if !ok {
+			continue
+		}
+		for _, sys := range c.systems {
+			var xs []string
+			for _, m := range cells[sys].runs {
+				xs = append(xs, strconv.FormatFloat(m.rps, 'f', 0, 64))
+			}
+			if len(xs) > 0 {
+				p("| %s | %s | %s |\n", c.id, sys, strings.Join(xs, ", "))
+			}
+		}
+	}
+	return w.String()
+}
+
+func noteOr(cl *cell) string {
+	if cl == nil {
+		return "not run"
+	}
+	if cl.note == "" {
+		return "no measurement"
+	}
+	return cl.note
+}
+
+// ratio renders "x.xx | target" for riftgate against another system.
+func (b *bench) ratio(cells map[string]*cell, other string, target float64) string {
+	rg, ot := cells[sysRift], cells[other]
+	t := ""
+	if target > 0 {
+		t = fmt.Sprintf(">= %gx", target)
+	}
+	if !rg.ok() || !ot.ok() {
+		if target > 0 {
+			t += ": n/a"
+		}
+		return "n/a | " + t
+	}
+	a, _, _ := rg.medians()
+	o, _, _ := ot.medians()
+	r := a / o
+	if target > 0 {
+		t += ": " + mark(r >= target)
+	}
+	return fmt.Sprintf("%.2fx | %s", r, t)
+}
+
+func mdEscape(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(oneLine(s), "\n", " ")
+}

@@ -1,0 +1,66 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The harness end to end, with the raw server as a real child process and
+// riftgate and mb absent: their rows must say why, and the run must finish.
+func TestBenchReportsUnavailableSystems(t *testing.T) {
+	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "docs", "benchmarks.md")
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"bench",
+		"-riftgate", filepath.Join(dir, "no-riftgate"), "-mb", filepath.Join(dir, "no-mb"),
+		"-wasm-dir", dir, "-wrk", "", "-server-cpu", "",
+		"-rounds", "2", "-d", "300ms", "-warmup", "0", "-c", "4",
+		"-only", "^(static|stubs50|wasm)$", "-out", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(data)
+	if md != stdout.String() {
+		t.Error("stdout and the report file differ")
+	}
+	for _, want := range []string{
+		"| static `is` stub | raw fasthttp | ",
+		"| 50 stubs, only the last matching | raw fasthttp | ",
+		"| static `is` stub | riftgate | - | - | - | 0 | not available: riftgate: stat ",
+		"| static `is` stub | mb 2.9.1 | - | - | - | 0 | not available: mb: stat ",
+		"| WASM counter (per flow) | riftgate | - |",
+		"| static `is` stub | n/a | >= 0.9x: n/a | n/a | >= 12x: n/a |",
+		"## p99 at 50% of peak (open loop)",
+		"nproc: ", "kernel: ", "go: go1.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// Two rounds of the raw server on each of its cases, half-peak included.
+	for _, id := range []string{"static", "stubs50", "static-half"} {
+		row := "| " + id + " | raw fasthttp | "
+		i := strings.Index(md, row)
+		if i < 0 {
+			t.Errorf("no per-round row for %s", id)
+			continue
+		}
+		line := md[i+len(row):]
+		line = line[:strings.IndexByte(line, '\n')]
+		if n := strings.Count(line, ","); n != 1 {
+			t.Errorf("%s: %q, want 2 rounds", id, line)
+		}
+	}
+	if strings.Contains(md, "regex") {
+		t.Error("-only did not filter the cases")
+	}
+}

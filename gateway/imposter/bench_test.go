@@ -1,0 +1,129 @@
+package imposter
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/predicate"
+	"github.com/valyala/fasthttp"
+)
+
+// testCompiler is the engine's predicate wiring, without plugins.
+var testCompiler = &Compiler{
+	Predicates: func(raws []json.RawMessage, _ *Imposter) (Matcher, error) {
+		return predicate.CompileAll(raws, predicate.Options{})
+	},
+	PathHint: func(m Matcher) (string, bool) {
+		h := predicate.Hints(m.(predicate.Predicate))
+		return h.Path, h.HasPath
+	},
+}
+
+// stubsImposter returns an imposter whose n stubs each match one deep path,
+// /api/v1/resources/<i>/items, and answer a keep-alive `is`.
+func stubsImposter(tb testing.TB, n int) *Imposter {
+	tb.Helper()
+	var stubs []string
+	for i := 0; i < n; i++ {
+		stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"equals":{"method":"GET","path":"/api/v1/resources/%d/items"}}],
+			"responses":[{"is":{"headers":{"Connection":"keep-alive","Content-Length":"2"},"body":"ok"}}]}`, i))
+	}
+	spec, err := ParseSpec([]byte(`{"protocol":"http","port":1,"stubs":[` + strings.Join(stubs, ",") + `]}`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	imp, err := New(spec, Options{Compiler: testCompiler})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return imp
+}
+
+func benchServe(b *testing.B, n int) {
+	imp := stubsImposter(b, n)
+	var req fasthttp.Request
+	req.SetRequestURI(fmt.Sprintf("/api/v1/resources/%d/items", n-1))
+	req.Header.SetHost("x")
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}, nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ctx.Response.Reset()
+		imp.serve(&ctx)
+	}
+	if string(ctx.Response.Body()) != "ok" {
+		b.Fatalf("answered %q", ctx.Response.Body())
+	}
+}
+
+// BenchmarkServeStatic measures the hot path from a parsed request to a
+// written `is` response. It must report 0 allocs/op, and the 300-stub case
+// must cost about what the 1-stub case does (the path index).
+func BenchmarkServeStatic1(b *testing.B)   { benchServe(b, 1) }
+func BenchmarkServeStatic50(b *testing.B)  { benchServe(b, 50) }
+func BenchmarkServeStatic300(b *testing.B) { benchServe(b, 300) }
+
+// TestStaticPathAllocatesNothing holds the benchmark's promise in a test
+// that counts allocations, not time.
+func TestStaticPathAllocatesNothing(t *testing.T) {
+	for _, n := range []int{1, 300} {
+		imp := stubsImposter(t, n)
+		var req fasthttp.Request
+		req.SetRequestURI(fmt.Sprintf("/api/v1/resources/%d/items?x=1", n-1))
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}, nil)
+		imp.serve(&ctx) // warm the pools
+		allocs := testing.AllocsPerRun(200, func() {
+			ctx.Response.Reset()
+			imp.serve(&ctx)
+		})
+		if allocs != 0 {
+			t.Errorf("%d stubs: %.1f allocations per request, want 0", n, allocs)
+		}
+	}
+}
+
+// TestIndexFindsTheSameStubAsAScan checks the path index against a plain
+// ordered scan, with paths that differ only in case.
+func TestIndexFindsTheSameStubAsAScan(t *testing.T) {
+	spec, err := ParseSpec([]byte(`{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/A"}}],"responses":[{"is":{"body":"0"}}]},
+		{"predicates":[{"equals":{"path":"/a"},"caseSensitive":true}],"responses":[{"is":{"body":"1"}}]},
+		{"predicates":[{"startsWith":{"path":"/a"}}],"responses":[{"is":{"body":"2"}}]},
+		{"predicates":[{"equals":{"path":"/b"}}],"responses":[{"is":{"body":"3"}}]},
+		{"responses":[{"is":{"body":"4"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := New(spec, Options{Compiler: testCompiler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := imp.table.Load()
+	for _, path := range []string{"/a", "/A", "/ab", "/b", "/B", "/c", "/Ä"} {
+		var req fasthttp.Request
+		req.SetRequestURI(path)
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil)
+		r := reqPool.Get().(*message.Request)
+		r.FillFromFastHTTP(&ctx)
+		got := tbl.match(r, nil)
+		var want *Stub
+		for _, s := range tbl.stubs {
+			if s.matches(r) {
+				want = s
+				break
+			}
+		}
+		if got != want {
+			t.Errorf("%s: index chose %v, scan chose %v", path, got, want)
+		}
+		r.Reset()
+		reqPool.Put(r)
+	}
+}

@@ -2,15 +2,17 @@ package predicate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/predicate/mbtest"
+	"pgregory.net/rapid"
 )
 
-// TestAgainstMountebank checks every row of the table against the real
-// Mountebank 2.9.1, so the table's answers are mb's, not ours.
+// TestAgainstMountebank checks every row of the table, then random
+// predicates and requests, against the real Mountebank 2.9.1.
 func TestAgainstMountebank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("differential test against mb skipped in -short mode")
@@ -23,35 +25,57 @@ func TestAgainstMountebank(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Stop()
-	for _, c := range table {
-		port, err := mb.Imposter("[" + mbtest.Stub("["+c.pred+"]", map[string]any{"is": map[string]any{"body": "match"}}) + "]")
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+	t.Run("table", func(t *testing.T) {
+		for _, c := range table {
+			if got := mbMatches(t, mb, c.pred, c.req); got != c.want {
+				t.Errorf("%s: mb says %v, table says %v", c.name, got, c.want)
+			}
 		}
-		target := c.req.path
-		if target == "" {
-			target = "/"
-		}
-		if c.req.query != "" {
-			target += "?" + c.req.query
-		}
-		method := c.req.method
-		if method == "" {
-			method = "GET"
-		}
-		var hs [][2]string
-		for _, kv := range c.req.wireHeaders() {
-			hs = append(hs, [2]string{kv.Name, kv.Value})
-		}
-		_, body, err := mb.Send(port, method, target, hs, c.req.body)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if got := strings.TrimSpace(string(body)) == "match"; got != c.want {
-			t.Errorf("%s: mb says %v, table says %v (body %q)", c.name, got, c.want, body)
-		}
+	})
+	t.Run("random", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) {
+			src := genPred(rt, 1)
+			r := genReq(rt)
+			p, err := Compile(json.RawMessage(src), Options{})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if got, want := p.Match(r.message()), mbMatches(t, mb, src, r); got != want {
+				rt.Fatalf("%s on %+v: riftgate %v, mb %v", src, r, got, want)
+			}
+		})
+	})
+}
+
+// mbMatches asks mb whether a stub with pred matches r.
+func mbMatches(t testing.TB, mb *mbtest.MB, pred string, r req) bool {
+	port, err := mb.Imposter("[" + mbtest.Stub("["+pred+"]", map[string]any{"is": map[string]any{"body": "match"}}) + "]")
+	if err != nil {
+		t.Fatalf("%s: %v", pred, err)
+	}
+	defer func() {
 		if err := mb.Delete(port); err != nil {
 			t.Fatal(err)
 		}
+	}()
+	target := r.path
+	if target == "" {
+		target = "/"
 	}
+	if r.query != "" {
+		target += "?" + r.query
+	}
+	method := r.method
+	if method == "" {
+		method = "GET"
+	}
+	var hs [][2]string
+	for _, kv := range r.wireHeaders() {
+		hs = append(hs, [2]string{kv.Name, kv.Value})
+	}
+	_, body, err := mb.Send(port, method, target, hs, r.body)
+	if err != nil {
+		t.Fatalf("%s: %v", pred, err)
+	}
+	return strings.TrimSpace(string(body)) == "match"
 }

@@ -1,0 +1,45 @@
+package predicate
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// FuzzCompile feeds arbitrary predicate JSON to the compiler: it must
+// either refuse it or produce a predicate that matches without panicking,
+// whose fast path agrees with the generic algorithm, and whose hints hold.
+func FuzzCompile(f *testing.F) {
+	for _, c := range table {
+		f.Add(c.pred, c.req.body)
+	}
+	f.Add(`{"equals":"x"}`, "")
+	f.Add(`{"exists":{"query":[]}}`, "")
+	f.Add(`{"equals":{"query":{"a":{"b":"c"}}}}`, `{"b":"c"}`)
+	f.Fuzz(func(t *testing.T, pred, body string) {
+		p, err := Compile(json.RawMessage(pred), Options{})
+		if err != nil {
+			return
+		}
+		for _, r := range []req{
+			{method: "POST", path: "/a", query: "a=1&a=2&b=", headers: [][2]string{{"X-A", "1"}}, body: body},
+			{body: body, headers: form},
+		} {
+			got := p.Match(r.message())
+			if l, ok := p.(*leaf); ok && l.fast != nil {
+				slow := *l
+				slow.fast = nil
+				if want := slow.Match(r.message()); got != want {
+					t.Fatalf("%s: fast %v, generic %v", pred, got, want)
+				}
+			}
+			h := Hints(p)
+			m := r.message()
+			if got && h.HasPath && fold(m.Path, h.PathCaseSensitive) != h.Path {
+				t.Fatalf("%s: hint path %q excludes a match", pred, h.Path)
+			}
+			if got && h.HasMethod && fold(m.Method, h.MethodCaseSensitive) != h.Method {
+				t.Fatalf("%s: hint method %q excludes a match", pred, h.Method)
+			}
+		}
+	})
+}

@@ -1,0 +1,132 @@
+package predicate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"pgregory.net/rapid"
+)
+
+// Generators of small predicates and requests over a tiny alphabet, so that
+// random pairs often match.
+
+var (
+	genWord   = rapid.SampledFrom([]string{"", "a", "A", "b", "ab", "aB", "1", "a1", "Ab1"})
+	genMethod = rapid.SampledFrom([]string{"GET", "POST", "PUT"})
+	genPath   = rapid.SampledFrom([]string{"/", "/a", "/A", "/a/b", "/ab1", "/b/A1"})
+	genName   = rapid.SampledFrom([]string{"a", "b", "c"})
+	genRegex  = rapid.SampledFrom([]string{"^a", "b$", "[0-9]+", "A", "^$", ".", "^/a"})
+)
+
+// genReq draws a request; query and header names never differ only by case
+// (mb keeps such spellings apart, see the package's rationale).
+func genReq(t *rapid.T) req {
+	r := req{method: genMethod.Draw(t, "method"), path: genPath.Draw(t, "path")}
+	var q []string
+	for _, n := range rapid.SliceOfN(genName, 0, 3).Draw(t, "qnames") {
+		q = append(q, n+"="+genWord.Draw(t, "qv"))
+	}
+	r.query = strings.Join(q, "&")
+	upper := rapid.Bool().Draw(t, "hupper")
+	for _, n := range rapid.SliceOfNDistinct(genName, 0, 2, rapid.ID).Draw(t, "hnames") {
+		name := "x-" + n
+		if upper {
+			name = "X-" + strings.ToUpper(n)
+		}
+		r.headers = append(r.headers, [2]string{name, genWord.Draw(t, "hv")})
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "bodykind") {
+	case 1:
+		r.body = genWord.Draw(t, "body")
+	case 2:
+		b, _ := json.Marshal(map[string]any{"a": genWord.Draw(t, "ja"), "b": []string{genWord.Draw(t, "jb0"), genWord.Draw(t, "jb1")}})
+		r.body = string(b)
+	}
+	return r
+}
+
+var ops = []string{"equals", "deepEquals", "contains", "startsWith", "endsWith", "matches", "exists"}
+
+// genLeaf draws one comparison predicate as JSON.
+func genLeaf(t *rapid.T) string {
+	op := rapid.SampledFrom(ops).Draw(t, "op")
+	val := func(label string) any {
+		switch op {
+		case "exists":
+			return rapid.Bool().Draw(t, label)
+		case "matches":
+			return genRegex.Draw(t, label)
+		}
+		return genWord.Draw(t, label)
+	}
+	fields := map[string]any{}
+	for _, f := range rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"method", "path", "query", "headers", "body", "Path"}), 1, 3, rapid.ID).Draw(t, "fields") {
+		switch f {
+		case "method":
+			if op == "matches" || op == "exists" {
+				fields[f] = val("v")
+			} else {
+				fields[f] = rapid.SampledFrom([]string{"get", "GET", "post", "G"}).Draw(t, "m")
+			}
+		case "path", "Path":
+			if op == "matches" || op == "exists" {
+				fields[f] = val("v")
+			} else {
+				fields[f] = genPath.Draw(t, "p")
+			}
+		case "query", "headers":
+			sub := map[string]any{}
+			for _, n := range rapid.SliceOfNDistinct(genName, 0, 2, rapid.ID).Draw(t, "names") {
+				if f == "headers" {
+					n = rapid.SampledFrom([]string{"x-", "X-"}).Draw(t, "hp") + n
+				} else if rapid.Bool().Draw(t, "upperq") {
+					n = strings.ToUpper(n)
+				}
+				sub[n] = val("v")
+			}
+			fields[f] = sub
+		case "body":
+			if rapid.Bool().Draw(t, "jsonexp") && op != "deepEquals" {
+				fields[f] = map[string]any{"a": val("ja")}
+			} else {
+				fields[f] = val("v")
+			}
+		}
+	}
+	p := map[string]any{op: fields}
+	switch rapid.IntRange(0, 2).Draw(t, "cs") {
+	case 1:
+		p["caseSensitive"] = true
+	case 2:
+		p["caseSensitive"] = false
+	}
+	if rapid.IntRange(0, 3).Draw(t, "kcs") == 0 {
+		p["keyCaseSensitive"] = rapid.Bool().Draw(t, "kcsv")
+	}
+	if ex := rapid.SampledFrom([]string{"", "", "", "1", "A", "^/"}).Draw(t, "except"); ex != "" {
+		p["except"] = ex
+	}
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// genPred draws a predicate tree of leaves under not, or and and.
+func genPred(t *rapid.T, depth int) string {
+	if depth <= 0 {
+		return genLeaf(t)
+	}
+	switch rapid.IntRange(0, 5).Draw(t, "comb") {
+	case 0:
+		return fmt.Sprintf(`{"not":%s}`, genPred(t, depth-1))
+	case 1, 2:
+		op := rapid.SampledFrom([]string{"or", "and"}).Draw(t, "logic")
+		n := rapid.IntRange(1, 3).Draw(t, "n")
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = genPred(t, depth-1)
+		}
+		return fmt.Sprintf(`{%q:[%s]}`, op, strings.Join(parts, ","))
+	}
+	return genLeaf(t)
+}

@@ -1,0 +1,136 @@
+package selector
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestJSNumber(t *testing.T) {
+	for in, want := range map[string]string{
+		"1": "1", "1.50": "1.5", "1e2": "100", "-0": "0", "1e21": "1e+21", "123456789012345678901": "123456789012345680000",
+		"0.000001": "0.000001", "1e-7": "1e-7", "2.5E-8": "2.5e-8", "-1.25e+30": "-1.25e+30",
+	} {
+		if got := JSNumber(json.Number(in)); got != want {
+			t.Errorf("JSNumber(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestString(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{"x", "x"}, {json.Number("2.0"), "2"}, {true, "true"}, {nil, "null"},
+		{[]any{"a", json.Number("1"), nil, []any{"b", "c"}}, "a,1,,b,c"},
+		{map[string]any{"a": "b"}, "[object Object]"}, {3.5, "3.5"},
+	} {
+		if got := String(c.v); got != c.want {
+			t.Errorf("String(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
+
+const books = `{"store":{"book":[{"title":"A","price":8},{"title":"B","price":12.5}],"owner":"Zed"}}`
+
+func TestJSONPath(t *testing.T) {
+	for _, c := range []struct {
+		expr string
+		want []any
+	}{
+		{"$..title", []any{"A", "B"}},
+		{"$.store.book[1].price", []any{json.Number("12.5")}},
+		{"store.owner", []any{"Zed"}}, // jsonpath-plus accepts a path without "$"
+		{"$.store.book[?(@.price < 10)].title", []any{"A"}},
+		{"$.store.book[-1:].title", []any{"B"}},
+		{"$.nope", nil},
+	} {
+		p, err := CompileJSONPath(c.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := p.SelectText(books); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %#v, want %#v", c.expr, got, c.want)
+		}
+	}
+	p, _ := CompileJSONPath("$.a")
+	if got := p.SelectText("not json"); got != nil {
+		t.Errorf("not json selected %v", got)
+	}
+	if _, err := CompileJSONPath("$..[["); err == nil {
+		t.Error("compiled a malformed jsonpath")
+	}
+}
+
+const doc = `<r xmlns:b="urn:b"><b:t lang="en">one</b:t><b:t>two</b:t><e><x/></e><empty/><ws>  </ws></r>`
+
+func TestXPath(t *testing.T) {
+	for _, c := range []struct {
+		expr string
+		want []any
+	}{
+		{"//b:t", []any{"one", "two"}},
+		{"//b:t/@lang", []any{"en"}},
+		{"//b:t/text()", []any{"one", "two"}},
+		{"count(//b:t)", []any{float64(2)}},
+		{"boolean(//e)", []any{true}},
+		{"//e", []any{"undefined"}},     // first child is an element: mb renders String(undefined)
+		{"//empty", []any{"undefined"}}, // no child at all
+		{"//ws", []any{"  "}},
+		{"//nope", nil},
+	} {
+		x, err := CompileXPath(c.expr, map[string]string{"b": "urn:b"})
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := x.Select(doc); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %#v, want %#v", c.expr, got, c.want)
+		}
+	}
+	x, _ := CompileXPath("//a", nil)
+	if got := x.Select("not xml <"); got != nil {
+		t.Errorf("not xml selected %v", got)
+	}
+	if _, err := CompileXPath("//a[[", nil); err == nil {
+		t.Error("compiled a malformed xpath")
+	}
+}
+
+func TestShape(t *testing.T) {
+	if Shape(nil) != nil || Shape([]any{"a"}) != "a" || !reflect.DeepEqual(Shape([]any{"a", "b"}), []any{"a", "b"}) {
+		t.Fatal("Shape")
+	}
+}
+
+func FuzzJSONPath(f *testing.F) {
+	for _, s := range []string{"$..title", "store.owner", "$.a[?(@.b == 1)]", "$['a','b']", "$..*"} {
+		f.Add(s, books)
+	}
+	f.Fuzz(func(t *testing.T, expr, text string) {
+		p, err := CompileJSONPath(expr)
+		if err != nil {
+			return
+		}
+		for _, v := range p.SelectText(text) {
+			_ = String(v)
+		}
+	})
+}
+
+func FuzzXPath(f *testing.F) {
+	for _, s := range []string{"//b:t", "count(//x)", "//@lang", "/r/e/x", "string(//b:t)"} {
+		f.Add(s, doc)
+	}
+	f.Fuzz(func(t *testing.T, expr, text string) {
+		x, err := CompileXPath(expr, map[string]string{"b": "urn:b"})
+		if err != nil {
+			return
+		}
+		_ = x.Select(text)
+	})
+}

@@ -69,7 +69,10 @@
 // A Sync write that fails after it reached memory (ctx expired while
 // waiting for the commit, or ErrWriteFailed when the commit itself failed)
 // has an unknown outcome, like a timed-out RPC: the value is visible in
-// memory and may or may not be on disk.
+// memory and may or may not be on disk. After a failed commit (a full disk,
+// Options.MaxFileBytes reached) memory stays authoritative and ahead of the
+// disk until the keys are written again; failures are logged and counted in
+// Stats.CommitErrors.
 //
 // A store opened with path "" is purely in memory: every durability behaves
 // as Memory and nothing touches the disk.

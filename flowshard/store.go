@@ -99,8 +99,11 @@ type Options struct {
 	// MaxPending is how many disk ops may wait for the writer before new
 	// disk writes block. It bounds a batch, and so what Async can lose.
 	MaxPending int
-	Now        func() time.Time // the clock for TTLs; time.Now if nil
-	Logger     *slog.Logger     // slog.Default() if nil
+	// MaxFileBytes caps flow.db; 0 means no cap. A commit that would grow
+	// the file past it fails: its Sync writers get ErrWriteFailed.
+	MaxFileBytes int
+	Now          func() time.Time // the clock for TTLs; time.Now if nil
+	Logger       *slog.Logger     // slog.Default() if nil
 }
 
 func (o Options) withDefaults() Options {
@@ -187,6 +190,7 @@ func Open(path string, opts Options) (*Store, error) {
 			// written by every commit: fewer pages per group commit.
 			NoFreelistSync: true,
 			FreelistType:   bolt.FreelistMapType,
+			MaxSize:        s.opts.MaxFileBytes,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("flowshard: open %s: %w", path, err)
@@ -194,7 +198,7 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := s.load(db); err != nil {
 			return nil, errors.Join(fmt.Errorf("flowshard: load %s: %w", path, err), db.Close())
 		}
-		s.w = newWriter(db, s.opts.MaxPending, &s.stats)
+		s.w = newWriter(db, s.opts.MaxPending, &s.stats, s.opts.Logger)
 		go s.w.run()
 	}
 	if s.opts.SweepInterval > 0 {
@@ -408,7 +412,7 @@ func (s *Store) removeLocked(f *flow) *batch {
 	if f.onDisk && s.w != nil {
 		// Queued under s.mu: a flow recreated under the same id can only
 		// queue its writes after this delete.
-		return s.w.enqueue(op{key: flowKey(f.id), prefix: true})
+		return s.w.enqueue(false, op{key: flowKey(f.id), prefix: true})
 	}
 	return nil
 }
@@ -424,7 +428,7 @@ func (s *Store) live(f *flow, key string, now int64) *entry {
 	s.stats.entries.Add(-1)
 	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
 	if f.onDisk && s.w != nil {
-		s.w.enqueue(op{key: entryKey(f.id, key), del: true})
+		s.w.enqueue(false, op{key: entryKey(f.id, key), del: true})
 	}
 	return nil
 }
@@ -467,11 +471,11 @@ func (s *Store) persist(f *flow, d Durability, ops ...op) *batch {
 				ops[i].del, ops[i].val = true, nil
 			}
 		}
-		s.w.enqueue(ops...)
+		s.w.enqueue(false, ops...)
 		return nil
 	}
 	f.onDisk = true
-	b := s.w.enqueue(ops...)
+	b := s.w.enqueue(d == Sync, ops...)
 	if d == Sync {
 		f.pending = b
 		return b

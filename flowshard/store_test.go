@@ -1,9 +1,12 @@
 package flowshard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	bolterrors "go.etcd.io/bbolt/errors"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -610,4 +613,36 @@ func TestStats(t *testing.T) {
 	if bucket(0, batchBuckets) != 0 || bucket(1, batchBuckets) != 1 || bucket(255, batchBuckets) != 8 || bucket(1<<40, batchBuckets) != batchBuckets-1 {
 		t.Fatal("bucket boundaries")
 	}
+}
+
+// A commit that fails (here: the file cap is reached) fails its Sync
+// writers with ErrWriteFailed, is counted and logged, and leaves the store
+// serving from memory.
+func TestCommitFailure(t *testing.T) {
+	var logs bytes.Buffer
+	s := open(t, dbPath(t), Options{MaxFileBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	val := make([]byte, 60<<10)
+	var err error
+	n := 0
+	for ; n < 100 && err == nil; n++ {
+		_, err = s.Put(bg, "f", fmt.Sprint(n), val, syncP())
+	}
+	if !errors.Is(err, ErrWriteFailed) || !errors.Is(err, bolterrors.ErrMaxSizeReached) {
+		t.Fatalf("after %d puts: %v", n, err)
+	}
+	if st := s.Stats(); st.CommitErrors == 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "commit failed") {
+		t.Fatalf("nothing logged: %q", logs.String())
+	}
+	// The failed write stays in memory, which is authoritative: its outcome
+	// was unknown to the writer, and readers see it.
+	if e, err := s.Get(bg, "f", fmt.Sprint(n-1)); err != nil || len(e.Value) != len(val) {
+		t.Fatalf("Get of the failed write: %v", err)
+	}
+	if _, err := s.Put(bg, "g", "k", []byte("v"), pol(Memory, 0)); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, "g", "k")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,9 +23,10 @@ type op struct {
 // batch is the set of ops one bbolt transaction commits. done is closed
 // after the commit (and its fsync) returned; err is its result.
 type batch struct {
-	ops  []op
-	done chan struct{}
-	err  error
+	ops     []op
+	waiters int // Sync writes that wait for this batch
+	done    chan struct{}
+	err     error
 }
 
 func newBatch() *batch { return &batch{done: make(chan struct{})} }
@@ -48,6 +50,7 @@ type writer struct {
 	db         *bolt.DB
 	maxPending int
 	stats      *counters
+	log        *slog.Logger
 
 	mu    sync.Mutex
 	cur   *batch
@@ -57,13 +60,18 @@ type writer struct {
 	stop     chan struct{}
 	done     chan struct{} // closed when run has drained, closed db and returned
 	closeErr error         // db.Close's result, readable after done
+
+	// Owned by run: see gather.
+	lastCommit time.Duration
+	target     int
 }
 
-func newWriter(db *bolt.DB, maxPending int, st *counters) *writer {
+func newWriter(db *bolt.DB, maxPending int, st *counters, log *slog.Logger) *writer {
 	return &writer{
 		db:         db,
 		maxPending: maxPending,
 		stats:      st,
+		log:        log,
 		cur:        newBatch(),
 		space:      make(chan struct{}),
 		wake:       make(chan struct{}, 1),
@@ -95,11 +103,15 @@ func (w *writer) reserve(ctx context.Context) error {
 }
 
 // enqueue appends ops to the batch being filled and returns it. It never
-// blocks: callers hold a flow lock.
-func (w *writer) enqueue(ops ...op) *batch {
+// blocks: callers hold a flow lock. waiter says whether the caller will wait
+// for the commit.
+func (w *writer) enqueue(waiter bool, ops ...op) *batch {
 	w.mu.Lock()
 	b := w.cur
 	b.ops = append(b.ops, ops...)
+	if waiter {
+		b.waiters++
+	}
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -113,6 +125,7 @@ func (w *writer) run() {
 	for {
 		select {
 		case <-w.wake:
+			w.gather()
 			w.commitOnce()
 		case <-w.stop:
 			for w.commitOnce() {
@@ -124,6 +137,40 @@ func (w *writer) run() {
 		}
 	}
 }
+
+// gather holds a non-empty queue back briefly, until the Sync writers that
+// the previous commit released have queued their next write (w.target
+// waiters), for at most a quarter of the previous commit's duration and
+// never more than maxGather. Without it, N steady Sync writers split into two
+// halves that alternate between committing and queueing, and every commit
+// carries N/2 writes. It never waits when the queue is empty (run only calls
+// it once something is queued) nor for writers that were not released.
+func (w *writer) gather() {
+	budget := min(w.lastCommit/4, maxGather)
+	if w.target == 0 || budget <= 0 {
+		return
+	}
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		n := w.cur.waiters
+		w.mu.Unlock()
+		if n >= w.target {
+			return
+		}
+		select {
+		case <-w.wake:
+		case <-t.C:
+			return
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// maxGather caps gather's wait.
+const maxGather = 2 * time.Millisecond
 
 // commitOnce takes the queued batch and commits it; it reports whether there
 // was anything to commit.
@@ -149,9 +196,16 @@ func (w *writer) commitOnce() bool {
 		}
 		return nil
 	})
-	w.stats.commit(len(b.ops), time.Since(start), err)
+	w.lastCommit = time.Since(start)
+	w.stats.commit(len(b.ops), w.lastCommit, err)
+	// Those queued meanwhile plus those about to be released.
+	w.mu.Lock()
+	w.target = w.cur.waiters + b.waiters
+	w.mu.Unlock()
 	if err != nil {
+		// Memory already holds these writes; only their disk copy is lost.
 		b.err = fmt.Errorf("flowshard: commit of %d ops: %w", len(b.ops), err)
+		w.log.Error("flowshard: commit failed; memory and disk now differ until the keys are written again", "ops", len(b.ops), "err", err)
 	}
 	close(b.done)
 	return true

@@ -22,25 +22,30 @@ const ResultVersion = 1
 // loop, Latency is measured from each request's intended send time (corrected
 // for coordinated omission) and Uncorrected from its actual send time.
 type Result struct {
-	Version         int               `json:"version"`
-	Mode            string            `json:"mode"` // "closed" or "open"
-	Targets         []string          `json:"targets"`
-	Connections     int               `json:"connections"`
-	Rate            float64           `json:"rate,omitempty"`
-	Scenario        string            `json:"scenario,omitempty"`
-	Started         time.Time         `json:"started"`
-	DurationSeconds float64           `json:"durationSeconds"`
-	Requests        int64             `json:"requests"`
-	Errors          int64             `json:"errors"`
-	WarmupRequests  int64             `json:"warmupRequests"`
-	Throughput      float64           `json:"throughput"`
-	Latency         Latency           `json:"latency"`
-	Uncorrected     *Latency          `json:"uncorrectedLatency,omitempty"`
-	ErrorKinds      map[string]int64  `json:"errorKinds"`
-	ErrorExamples   map[string]string `json:"errorExamples,omitempty"`
-	Statuses        map[string]int64  `json:"statuses"`
-	Timeline        []TimePoint       `json:"timeline"`
-	Percentiles     []PercentilePoint `json:"percentiles"`
+	Version         int       `json:"version"`
+	Mode            string    `json:"mode"` // "closed" or "open"
+	Targets         []string  `json:"targets"`
+	Connections     int       `json:"connections"`
+	Rate            float64   `json:"rate,omitempty"`
+	Scenario        string    `json:"scenario,omitempty"`
+	Started         time.Time `json:"started"`
+	DurationSeconds float64   `json:"durationSeconds"`
+	Requests        int64     `json:"requests"`
+	Errors          int64     `json:"errors"`
+	WarmupRequests  int64     `json:"warmupRequests"`
+	// Unsent counts the requests the open-loop schedule had due in the
+	// measured time but that were never sent, because every connection
+	// was busy until the end: raise the connections, or the server is
+	// saturated.
+	Unsent        int64             `json:"unsent"`
+	Throughput    float64           `json:"throughput"`
+	Latency       Latency           `json:"latency"`
+	Uncorrected   *Latency          `json:"uncorrectedLatency,omitempty"`
+	ErrorKinds    map[string]int64  `json:"errorKinds"`
+	ErrorExamples map[string]string `json:"errorExamples,omitempty"`
+	Statuses      map[string]int64  `json:"statuses"`
+	Timeline      []TimePoint       `json:"timeline"`
+	Percentiles   []PercentilePoint `json:"percentiles"`
 }
 
 // Latency summarises a latency distribution, in milliseconds.
@@ -134,6 +139,10 @@ func (r *runner) result(c *collector) *Result {
 	res.Latency = summarize(total)
 	res.Percentiles = percentileCurve(total)
 	if r.opts.Rate > 0 {
+		if r.end > 0 {
+			due := int64(math.Ceil(float64(r.end)/r.intervalNs) - math.Ceil(float64(r.measureFrom)/r.intervalNs))
+			res.Unsent = max(due-res.Requests, 0)
+		}
 		res.Mode = "open"
 		u := summarize(unc)
 		res.Uncorrected = &u
@@ -164,6 +173,9 @@ func (res *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\ntargets: %s\n", strings.Join(res.Targets, ", "))
 	fmt.Fprintf(&b, "requests: %d in %.2fs (%d warm-up requests not counted)\n", res.Requests, res.DurationSeconds, res.WarmupRequests)
 	fmt.Fprintf(&b, "throughput: %.1f req/s\n", res.Throughput)
+	if res.Unsent > 0 {
+		fmt.Fprintf(&b, "WARNING: %d scheduled requests were never sent: every connection was busy (add connections, or the server is saturated)\n", res.Unsent)
+	}
 	label := "latency"
 	if res.Uncorrected != nil {
 		label = "latency (from intended send time, corrected for coordinated omission)"

@@ -271,7 +271,9 @@ func (w *worker) once(ctx context.Context) bool {
 	if r.intervalNs > 0 {
 		slot := r.tickets.Add(1) - 1
 		intended = int64(float64(slot) * r.intervalNs)
-		if r.end > 0 && intended >= r.end {
+		// Stop at the end of the schedule, and at the end of the wall-clock
+		// time too: a server that cannot keep up must not stretch the run.
+		if r.end > 0 && (intended >= r.end || now >= r.end) {
 			r.stopped.Store(true)
 			return false
 		}

@@ -29,11 +29,12 @@ const (
 	statusBadMemory   = 5
 )
 
-// hostFunc is one rift_v1 import.
+// hostFunc is one rift_v1 import. fn gets the calling instance's call
+// state beside wazero's arguments.
 type hostFunc struct {
 	name            string
 	params, results []api.ValueType
-	fn              api.GoModuleFunc
+	fn              func(c *callState, ctx context.Context, mod api.Module, stack []uint64)
 }
 
 func (f hostFunc) sig() string {
@@ -74,10 +75,22 @@ func lookupHostFunc(name string) (hostFunc, bool) {
 	return hostFuncs[i], true
 }
 
-// state returns the call's state. Only Host.Call runs guests, so it is
-// always there.
-func state(ctx context.Context) *callState {
-	return ctx.Value(callStateKey{}).(*callState)
+// errOutsideCall is the trap for an import called while no call runs: from
+// a WebAssembly start function, during instantiation.
+var errOutsideCall = errors.New("rift_v1 import called outside a call (from a start function?)")
+
+// bind makes f a wazero host function of h: it finds the calling
+// instance's state by its module, so that no per-call value has to ride in
+// the context.
+func (h *Host) bind(f hostFunc) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		inst, ok := h.insts.Load(mod)
+		if !ok {
+			// wazero turns a host function's panic into a trap of the guest.
+			panic(errOutsideCall)
+		}
+		f.fn(&inst.(*instance).cs, ctx, mod, stack)
+	}
 }
 
 func ret(stack []uint64, v int32) { stack[0] = api.EncodeI32(v) }
@@ -102,14 +115,14 @@ func copyOut(mod api.Module, buf, capacity uint64, data []byte) int32 {
 	return int32(len(data))
 }
 
-func requestRead(ctx context.Context, mod api.Module, stack []uint64) {
-	ret(stack, copyOut(mod, stack[0], stack[1], state(ctx).req))
+func requestRead(c *callState, _ context.Context, mod api.Module, stack []uint64) {
+	ret(stack, copyOut(mod, stack[0], stack[1], c.req))
 }
 
 var jsonNull = []byte("null")
 
-func configRead(ctx context.Context, mod api.Module, stack []uint64) {
-	cfg := state(ctx).in.Config
+func configRead(c *callState, _ context.Context, mod api.Module, stack []uint64) {
+	cfg := c.in.Config
 	if cfg == nil {
 		cfg = jsonNull
 	}
@@ -165,8 +178,7 @@ func (c *callState) noFlow() int32 {
 	return statusUnavailable
 }
 
-func flowGet(ctx context.Context, mod api.Module, stack []uint64) {
-	c := state(ctx)
+func flowGet(c *callState, ctx context.Context, mod api.Module, stack []uint64) {
 	buf, capacity, verOut := stack[2], stack[3], stack[4]
 	_, okBuf := span(mod, buf, capacity)
 	_, okVer := span(mod, verOut, 8)
@@ -191,8 +203,7 @@ func flowGet(ctx context.Context, mod api.Module, stack []uint64) {
 	ret(stack, copyOut(mod, buf, capacity, val))
 }
 
-func flowPut(ctx context.Context, mod api.Module, stack []uint64) {
-	c := state(ctx)
+func flowPut(c *callState, ctx context.Context, mod api.Module, stack []uint64) {
 	k, st := flowKey(mod, stack[0], stack[1])
 	v, vst := flowValue(mod, stack[2], stack[3])
 	switch {
@@ -207,8 +218,7 @@ func flowPut(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 }
 
-func flowCAS(ctx context.Context, mod api.Module, stack []uint64) {
-	c := state(ctx)
+func flowCAS(c *callState, ctx context.Context, mod api.Module, stack []uint64) {
 	k, st := flowKey(mod, stack[0], stack[1])
 	v, vst := flowValue(mod, stack[3], stack[4])
 	switch {
@@ -223,8 +233,7 @@ func flowCAS(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 }
 
-func flowDelete(ctx context.Context, mod api.Module, stack []uint64) {
-	c := state(ctx)
+func flowDelete(c *callState, ctx context.Context, mod api.Module, stack []uint64) {
 	k, st := flowKey(mod, stack[0], stack[1])
 	switch {
 	case st != statusOK:
@@ -236,8 +245,7 @@ func flowDelete(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 }
 
-func responseWrite(ctx context.Context, mod api.Module, stack []uint64) {
-	c := state(ctx)
+func responseWrite(c *callState, _ context.Context, mod api.Module, stack []uint64) {
 	b, ok := span(mod, stack[0], stack[1])
 	switch {
 	case !ok:
@@ -254,8 +262,7 @@ func responseWrite(ctx context.Context, mod api.Module, stack []uint64) {
 
 var guestLevels = [...]slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError}
 
-func guestLog(ctx context.Context, mod api.Module, stack []uint64) {
-	c := state(ctx)
+func guestLog(c *callState, ctx context.Context, mod api.Module, stack []uint64) {
 	text, ok := span(mod, stack[1], stack[2])
 	if !ok {
 		return
@@ -265,7 +272,7 @@ func guestLog(ctx context.Context, mod api.Module, stack []uint64) {
 	c.v.h.log.Log(ctx, guestLevels[lvl], string(text), "module", c.v.info.Name)
 }
 
-func nowMS(_ context.Context, _ api.Module, stack []uint64) {
+func nowMS(_ *callState, _ context.Context, _ api.Module, stack []uint64) {
 	stack[0] = api.EncodeI64(time.Now().UnixMilli())
 }
 

@@ -172,9 +172,10 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 		stack: make([]uint64, 1),
 	}
 	inst.cs.v = v
+	v.h.insts.Store(mod, inst)
 	if v.c.init {
-		inst.cs.begin(ctx, &Input{})
-		ictx, cancel := context.Context(&inst.cs), context.CancelFunc(func() {})
+		inst.cs.begin(&Input{})
+		ictx, cancel := ctx, context.CancelFunc(func() {})
 		if v.lim.Deadline > 0 {
 			ictx, cancel = context.WithTimeout(ictx, v.lim.Deadline)
 		}
@@ -182,6 +183,7 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 		cancel()
 		inst.cs.end()
 		if err != nil {
+			v.h.insts.Delete(mod)
 			_ = mod.Close(context.Background())
 			return nil, fmt.Errorf("_initialize: %w", err)
 		}
@@ -195,6 +197,7 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 const pageSize = 65536
 
 func (i *instance) close() {
+	i.v.h.insts.Delete(i.mod)
 	_ = i.mod.Close(context.Background())
 	i.v.stats.live.Add(-1)
 }
@@ -208,7 +211,9 @@ func (i *instance) atCeiling() bool {
 
 // Call runs the entry point export of the module registered as module.
 // It waits for a free instance while ctx allows. On error, the Output still
-// reports Unavailable.
+// reports Unavailable. Pass a context rooted in context.Background: a parent
+// of another type (such as *fasthttp.RequestCtx) makes context.WithTimeout
+// start a goroutine per call.
 func (h *Host) Call(ctx context.Context, module, export string, in *Input) (Output, error) {
 	v := h.acquire(module)
 	if v == nil {
@@ -219,6 +224,9 @@ func (h *Host) Call(ctx context.Context, module, export string, in *Input) (Outp
 	}
 	defer v.release()
 	v.stats.calls.Add(1)
+	if in == nil {
+		in = &Input{}
+	}
 	idx, ok := v.entry[export]
 	if !ok {
 		return Output{}, v.fail(KindNoExport, export, fmt.Errorf("not an entry point (i32) -> i32 of this module; it has %s", strings.Join(v.c.entry, ", ")))
@@ -303,15 +311,14 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 		i.fns[idx] = fn
 	}
 	cs := &i.cs
-	cs.begin(ctx, in)
-	callCtx := context.Context(cs)
+	cs.begin(in)
+	callCtx := ctx
 	cancel := context.CancelFunc(nil)
 	if i.v.lim.Deadline > 0 {
-		callCtx, cancel = context.WithTimeout(cs, i.v.lim.Deadline)
+		callCtx, cancel = context.WithTimeout(ctx, i.v.lim.Deadline)
 	}
 	i.stack[0] = uint64(uint32(len(cs.req)))
 	err := fn.CallWithStack(callCtx, i.stack)
-	timedOut := cancel != nil && errors.Is(callCtx.Err(), context.DeadlineExceeded)
 	if cancel != nil {
 		cancel()
 	}
@@ -322,7 +329,8 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 		switch {
 		case ctx.Err() != nil:
 			return out, KindCanceled, fmt.Errorf("%w: %w", context.Cause(ctx), err)
-		case timedOut || isExit(err, sys.ExitCodeDeadlineExceeded):
+		case isExit(err, sys.ExitCodeDeadlineExceeded):
+			// wazero closed the module when the deadline passed.
 			return out, KindTimeout, fmt.Errorf("deadline of %s passed: %w", i.v.lim.Deadline, err)
 		case i.atCeiling():
 			return out, KindMemory, fmt.Errorf("memory grew to its limit of %d pages: %w", i.v.c.maxPages, err)
@@ -348,11 +356,9 @@ func isExit(err error, code uint32) bool {
 	return errors.As(err, &ee) && ee.ExitCode() == code
 }
 
-// callState is an instance's per-call state, reached by the host imports
-// through the call's context. It is a context itself, wrapping the caller's,
-// so that the state rides along without a context.WithValue per call.
+// callState is an instance's per-call state, which the host imports reach
+// through Host.bind.
 type callState struct {
-	context.Context
 	v   *version
 	in  *Input
 	enc encoder
@@ -365,17 +371,8 @@ type callState struct {
 	unavailable bool
 }
 
-type callStateKey struct{}
-
-func (c *callState) Value(k any) any {
-	if k == (callStateKey{}) {
-		return c
-	}
-	return c.Context.Value(k)
-}
-
-func (c *callState) begin(ctx context.Context, in *Input) {
-	c.Context, c.in = ctx, in
+func (c *callState) begin(in *Input) {
+	c.in = in
 	c.req = c.enc.encodeRequest(in)
 	c.wrote, c.tooLarge, c.unavailable = false, false, false
 }
@@ -383,7 +380,7 @@ func (c *callState) begin(ctx context.Context, in *Input) {
 // end drops references to the caller's data, and buffers a huge call grew,
 // so an idle instance pins neither.
 func (c *callState) end() {
-	c.Context, c.in = nil, nil
+	c.in = nil
 	const keep = 64 << 10
 	if cap(c.resp) > keep {
 		c.resp = nil

@@ -60,6 +60,9 @@ type Host struct {
 	modules atomic.Pointer[map[string]*version]
 	// open counts versions not yet closed, so Close can wait for them.
 	open atomic.Int64
+	// insts maps each live instance's api.Module to its *instance, for
+	// the host imports.
+	insts sync.Map
 
 	// shut is set once Close starts; Call reads it to tell "closed" from
 	// "no such module".
@@ -142,7 +145,7 @@ func (h *Host) runtime(ctx context.Context, k rtKey) (wazero.Runtime, error) {
 	}
 	b := rt.NewHostModuleBuilder(hostModule)
 	for _, f := range hostFuncs {
-		b.NewFunctionBuilder().WithGoModuleFunction(f.fn, f.params, f.results).Export(f.name)
+		b.NewFunctionBuilder().WithGoModuleFunction(h.bind(f), f.params, f.results).Export(f.name)
 	}
 	if _, err := b.Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)

@@ -152,6 +152,7 @@ func TestHostileGuests(t *testing.T) {
 			}},
 		{file: "membomb", lim: Limits{MemoryPages: 33}, kind: KindMemory, msg: "limit of 33 pages"},
 		{file: "trap", kind: KindTrap, msg: "unreachable"},
+		{file: "recurse", kind: KindTrap, msg: "stack overflow"},
 		{file: "huge", lim: Limits{MaxResponseBytes: 100_000}, kind: KindResponse, msg: "over the limit of 100000 bytes",
 			check: func(t *testing.T, out Output, _ time.Duration) {
 				if out.Result != statusTooLarge || out.Wrote {
@@ -268,6 +269,7 @@ func TestRegisterRefusesBadModules(t *testing.T) {
 		{"bad_sig", "imports rift_v1.flow_put as (i32 i32) -> (i32), want (i32 i32 i32 i32) -> (i32)"},
 		{"bad_unknown", "imports rift_v1.flow_scan, which this host does not provide"},
 		{"bad_init", "_initialize: "},
+		{"bad_startfn", "outside a call"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -305,7 +307,7 @@ func TestHostAddsFunctions(t *testing.T) {
 	t.Cleanup(func() { hostFuncs = saved })
 	hostFuncs = append(slices.Clip(saved), hostFunc{
 		name: "future_feature", params: []api.ValueType{i32}, results: []api.ValueType{i32},
-		fn: func(_ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 },
+		fn: func(_ *callState, _ context.Context, _ api.Module, stack []uint64) { stack[0] = 0 },
 	})
 	h, _ := newTestHost(t, Limits{})
 	register(t, h, "good", "good", Limits{})
@@ -535,4 +537,35 @@ func TestCloseStopsCallsInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("call in flight survived Close")
 	}
+}
+
+// otherCtx is a context that is not one of the standard library's, like
+// *fasthttp.RequestCtx: context.WithTimeout watches it from a goroutine.
+type otherCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c otherCtx) Done() <-chan struct{} { return c.done }
+
+// TestForeignParentContext runs concurrent calls under a parent context of
+// a foreign type; with -race this checks that nothing the host reuses
+// between calls is reachable from a goroutine that outlives a call.
+func TestForeignParentContext(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "good", "good", Limits{PoolSize: 2})
+	ctx := otherCtx{Context: context.Background(), done: make(chan struct{})}
+	f := newMemFlow()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := h.Call(ctx, "good", "handle", sampleInput(f)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -496,33 +496,36 @@ function skipValue(s: string, i: i32): i32 {
 }
 
 function unescape(s: string): string | null {
-  let out = "";
+  if (s.indexOf("\\") < 0) return s;
+  // Collect UTF-16 units and build the string once: concatenating per
+  // character would allocate quadratically, and the minimal runtime frees
+  // nothing until the call ends.
+  const out = new Array<i32>();
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c != 0x5c) {
-      out += String.fromCharCode(c);
+      out.push(c);
       continue;
     }
     if (++i >= s.length) return null;
     const e = s.charCodeAt(i);
-    if (e == 0x6e) out += "\n";
-    else if (e == 0x74) out += "\t";
-    else if (e == 0x72) out += "\r";
-    else if (e == 0x62) out += "\b";
-    else if (e == 0x66) out += "\f";
+    if (e == 0x6e) out.push(0x0a);
+    else if (e == 0x74) out.push(0x09);
+    else if (e == 0x72) out.push(0x0d);
+    else if (e == 0x62) out.push(0x08);
+    else if (e == 0x66) out.push(0x0c);
     else if (e == 0x75) {
-      if (i + 4 >= s.length) return null;
       let cp = 0;
       for (let k = 1; k <= 4; k++) {
-        const h = hexDigit(s.charCodeAt(i + k));
+        const h = i + k < s.length ? hexDigit(s.charCodeAt(i + k)) : -1;
         if (h < 0) return null;
         cp = (cp << 4) | h;
       }
-      out += String.fromCharCode(cp); // UTF-16 units: a surrogate pair joins itself
+      out.push(cp); // UTF-16 units: a surrogate pair joins itself
       i += 4;
-    } else out += String.fromCharCode(e);
+    } else out.push(e);
   }
-  return out;
+  return String.fromCharCodes(out);
 }
 
 function hexDigit(c: i32): i32 {

@@ -87,7 +87,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	b.cases = benchCases(b.cfg.wasmDir, rawURL)
 	b.cells = map[string]map[string]*cell{}
 	for _, c := range b.cases {
-		if !b.cfg.wanted(c.id) && !(c.halfOf != "" && b.cfg.wanted(c.halfOf)) {
+		if !b.needed(c.id) {
 			continue
 		}
 		b.cells[c.id] = map[string]*cell{}
@@ -207,6 +207,20 @@ func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, 
 		}
 		cl.note = fmt.Sprintf("failed: %d of %d requests failed (%v)%s", res.Errors, res.Requests, res.ErrorKinds, ex)
 	}
+}
+
+// needed reports whether case id runs: it is wanted, or a wanted case
+// derives its rate from it.
+func (b *bench) needed(id string) bool {
+	if b.cfg.wanted(id) {
+		return true
+	}
+	for _, c := range b.cases {
+		if c.halfOf == id && b.cfg.wanted(c.id) {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *bench) caseByID(id string) benchCase {

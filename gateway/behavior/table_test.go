@@ -263,6 +263,11 @@ var errorTable = []struct{ response, code, msg string }{
 	{`{"is":{},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":"x"}},"fromDataSource":{"sql":{}},"into":"${R}"}}]}`, "bad data", `lookup behavior "fromDataSource" field must be one of [csv]`},
 	{`{"is":{},"repeat":0}`, "bad data", `"repeat" field must be an integer greater than 0`},
 	{`{"is":{},"behaviors":[{"decorate":5}]}`, "bad data", `decorate behavior "decorate" field must be a string, representing a JavaScript function`},
+	{`{"is":{},"behaviors":[{"decorate":"function (config) {}"}]}`, "invalid injection", injectionDisabled},
+	{`{"is":{},"behaviors":[{"wait":"100"}]}`, "invalid injection", injectionDisabled},
+	{`{"is":{},"behaviors":[{"wait":"function () { return 1; }"}]}`, "invalid injection", injectionDisabled},
+	{`{"is":{},"behaviors":[{"shellTransform":"echo"}]}`, "invalid injection", shellDisabled},
+	{`{"is":{},"_behaviors":{"decorate":"function (config) {}"}}`, "invalid injection", injectionDisabled},
 }
 
 func TestCompileErrors(t *testing.T) {

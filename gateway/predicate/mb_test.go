@@ -17,7 +17,7 @@ func TestAgainstMountebank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("differential test against mb skipped in -short mode")
 	}
-	mb, err := mbtest.Start(context.Background(), "../..")
+	mb, err := mbtest.Start(context.Background(), "../..", false)
 	if errors.Is(err, mbtest.ErrNotInstalled) {
 		t.Skip("Mountebank is not installed under build/node (make mb)")
 	}
@@ -29,6 +29,18 @@ func TestAgainstMountebank(t *testing.T) {
 		for _, c := range table {
 			if got := mbMatches(t, mb, c.pred, c.req); got != c.want {
 				t.Errorf("%s: mb says %v, table says %v", c.name, got, c.want)
+			}
+		}
+	})
+	t.Run("errors", func(t *testing.T) {
+		for _, c := range compileErrors {
+			if !c.mb {
+				continue
+			}
+			_, err := mb.Imposter("[" + mbtest.Stub("["+c.pred+"]", map[string]any{"is": map[string]any{}}) + "]")
+			var refused *mbtest.RefusedError
+			if !errors.As(err, &refused) || !refused.Has(c.code, c.msg) {
+				t.Errorf("%s: mb answered %v, table says %s: %s", c.pred, err, c.code, c.msg)
 			}
 		}
 	})

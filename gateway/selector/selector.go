@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
+	"sync"
 
 	"github.com/antchfx/xmlquery"
 	"github.com/antchfx/xpath"
@@ -79,10 +81,13 @@ func ParseJSON(text string) (any, bool) {
 	return v, true
 }
 
-// XPath is a compiled xpath selector with its namespace map.
+// XPath is a compiled xpath selector with its namespace map. It is safe
+// for concurrent use.
 type XPath struct {
-	src  string
-	expr *xpath.Expr
+	src string
+	// antchfx/xpath keeps evaluation state inside a compiled expression, so
+	// each concurrent evaluation takes its own copy from the pool.
+	pool sync.Pool
 }
 
 // CompileXPath compiles expr with the ns prefix-to-URI map.
@@ -91,7 +96,14 @@ func CompileXPath(expr string, ns map[string]string) (*XPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xpath %q: %w", expr, err)
 	}
-	return &XPath{src: expr, expr: e}, nil
+	nsCopy := maps.Clone(ns)
+	x := &XPath{src: expr}
+	x.pool.New = func() any {
+		e, _ := xpath.CompileWithNS(expr, nsCopy) // compiled once above, so it cannot fail
+		return e
+	}
+	x.pool.Put(e)
+	return x, nil
 }
 
 // String returns the selector as written.
@@ -109,7 +121,9 @@ func (x *XPath) Select(text string) []any {
 	if err != nil {
 		return nil
 	}
-	switch v := x.expr.Evaluate(xmlquery.CreateXPathNavigator(doc)).(type) {
+	e := x.pool.Get().(*xpath.Expr)
+	defer x.pool.Put(e)
+	switch v := e.Evaluate(xmlquery.CreateXPathNavigator(doc)).(type) {
 	case float64:
 		return []any{v}
 	case bool:

@@ -134,3 +134,34 @@ func FuzzXPath(f *testing.F) {
 		_ = x.Select(text)
 	})
 }
+
+// Compiled selectors are shared by every request of a stub.
+func TestConcurrentSelect(t *testing.T) {
+	x, err := CompileXPath("//b:t", map[string]string{"b": "urn:b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := CompileXPath("count(//b:t)", map[string]string{"b": "urn:b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := CompileJSONPath("$..title")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 200 {
+				if len(x.Select(doc)) != 2 || c.Select(doc)[0] != float64(2) || len(p.SelectText(books)) != 2 {
+					t.Error("wrong selection under concurrency")
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}

@@ -32,8 +32,9 @@ type MB struct {
 }
 
 // Start starts mb on a free 127.0.0.1 port: $RIFTGATE_MB (the Makefile
-// sets it), else build/node under root, the repository root.
-func Start(ctx context.Context, root string) (*MB, error) {
+// sets it), else build/node under root, the repository root. allowInjection
+// is mb's --allowInjection.
+func Start(ctx context.Context, root string, allowInjection bool) (*MB, error) {
 	bin := os.Getenv("RIFTGATE_MB")
 	if bin == "" {
 		bin = filepath.Join(root, "build", "node", "node_modules", ".bin", "mb")
@@ -50,8 +51,11 @@ func Start(ctx context.Context, root string) (*MB, error) {
 		return nil, err
 	}
 	pid := filepath.Join(os.TempDir(), fmt.Sprintf("riftgate-mbtest-%d.pid", port))
-	cmd := exec.Command(bin, "start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
-		"--nologfile", "--pidfile", pid, "--allowInjection")
+	args := []string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1", "--nologfile", "--pidfile", pid}
+	if allowInjection {
+		args = append(args, "--allowInjection")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = os.TempDir()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start mb: %w", err)
@@ -110,9 +114,35 @@ func (m *MB) Imposter(stubs string) (int, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("mb refused the imposter (%d): %s", resp.StatusCode, b)
+		refused := &RefusedError{Status: resp.StatusCode, Body: string(b)}
+		_ = json.Unmarshal(b, refused)
+		return 0, refused
 	}
 	return port, nil
+}
+
+// RefusedError is mb's answer to an imposter it refuses.
+type RefusedError struct {
+	Status int
+	Body   string
+	Errors []struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("mb refused the imposter (%d): %s", e.Status, e.Body)
+}
+
+// Has reports whether mb gave an error with code and message.
+func (e *RefusedError) Has(code, message string) bool {
+	for _, x := range e.Errors {
+		if x.Code == code && x.Message == message {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete removes the imposter on port.

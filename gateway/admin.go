@@ -430,6 +430,10 @@ func (g *gateway) getLogs(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads a capped request body; past the cap it answers 413.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > maxAdminBody {
+		writeErr(w, mberr.New(mberr.PayloadTooLarge, fmt.Sprintf("the body is over %d bytes", maxAdminBody)))
+		return nil, false
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -43,7 +43,7 @@ type Options struct {
 
 // Size caps on what the admin API and imposters accept.
 const (
-	maxAdminBody    = 64 << 20 // an imposter file with inline plugins can be large
+	maxAdminBody    = 16 << 20 // room for imposters with inline plugins (a Go module is ~5 MB in base64)
 	maxImposterBody = 16 << 20
 )
 

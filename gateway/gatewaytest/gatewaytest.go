@@ -230,7 +230,10 @@ func Request(method, url string, body any, header http.Header) (*http.Response, 
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	// With "Expect: 100-continue", wait for the server's verdict before
+	// sending a body it may refuse.
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true, ExpectContinueTimeout: 10 * time.Second}}
 	return c.Do(req)
 }
 

@@ -80,10 +80,24 @@ func As(err error) *Error {
 	return &Error{Code: "internal error", Message: err.Error(), Status: http.StatusInternalServerError}
 }
 
-// Body renders errs compactly as `{"errors":[...]}`.
+// Body renders errs compactly as `{"errors":[...]}`. A source that is not
+// valid JSON (raw bytes a client sent) is shown as a string.
 func Body(errs ...*Error) []byte {
-	b, _ := json.Marshal(struct {
+	type body struct {
 		Errors []*Error `json:"errors"`
-	}{errs})
+	}
+	b, err := json.Marshal(body{errs})
+	if err == nil {
+		return b
+	}
+	fixed := make([]*Error, len(errs))
+	for i, e := range errs {
+		c := *e
+		if raw, ok := c.Source.(json.RawMessage); ok && !json.Valid(raw) {
+			c.Source = string(raw)
+		}
+		fixed[i] = &c
+	}
+	b, _ = json.Marshal(body{fixed})
 	return b
 }

@@ -1,0 +1,383 @@
+package kvapp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/riftgate/riftgate/raftnode"
+	"github.com/riftgate/riftgate/raftnode/kv"
+	"github.com/riftgate/riftgate/raftnode/kv/internal/linkv"
+	"github.com/riftgate/riftgate/raftnode/kv/kvapp"
+)
+
+// app is the kv lease group's state machine: the tenanted composition,
+// reduced through raftnode's pure seam.
+type app struct{}
+
+func (app) InitialState() kvapp.State { return kvapp.NewState() }
+func (app) Apply(s *kvapp.State, c kvapp.Command, index uint64) kvapp.Response {
+	return kvapp.Apply(s, c, index)
+}
+func (app) ApplyMembership(*kvapp.State, raftnode.Membership) {}
+func (app) NoopResponse() kvapp.Response                      { return kvapp.Response{Kind: kvapp.RespNoop} }
+func (app) EncodeSnapshot(s *kvapp.State) ([]byte, error)     { return kvapp.EncodeSnapshot(s) }
+func (app) DecodeSnapshot(b []byte) (kvapp.State, error)      { return kvapp.DecodeSnapshot(b) }
+
+type group = raftnode.Group[kvapp.State, kvapp.Command, kvapp.Response]
+
+// evictLog observes every Evict each node applies (an effect, published
+// after the state lock drops).
+type evictLog struct {
+	mu     *sync.Mutex
+	evicts *[]evictSeen
+	node   string
+}
+
+type evictSeen struct {
+	node   string
+	tenant kvapp.Tenant
+	cutoff uint64
+	resp   kv.Response
+}
+
+func (evictLog) OnMembership(*raftnode.Effects, *kvapp.State, raftnode.Membership) {}
+func (evictLog) OnRestore(*raftnode.Effects, *kvapp.State, uint64)                 {}
+
+func (o evictLog) OnApply(fx *raftnode.Effects, _ *kvapp.State, c kvapp.Command, r kvapp.Response, _ uint64) {
+	ev, ok := c.Kv.(kv.Evict)
+	if !ok {
+		return
+	}
+	seen := evictSeen{node: o.node, tenant: c.Tenant, cutoff: ev.CutoffMs, resp: r.Kv}
+	fx.Defer(func() {
+		o.mu.Lock()
+		*o.evicts = append(*o.evicts, seen)
+		o.mu.Unlock()
+	})
+}
+
+var secret = []byte("kv-lease-group-test-secret")
+
+type node struct {
+	name string
+	g    *group
+	srv  *http.Server
+}
+
+type cluster struct {
+	t      *testing.T
+	nodes  []*node
+	mu     sync.Mutex
+	evicts []evictSeen
+}
+
+// startCluster boots n1 as a single voter, then admits n2 and n3 as
+// learners and promotes them: three real members over HTTP on 127.0.0.1.
+func startCluster(t *testing.T) *cluster {
+	c := &cluster{t: t}
+	dir := t.TempDir()
+	for i, name := range []string{"n1", "n2", "n3"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + ln.Addr().String() + "/raft"
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if os.Getenv("KVAPP_LOG") != "" {
+			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		g, err := raftnode.Bootstrap(context.Background(), raftnode.Config{
+			NodeName: name, GroupID: "kv-lease", DataDir: filepath.Join(dir, name), AdvertiseURL: url,
+			Secret: secret, Bootstrap: i == 0, TickInterval: 20 * time.Millisecond, ElectionTick: 15,
+			MaxCommandBytes: kvapp.MaxCommandBytes(), LeaderTaskGrace: time.Second, Logger: log,
+		}, app{}, evictLog{mu: &c.mu, evicts: &c.evicts, node: name})
+		if err != nil {
+			ln.Close()
+			t.Fatalf("bootstrap %s: %v", name, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/raft/", http.StripPrefix("/raft", g.Routers().Raft))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		n := &node{name: name, g: g, srv: srv}
+		c.nodes = append(c.nodes, n)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Close()
+			if err := g.Close(ctx); err != nil {
+				t.Errorf("close %s: %v", name, err)
+			}
+		})
+		if i == 0 {
+			eventually(t, 10*time.Second, "n1 to lead", g.IsLeader)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		if _, err := c.nodes[0].g.AddLearner(ctx, name, url); err != nil {
+			t.Fatalf("add %s: %v", name, err)
+		}
+		for {
+			if _, err := c.nodes[0].g.Promote(ctx, g.ID()); err == nil {
+				break
+			} else if ctx.Err() != nil {
+				t.Fatalf("promote %s: %v", name, err)
+			}
+			time.Sleep(50 * time.Millisecond) // still catching up
+		}
+		cancel()
+	}
+	for _, n := range c.nodes {
+		eventually(t, 10*time.Second, n.name+" to see three voters", func() bool { return len(n.g.Membership().Voters()) == 3 })
+	}
+	return c
+}
+
+func (c *cluster) leader() *node {
+	var l *node
+	eventually(c.t, 10*time.Second, "a leader", func() bool {
+		for _, n := range c.nodes {
+			if n.g.IsLeader() {
+				l = n
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+func (c *cluster) follower() *node {
+	l := c.leader()
+	for _, n := range c.nodes {
+		if n != l {
+			return n
+		}
+	}
+	panic("no follower")
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// propose sends one lease-tenant command through n (a follower forwards to
+// the leader) and returns the kv response.
+func propose(t *testing.T, n *node, tn kvapp.Tenant, cmd kv.Command) kv.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := n.g.ProposeAndWait(ctx, kvapp.Command{Tenant: tn, Kv: cmd})
+	if err != nil {
+		t.Fatalf("propose %#v through %s: %v", cmd, n.name, err)
+	}
+	if r.Kind != kvapp.RespKv {
+		t.Fatalf("response kind %d", r.Kind)
+	}
+	return r.Kv
+}
+
+// readAll reads key on every node from its own replicated copy, once each
+// has applied index.
+func (c *cluster) readAll(index uint64, tn kvapp.Tenant, key string, now uint64) []*kv.Record {
+	var out []*kv.Record
+	for _, n := range c.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := n.g.WaitApplied(ctx, index); err != nil {
+			c.t.Fatalf("%s waiting for %d: %v", n.name, index, err)
+		}
+		cancel()
+		n.g.State().Read(func(s *kvapp.State, _ uint64) {
+			if r, ok := s.Get(tn, key, now); ok {
+				out = append(out, &r)
+			} else {
+				out = append(out, nil)
+			}
+		})
+	}
+	return out
+}
+
+// TestKvLeaseGroupWorkedExample: three nodes whose state machine embeds
+// tenanted kv fragments. A lease is acquired, renewed, lapses and is taken
+// over, all through proposals; every node answers reads from its own
+// replicated copy; and the sweep, spawned from the leader-task watcher,
+// drains an expired backlog through the log.
+func TestKvLeaseGroupWorkedExample(t *testing.T) {
+	c := startCluster(t)
+	const lease = kvapp.TenantLease
+	f := c.follower()
+
+	// Acquire through a follower (forwarded to the leader).
+	w, ok := propose(t, f, lease, kv.Put{Key: "scheduler", Value: []byte("holder-A"), Expect: kv.Absent(), TTLMs: 1000, NowMs: 10_000}).(kv.Written)
+	if !ok {
+		t.Fatal("acquire failed")
+	}
+	for i, r := range c.readAll(w.Version, lease, "scheduler", 10_500) {
+		if r == nil || string(r.Value) != "holder-A" || r.Version != w.Version {
+			t.Fatalf("%s reads %+v, want holder-A at %d", c.nodes[i].name, r, w.Version)
+		}
+	}
+
+	// Renew: a new version (the fence moves), the expiry extends.
+	renew := propose(t, c.leader(), lease, kv.Put{Key: "scheduler", Value: []byte("holder-A"), Expect: kv.Version(w.Version), TTLMs: 1000, NowMs: 10_800})
+	rw, ok := renew.(kv.Written)
+	if !ok || rw.Version <= w.Version {
+		t.Fatalf("renewal answered %#v", renew)
+	}
+
+	// A rival is refused while the lease is live, and told who holds it.
+	rival := propose(t, f, lease, kv.Put{Key: "scheduler", Value: []byte("holder-B"), Expect: kv.Absent(), TTLMs: 1000, NowMs: 11_000})
+	if cf, ok := rival.(kv.Conflict); !ok || string(cf.Current.Value) != "holder-A" || cf.Current.Version != rw.Version {
+		t.Fatalf("rival answered %#v", rival)
+	}
+
+	// Lapse: at 11_800 the lease expired (expires_at <= now). Every node
+	// sees it as absent, B takes over with a larger fencing token, and A's
+	// late renewal conflicts with B's record.
+	for i, r := range c.readAll(rw.Version, lease, "scheduler", 11_800) {
+		if r != nil {
+			t.Fatalf("%s still sees the lapsed lease %+v", c.nodes[i].name, r)
+		}
+	}
+	take, ok := propose(t, f, lease, kv.Put{Key: "scheduler", Value: []byte("holder-B"), Expect: kv.Absent(), TTLMs: 1000, NowMs: 11_800}).(kv.Written)
+	if !ok || take.Version <= rw.Version {
+		t.Fatal("takeover failed")
+	}
+	late := propose(t, f, lease, kv.Put{Key: "scheduler", Value: []byte("holder-A"), Expect: kv.Version(rw.Version), TTLMs: 1000, NowMs: 11_900})
+	if cf, ok := late.(kv.Conflict); !ok || string(cf.Current.Value) != "holder-B" || cf.Current.Version != take.Version {
+		t.Fatalf("late renewal answered %#v", late)
+	}
+	for i, r := range c.readAll(take.Version, lease, "scheduler", 12_000) {
+		if r == nil || string(r.Value) != "holder-B" {
+			t.Fatalf("%s reads %+v after takeover", c.nodes[i].name, r)
+		}
+	}
+
+	// A backlog in the config tenant (100 evictions per command): 450
+	// records expiring at 20_010, proposed concurrently through all nodes.
+	const backlog, tn = 450, kvapp.TenantConfig
+	var wg sync.WaitGroup
+	for w := range 9 {
+		wg.Go(func() {
+			n := c.nodes[w%3]
+			for i := w; i < backlog; i += 9 {
+				propose(t, n, tn, kv.Put{Key: fmt.Sprintf("job/%04d", i), Value: []byte("x"), Expect: kv.Absent(), TTLMs: 10, NowMs: 20_000})
+			}
+		})
+	}
+	wg.Wait()
+
+	// The sweep runs only on the leader, from the watcher's factory. With
+	// the clock before the expiry it proposes nothing at all.
+	var clock atomic.Uint64
+	clock.Store(12_000) // before the lease (12_800) and the backlog (20_010) expire
+	for _, n := range c.nodes {
+		stop := n.g.WatchLeader(func(uint64) []raftnode.LeaderTask {
+			var tasks []raftnode.LeaderTask
+			for _, run := range kvapp.Sweepers(n.g, n.g.State(), kv.SweeperConfig{Interval: 20 * time.Millisecond, NowMs: clock.Load}) {
+				tasks = append(tasks, func(ctx context.Context) { _ = run(ctx) })
+			}
+			return tasks
+		})
+		defer stop()
+	}
+	applied := c.leader().g.Applied()
+	time.Sleep(300 * time.Millisecond) // about 15 sweep intervals
+	if got := c.leader().g.Applied(); got != applied {
+		t.Fatalf("an idle sweep wrote: applied %d -> %d", applied, got)
+	}
+
+	// Past the expiry (and past the lease's, which goes too) the backlog
+	// drains through the log, on every node.
+	clock.Store(30_000)
+	for _, n := range c.nodes {
+		eventually(t, 20*time.Second, n.name+" to drain the backlog", func() bool {
+			var left int
+			n.g.State().Read(func(s *kvapp.State, _ uint64) { left = s.Len(tn) + s.Len(lease) })
+			return left == 0
+		})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var cutoffs []uint64
+	rounds := 0
+	for _, e := range c.evicts {
+		if e.node == "n1" && e.tenant == tn {
+			rounds++
+			cutoffs = append(cutoffs, e.cutoff)
+			if ev, ok := e.resp.(kv.Evicted); !ok || ev.Count > 100 {
+				t.Fatalf("evict answered %#v", e.resp)
+			}
+		}
+	}
+	// 450 records at 100 per command: at least five rounds, re-proposed at
+	// once with one cutoff (a second sweep may start only after the drain).
+	if rounds < 5 || cutoffs[0] != 30_000 || slices.ContainsFunc(cutoffs[:5], func(x uint64) bool { return x != cutoffs[0] }) {
+		t.Fatalf("%d rounds with cutoffs %v", rounds, cutoffs)
+	}
+}
+
+// TestLeaseHistoriesThroughARealGroupAreLinearizable runs concurrent lease
+// and CAS clients against a three-node group, each client proposing through
+// its own node, and checks the history with porcupine, partitioned by key.
+func TestLeaseHistoriesThroughARealGroupAreLinearizable(t *testing.T) {
+	c := startCluster(t)
+	// Bounded: clients stop issuing operations after a minute, and each
+	// operation gives up (recorded as unknown) after five seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := linkv.Run(ctx, &roundRobin{c: c}, linkv.Config{
+		Clients: 6, OpsPerClient: 60, Keys: []string{"lease/x", "lease/y"}, Seed: 42, OpTimeout: 5 * time.Second,
+	})
+	unknown := 0
+	for _, op := range h {
+		if op.Output.(linkv.Output).Unknown {
+			unknown++
+		}
+	}
+	if res := porcupine.CheckOperationsTimeout(linkv.Model(), h, 60*time.Second); res != porcupine.Ok {
+		t.Fatalf("history of %d operations (%d unknown) is %v", len(h), unknown, res)
+	}
+	t.Logf("%d operations, %d with unknown outcome, linearizable", len(h), unknown)
+}
+
+// roundRobin proposes each command through the next node in turn, so every
+// node forwards some and the leader serves some directly.
+type roundRobin struct {
+	c *cluster
+	n atomic.Uint64
+}
+
+func (r *roundRobin) Propose(ctx context.Context, cmd kv.Command) (kv.Response, error) {
+	n := r.c.nodes[int(r.n.Add(1))%len(r.c.nodes)]
+	resp, err := n.g.ProposeAndWait(ctx, kvapp.Command{Tenant: kvapp.TenantLease, Kv: cmd})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Kind != kvapp.RespKv {
+		return nil, errors.New("not a kv response")
+	}
+	return resp.Kv, nil
+}

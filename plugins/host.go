@@ -68,10 +68,16 @@ type Host struct {
 	// "no such module".
 	shut atomic.Bool
 
+	// mu serializes registry changes and guards runtimes and stats.
 	mu       sync.Mutex
 	runtimes map[rtKey]wazero.Runtime
-	compiled map[compiledKey]*compiledModule
 	stats    map[string]*stats
+
+	// cmu guards compiled. It is separate from mu, and never held while
+	// compiling, because a call that retires a swapped-out version takes it:
+	// that call must not wait for someone else's compilation.
+	cmu      sync.Mutex
+	compiled map[compiledKey]*compiledModule
 }
 
 // rtKey names a runtime: wazero fixes the memory limit and the deadline
@@ -91,7 +97,7 @@ type compiledKey struct {
 type compiledModule struct {
 	key   compiledKey
 	cm    wazero.CompiledModule
-	refs  int // guarded by Host.mu
+	refs  int // guarded by Host.cmu
 	entry []string
 	init  bool
 	// maxPages is the memory's effective maximum: the module's own, clamped
@@ -129,7 +135,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 }
 
 // runtime returns the runtime for k, making it (with WASI and rift_v1) on
-// first use. The caller holds h.mu.
+// first use. The caller holds h.mu, and has checked h.shut under it.
 func (h *Host) runtime(ctx context.Context, k rtKey) (wazero.Runtime, error) {
 	if rt, ok := h.runtimes[k]; ok {
 		return rt, nil
@@ -155,17 +161,16 @@ func (h *Host) runtime(ctx context.Context, k rtKey) (wazero.Runtime, error) {
 	return rt, nil
 }
 
-// compile returns the compilation of wasm for runtime k, reusing one made
-// earlier from the same bytes. The caller holds h.mu.
-func (h *Host) compile(ctx context.Context, k compiledKey, wasm []byte) (*compiledModule, error) {
+// compile returns the compilation of wasm for runtime rt (named k.rt),
+// reusing one made earlier from the same bytes.
+func (h *Host) compile(ctx context.Context, rt wazero.Runtime, k compiledKey, wasm []byte) (*compiledModule, error) {
+	h.cmu.Lock()
 	if c, ok := h.compiled[k]; ok {
 		c.refs++
+		h.cmu.Unlock()
 		return c, nil
 	}
-	rt, err := h.runtime(ctx, k.rt)
-	if err != nil {
-		return nil, err
-	}
+	h.cmu.Unlock()
 	cm, err := rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: does not compile: %w", ErrInvalidModule, err)
@@ -175,19 +180,28 @@ func (h *Host) compile(ctx context.Context, k compiledKey, wasm []byte) (*compil
 		_ = cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
 	}
+	h.cmu.Lock()
+	if prev, ok := h.compiled[k]; ok {
+		// Another registration of the same bytes won the race.
+		prev.refs++
+		h.cmu.Unlock()
+		_ = cm.Close(ctx)
+		return prev, nil
+	}
 	h.compiled[k] = c
+	h.cmu.Unlock()
 	return c, nil
 }
 
 // releaseCompiled drops one reference to c and closes it with the last.
 func (h *Host) releaseCompiled(c *compiledModule) {
-	h.mu.Lock()
+	h.cmu.Lock()
 	c.refs--
 	last := c.refs == 0
-	if last && h.compiled[c.key] == c {
+	if last {
 		delete(h.compiled, c.key)
 	}
-	h.mu.Unlock()
+	h.cmu.Unlock()
 	if last {
 		_ = c.cm.Close(context.Background())
 	}
@@ -284,18 +298,27 @@ func (h *Host) Register(ctx context.Context, name string, wasm []byte, lim Limit
 		h.mu.Unlock()
 		return old.info, nil
 	}
-	c, err := h.compile(ctx, compiledKey{hash: sum, rt: rtKey{pages: lim.MemoryPages, deadline: lim.Deadline > 0}}, wasm)
+	key := compiledKey{hash: sum, rt: rtKey{pages: lim.MemoryPages, deadline: lim.Deadline > 0}}
+	rt, err := h.runtime(ctx, key.rt)
 	if err != nil {
 		h.mu.Unlock()
 		return ModuleInfo{}, fmt.Errorf("plugins: register %q: %w", name, err)
 	}
-	info.Entry = slices.Clone(c.entry)
 	st := h.stats[name]
 	if st == nil {
 		st = new(stats)
 	}
-	v := h.newVersion(info, lim, c, h.runtimes[c.key.rt], st)
 	h.mu.Unlock()
+
+	c, err := h.compile(ctx, rt, key, wasm)
+	if err != nil {
+		if h.shut.Load() {
+			err = ErrClosed // the runtime was closed under the compiler
+		}
+		return ModuleInfo{}, fmt.Errorf("plugins: register %q: %w", name, err)
+	}
+	info.Entry = slices.Clone(c.entry)
+	v := h.newVersion(info, lim, c, rt, st)
 
 	// Start one instance now: it proves the imports resolve and that
 	// _initialize runs, so a bad module fails here and not on a request.

@@ -18,8 +18,13 @@ $(SDK_RUST_RLIB): sdk/rust/src/lib.rs
 	$(RUSTC) $(RUST_WASM) --crate-type rlib --crate-name rift -o $@ $<
 
 .PHONY: test-sdk
-# The Go kit's codec tests (golden bytes, malformed input, fuzz seeds) run
-# natively; `go test ./...` at the root does not reach the nested module.
+# The kits' codec tests (golden bytes, malformed input, fuzz seeds) run
+# natively: `go test ./...` at the root does not reach the nested Go module,
+# and the Rust kit has no cargo. The C and AssemblyScript codecs are tested
+# through the examples (go test ./examples/).
 test-sdk:
 	cd sdk/go && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -race ./...
 	cd sdk/go && GOOS=wasip1 GOARCH=wasm GOWORK=off $(GO) vet ./...
+	mkdir -p $(BUILD)/sdk/rust
+	$(RUSTC) --edition 2021 --test -o $(BUILD)/sdk/rust/rift-test sdk/rust/src/lib.rs
+	$(BUILD)/sdk/rust/rift-test

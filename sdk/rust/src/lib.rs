@@ -507,3 +507,93 @@ macro_rules! handle {
         }
     };
 }
+
+// Native tests of the codec: `rustc --edition 2021 --test sdk/rust/src/lib.rs`
+// (make test-sdk). The host imports are never called, so the test binary
+// links without them.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn response_golden() {
+        // The example of ABI v1 section 5, byte for byte.
+        let r = Response {
+            status: 201,
+            headers: vec![("Content-Type".to_string(), "text/plain".to_string())],
+            body: b"hi".to_vec(),
+        };
+        let mut out = Vec::new();
+        r.encode(&mut out);
+        assert_eq!(out, unhex("a3 01 18 c9 02 a1 6c 43 6f 6e 74 65 6e 74 2d 54 79 70 65 6a 74 65 78 74 2f 70 6c 61 69 6e 03 42 68 69"));
+        let mut empty = Vec::new();
+        Response::default().encode(&mut empty);
+        assert_eq!(empty, vec![0xa0]);
+    }
+
+    fn golden_request() -> Request {
+        Request {
+            method: "GET".into(),
+            path: "/a".into(),
+            query: vec![("n".into(), "x".into())],
+            headers: vec![("A".into(), "b".into())],
+            body: b"hi".to_vec(),
+            flow: "i:f".into(),
+            request_from: "1.2.3.4:5".into(),
+            response: None,
+        }
+    }
+
+    #[test]
+    fn request_golden_any_order_unknown_keys() {
+        let host = unhex("a7 01 63474554 02 622f61 03 a1 616e 6178 04 a1 6141 6162 05 426869 06 63693a66 07 69312e322e332e343a35");
+        assert_eq!(decode_request(&host).unwrap(), golden_request());
+        let shuffled = unhex(concat!(
+            "aa 07 69312e322e332e343a35 1863 a2 01 82 01 02 02 c1 1a00000001 06 63693a66",
+            "617a f93c00 05 626869 04 a1 6141 6162 03 a1 616e 6178 1864 fb3ff0000000000000 02 622f61 01 63474554"
+        ));
+        assert_eq!(decode_request(&shuffled).unwrap(), golden_request());
+        let decorate = unhex(concat!(
+            "a8 01 63474554 02 622f61 03 a1 616e 6178 04 a1 6141 6162 05 426869 06 63693a66 07 69312e322e332e343a35",
+            "08 a3 01 18c9 02 a1 6c436f6e74656e742d54797065 6a746578742f706c61696e 03 426869"
+        ));
+        let r = decode_request(&decorate).unwrap();
+        assert_eq!(r.response.unwrap().status, 201);
+    }
+
+    #[test]
+    fn request_malformed() {
+        for h in [
+            "", "80", "a2 01 63474554", "bf ff", "a1 01 7fff", "bb ffffffffffffffff", "a1 01 78 40 41",
+            "a1 01 01", "a0 00", "a1 01 62 c328", "a1 04 a1 6141 01",
+        ] {
+            assert!(decode_request(&unhex(h)).is_err(), "accepted {}", h);
+        }
+        let mut deep = unhex("a1 1863");
+        deep.extend(core::iter::repeat(0x81).take(40));
+        deep.push(0);
+        assert!(decode_request(&deep).is_err());
+    }
+
+    #[test]
+    fn request_truncations_never_panic() {
+        let host = unhex("a7 01 63474554 02 622f61 03 a1 616e 6178 04 a1 6141 6162 05 426869 06 63693a66 07 69312e322e332e343a35");
+        for n in 0..host.len() {
+            assert!(decode_request(&host[..n]).is_err());
+        }
+        // Every single-byte corruption either decodes or fails cleanly.
+        for i in 0..host.len() {
+            for b in [0x00u8, 0x17, 0x18, 0x1b, 0x1f, 0x5f, 0x7b, 0x9f, 0xbf, 0xff] {
+                let mut c = host.clone();
+                c[i] = b;
+                let _ = decode_request(&c);
+            }
+        }
+    }
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -160,7 +161,9 @@ type flow struct {
 	mu      sync.Mutex
 	dead    bool // removed from Store.flows: whoever still holds it retries
 	counter uint64
-	expMs   int64 // the flow exists until then: the max over its writes of now+TTL
+	// expMs: the flow exists until then, the max over its writes of
+	// now+TTL. Written under mu, read without it by acquire.
+	expMs   atomic.Int64
 	entries map[string]*entry
 	onDisk  bool   // some op of this flow went to the writer
 	pending *batch // the batch of this flow's latest Sync write
@@ -250,7 +253,7 @@ func (s *Store) load(db *bolt.DB) error {
 			}
 			if r.kind == kindFlow {
 				f.counter = max(f.counter, r.counter)
-				f.expMs = max(f.expMs, r.expMs)
+				f.extend(r.expMs)
 				return nil
 			}
 			f.counter = max(f.counter, r.ver.V)
@@ -259,7 +262,7 @@ func (s *Store) load(db *bolt.DB) error {
 				s.stats.expiredEnt.Add(1)
 				return nil
 			}
-			f.expMs = max(f.expMs, r.expMs)
+			f.extend(r.expMs)
 			f.entries[key] = &entry{value: bytes.Clone(r.value), ver: r.ver, expMs: r.expMs}
 			s.stats.entries.Add(1)
 			s.stats.bytes.Add(int64(len(key) + len(r.value)))
@@ -280,10 +283,10 @@ func (s *Store) load(db *bolt.DB) error {
 			all = append(all, f)
 		}
 		slices.SortFunc(all, func(a, b *flow) int {
-			return cmp.Or(cmp.Compare(a.expMs, b.expMs), strings.Compare(a.id, b.id))
+			return cmp.Or(cmp.Compare(a.expMs.Load(), b.expMs.Load()), strings.Compare(a.id, b.id))
 		})
 		for i, f := range all {
-			expired := f.expMs <= now
+			expired := f.expMs.Load() <= now
 			if expired || len(all)-i > s.opts.MaxFlows {
 				if expired {
 					s.stats.expiredFlows.Add(1)
@@ -353,9 +356,11 @@ func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) 
 		}
 		now := s.nowMs()
 		f := s.flows[flowID]
-		if f != nil {
+		// The lock-free read keeps a busy flow's lock out of s.mu's way;
+		// only an apparently expired flow is locked and checked again.
+		if f != nil && f.expMs.Load() <= now {
 			f.mu.Lock()
-			if f.expMs <= now {
+			if f.expMs.Load() <= now {
 				s.removeLocked(f)
 				s.stats.expiredFlows.Add(1)
 				f.mu.Unlock()
@@ -376,7 +381,8 @@ func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) 
 				victim.mu.Unlock()
 				s.stats.evictedLRU.Add(1)
 			}
-			f = &flow{id: flowID, entries: make(map[string]*entry), expMs: now + ttlMs}
+			f = &flow{id: flowID, entries: make(map[string]*entry)}
+			f.expMs.Store(now + ttlMs)
 			f.elem = s.lru.PushFront(f)
 			s.flows[flowID] = f
 		} else {
@@ -390,6 +396,13 @@ func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) 
 		}
 		f.mu.Unlock()
 		s.inflight.Done()
+	}
+}
+
+// extend makes f live at least until ms. f.mu is held (or f is not shared yet).
+func (f *flow) extend(ms int64) {
+	if ms > f.expMs.Load() {
+		f.expMs.Store(ms)
 	}
 }
 
@@ -449,7 +462,7 @@ func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int6
 	s.stats.bytes.Add(int64(len(value)))
 	f.entries[key] = e
 	f.counter = max(f.counter, ver.V)
-	f.expMs = max(f.expMs, e.expMs)
+	f.extend(e.expMs)
 	s.stats.puts[d].Add(1)
 	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
 }
@@ -656,13 +669,13 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error 
 	s.stats.entries.Add(-1)
 	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
 	f.counter++
-	f.expMs = max(f.expMs, s.nowMs()+ttl)
+	f.extend(s.nowMs() + ttl)
 	s.stats.puts[p.Durability].Add(1)
 	// The flow record keeps the counter across a restart; only deletes need
 	// it, since an entry's own V already carries the counter of a put.
 	b := s.persist(f, p.Durability,
 		op{key: entryKey(f.id, key), del: true},
-		op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs)})
+		op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs.Load())})
 	s.release(f)
 	return await(ctx, b)
 }
@@ -814,7 +827,7 @@ func (s *Store) sweep(n int) {
 		f.mu.Lock()
 		switch {
 		case f.dead:
-		case f.expMs <= now:
+		case f.expMs.Load() <= now:
 			s.removeLocked(f)
 			s.stats.expiredFlows.Add(1)
 		default:

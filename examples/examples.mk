@@ -17,10 +17,12 @@ WASM += $(GO_EXAMPLES:%=$(EXAMPLES_OUT)/%.wasm)
 
 # Each Go example is a nested module with a replace directive pointing at
 # sdk/go and no other dependency, so the build needs no network. GOWORK=off
-# keeps a stray go.work from changing what is built.
+# keeps a stray go.work from changing what is built; -trimpath and
+# -buildvcs=false make the module byte-identical across checkouts (a dirty
+# work tree would otherwise stamp different VCS data).
 $(GO_EXAMPLES:%=$(EXAMPLES_OUT)/%.wasm): $(EXAMPLES_OUT)/%.wasm: examples/%/main.go examples/%/go.mod $(EX_GO_KIT)
 	mkdir -p $(@D)
-	cd examples/$* && GOOS=wasip1 GOARCH=wasm GOWORK=off $(GO) build -trimpath -buildmode=c-shared -o $@ .
+	cd examples/$* && GOOS=wasip1 GOARCH=wasm GOWORK=off $(GO) build -trimpath -buildvcs=false -buildmode=c-shared -o $@ .
 
 WASM += $(EXAMPLES_OUT)/tokenbucket-rust.wasm $(EXAMPLES_OUT)/echo-c.wasm \
         $(EXAMPLES_OUT)/sequence-as.wasm $(EXAMPLES_OUT)/counter-wat.wasm

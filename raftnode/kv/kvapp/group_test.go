@@ -24,19 +24,6 @@ import (
 	"github.com/riftgate/riftgate/raftnode/kv/kvapp"
 )
 
-// app is the kv lease group's state machine: the tenanted composition,
-// reduced through raftnode's pure seam.
-type app struct{}
-
-func (app) InitialState() kvapp.State { return kvapp.NewState() }
-func (app) Apply(s *kvapp.State, c kvapp.Command, index uint64) kvapp.Response {
-	return kvapp.Apply(s, c, index)
-}
-func (app) ApplyMembership(*kvapp.State, raftnode.Membership) {}
-func (app) NoopResponse() kvapp.Response                      { return kvapp.Response{Kind: kvapp.RespNoop} }
-func (app) EncodeSnapshot(s *kvapp.State) ([]byte, error)     { return kvapp.EncodeSnapshot(s) }
-func (app) DecodeSnapshot(b []byte) (kvapp.State, error)      { return kvapp.DecodeSnapshot(b) }
-
 type group = raftnode.Group[kvapp.State, kvapp.Command, kvapp.Response]
 
 // evictLog observes every Evict each node applies (an effect, published
@@ -104,7 +91,7 @@ func startCluster(t *testing.T) *cluster {
 			NodeName: name, GroupID: "kv-lease", DataDir: filepath.Join(dir, name), AdvertiseURL: url,
 			Secret: secret, Bootstrap: i == 0, TickInterval: 20 * time.Millisecond, ElectionTick: 15,
 			MaxCommandBytes: kvapp.MaxCommandBytes(), LeaderTaskGrace: time.Second, Logger: log,
-		}, app{}, evictLog{mu: &c.mu, evicts: &c.evicts, node: name})
+		}, kvapp.App{}, evictLog{mu: &c.mu, evicts: &c.evicts, node: name})
 		if err != nil {
 			ln.Close()
 			t.Fatalf("bootstrap %s: %v", name, err)

@@ -5,6 +5,9 @@
 // kv itself has no tenant concept. Tenants are map keys rather than struct
 // fields so that adding one costs a constant and a registry entry, and a
 // snapshot written before it simply lacks the key.
+//
+// App plugs the composition into raftnode as an AppStateMachine; Sweepers
+// gives a leader-task factory one sweeper per tenant.
 package kvapp
 
 import (

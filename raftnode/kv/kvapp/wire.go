@@ -1,13 +1,12 @@
 package kvapp
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
 
+	"github.com/riftgate/riftgate/raftnode"
 	"github.com/riftgate/riftgate/raftnode/kv"
 )
 
@@ -117,10 +116,11 @@ func (r *Response) UnmarshalCBOR(b []byte) error {
 	return fmt.Errorf("%w response: kind %d with %d elements", ErrDecode, k, len(f))
 }
 
-const (
-	snapshotMagic   = "RGKA"
-	snapshotVersion = 1
-)
+// The snapshot uses raftnode's envelope (magic, big-endian u16 version,
+// CBOR body).
+var snapshotMagic = [4]byte{'R', 'G', 'K', 'A'}
+
+const snapshotVersion = 1
 
 // EncodeSnapshot serialises every tenant's fragment.
 func EncodeSnapshot(s *State) ([]byte, error) {
@@ -132,12 +132,11 @@ func EncodeSnapshot(s *State) ([]byte, error) {
 		}
 		body = append(body, []any{uint8(t), fb})
 	}
-	b, err := encMode.Marshal(body)
+	b, err := raftnode.EncodeEnvelope(snapshotMagic, snapshotVersion, body)
 	if err != nil {
 		return nil, fmt.Errorf("kvapp: encode snapshot: %w", err)
 	}
-	out := binary.BigEndian.AppendUint16([]byte(snapshotMagic), snapshotVersion)
-	return append(out, b...), nil
+	return b, nil
 }
 
 // DecodeSnapshot rebuilds a State. A tenant missing from the snapshot (one
@@ -152,13 +151,14 @@ func DecodeSnapshot(b []byte) (State, error) {
 }
 
 func decodeSnapshot(b []byte) (State, error) {
-	if len(b) < 6 || !bytes.HasPrefix(b, []byte(snapshotMagic)) {
-		return State{}, errors.New("bad magic")
+	v, body, err := raftnode.DecodeEnvelope(b, snapshotMagic)
+	if err != nil {
+		return State{}, err
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != snapshotVersion {
+	if v != snapshotVersion {
 		return State{}, fmt.Errorf("unsupported version %d", v)
 	}
-	entries, err := elems(b[6:])
+	entries, err := elems(body)
 	if err != nil {
 		return State{}, err
 	}

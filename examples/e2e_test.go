@@ -32,7 +32,14 @@ func loadImposter(t *testing.T, name string) (map[string]any, int) {
 	imp["port"] = port
 	n := 0
 	for _, s := range imp["stubs"].([]any) {
-		for _, r := range s.(map[string]any)["responses"].([]any) {
+		stub := s.(map[string]any)
+		var uses []any
+		for _, key := range []string{"responses", "predicates"} {
+			if l, ok := stub[key].([]any); ok {
+				uses = append(uses, l...)
+			}
+		}
+		for _, r := range uses {
 			w, ok := r.(map[string]any)["wasm"].(map[string]any)
 			if !ok {
 				continue
@@ -96,6 +103,11 @@ func TestExamplesInRiftgate(t *testing.T) {
 		}
 		if st, body, _ := c.do("GET", "/", "bob", ""); st != 200 || body != `{"count":1}` {
 			t.Fatalf("bob: %d %s", st, body)
+		}
+		// The module's matches predicate sends requests without a flow id
+		// to the imposter's second stub.
+		if st, body, _ := c.do("GET", "/", "", ""); st != 400 || body != "send an X-Flow-Id header" {
+			t.Fatalf("no flow id: %d %s", st, body)
 		}
 		// Concurrent requests on one flow: every increment lands once.
 		var wg sync.WaitGroup

@@ -4,6 +4,10 @@
 // when another request wrote in between, the CAS fails and the call reads
 // again. The count is stored as JSON text, so an inject script sees it as
 // a number in state[key].
+//
+// The module also exports a predicate, matches, that accepts only requests
+// carrying an X-Flow-Id header, so an imposter can send the others to a
+// stub that explains what is missing.
 package main
 
 import (
@@ -24,7 +28,10 @@ type config struct {
 
 func main() {}
 
-func init() { rift.Handle(count) }
+func init() {
+	rift.Handle(count)
+	rift.Match(func(req *rift.Request) bool { return req.Header("X-Flow-Id") != "" })
+}
 
 func count(req *rift.Request) *rift.Response {
 	cfg := config{Key: "count"}

@@ -27,7 +27,8 @@ type counterState struct {
 }
 
 type counterCmd struct {
-	Add int64 `cbor:"1,keyasint"`
+	Add int64  `cbor:"1,keyasint"`
+	Pad []byte `cbor:"2,keyasint,omitempty"` // bulk, for sizing tests
 }
 
 type counterResp struct {

@@ -61,3 +61,20 @@ func BenchmarkEncodeRequest(b *testing.B) {
 		e.encodeRequest(in)
 	}
 }
+
+// BenchmarkInstantiate measures making and closing one instance (what a
+// recycle or a discarded instance costs) of a small WAT guest.
+func BenchmarkInstantiate(b *testing.B) {
+	h, _ := newTestHost(b, Limits{})
+	register(b, h, "m", "good", Limits{})
+	v := (*h.modules.Load())["m"]
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		inst, err := v.instantiate(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		inst.close()
+	}
+}

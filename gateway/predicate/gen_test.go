@@ -36,12 +36,19 @@ func genReq(t *rapid.T) req {
 		}
 		r.headers = append(r.headers, [2]string{name, genWord.Draw(t, "hv")})
 	}
-	switch rapid.IntRange(0, 2).Draw(t, "bodykind") {
+	switch rapid.IntRange(0, 3).Draw(t, "bodykind") {
 	case 1:
 		r.body = genWord.Draw(t, "body")
 	case 2:
-		b, _ := json.Marshal(map[string]any{"a": genWord.Draw(t, "ja"), "b": []string{genWord.Draw(t, "jb0"), genWord.Draw(t, "jb1")}})
+		b, _ := json.Marshal(map[string]any{
+			"a": genWord.Draw(t, "ja"),
+			"b": []string{genWord.Draw(t, "jb0"), genWord.Draw(t, "jb1")},
+			"c": map[string]any{"d": genWord.Draw(t, "jd")},
+			"n": rapid.IntRange(0, 2).Draw(t, "jn"),
+		})
 		r.body = string(b)
+	case 3:
+		r.body = fmt.Sprintf("<r><a>%s</a><b>%s</b><b>%s</b></r>", genWord.Draw(t, "xa"), genWord.Draw(t, "xb0"), genWord.Draw(t, "xb1"))
 	}
 	return r
 }
@@ -87,9 +94,20 @@ func genLeaf(t *rapid.T) string {
 			}
 			fields[f] = sub
 		case "body":
-			if rapid.Bool().Draw(t, "jsonexp") && op != "deepEquals" {
+			switch rapid.IntRange(0, 4).Draw(t, "bodyexp") {
+			case 0:
 				fields[f] = map[string]any{"a": val("ja")}
-			} else {
+			case 1:
+				fields[f] = map[string]any{"c": map[string]any{"d": val("jd")}}
+			case 2:
+				fields[f] = map[string]any{"b": []any{val("jb")}}
+			case 3:
+				if op == "exists" {
+					fields[f] = map[string]any{"n": val("jn")}
+				} else {
+					fields[f] = map[string]any{"n": rapid.IntRange(0, 2).Draw(t, "jn")}
+				}
+			default:
 				fields[f] = val("v")
 			}
 		}
@@ -106,6 +124,12 @@ func genLeaf(t *rapid.T) string {
 	}
 	if ex := rapid.SampledFrom([]string{"", "", "", "1", "A", "^/"}).Draw(t, "except"); ex != "" {
 		p["except"] = ex
+	}
+	switch rapid.IntRange(0, 5).Draw(t, "selector") {
+	case 0:
+		p["jsonpath"] = map[string]any{"selector": rapid.SampledFrom([]string{"$.a", "$.A", "$..b", "$.b[0]", "a", "$.c.d", "$.n", "$..*"}).Draw(t, "jp")}
+	case 1:
+		p["xpath"] = map[string]any{"selector": rapid.SampledFrom([]string{"//a", "//A", "//b", "//b/text()", "count(//b)", "/r/a"}).Draw(t, "xp")}
 	}
 	b, _ := json.Marshal(p)
 	return string(b)

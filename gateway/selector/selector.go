@@ -110,16 +110,18 @@ func CompileXPath(expr string, ns map[string]string) (*XPath, error) {
 func (x *XPath) String() string { return x.src }
 
 // Select evaluates the selector on text parsed as XML. It returns nil when
-// the text is not XML or nothing matches; otherwise node values as strings,
-// or a single float64 or bool when the expression computes a number or a
-// boolean (count(//a), boolean(//a)), as mb does.
+// nothing matches; otherwise node values as strings, or a single float64 or
+// bool when the expression computes a number or a boolean (count(//a),
+// boolean(//a)), as mb does. Like mb's lenient DOM parser, text that is not
+// XML counts as an empty document, where count(//a) is 0; only the empty
+// string has no document at all.
 func (x *XPath) Select(text string) []any {
-	if strings.TrimSpace(text) == "" {
+	if text == "" {
 		return nil
 	}
 	doc, err := xmlquery.Parse(strings.NewReader(text))
 	if err != nil {
-		return nil
+		doc = &xmlquery.Node{Type: xmlquery.DocumentNode}
 	}
 	e := x.pool.Get().(*xpath.Expr)
 	defer x.pool.Put(e)

@@ -16,6 +16,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
+	"github.com/riftgate/riftgate/gateway/proxy"
 	"github.com/riftgate/riftgate/plugins"
 )
 
@@ -28,6 +29,7 @@ type engine struct {
 	shard    *flowshard.Store
 	flows    flow.Store
 	plugins  *plugins.Host
+	proxies  *proxy.Factory
 	tmpDir   string // the plugin cache when there is no --datadir
 }
 
@@ -54,6 +56,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.close(ctx)
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
+	e.proxies = &proxy.Factory{Claims: proxy.NewLocalClaims()}
 	e.compiler = &imposter.Compiler{
 		Predicates: e.compilePredicates,
 		PathHint: func(m imposter.Matcher) (string, bool) {
@@ -61,7 +64,8 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 			return h.Path, h.HasPath
 		},
 		Responders: map[string]func(json.RawMessage, *imposter.Imposter) (imposter.Responder, error){
-			"wasm": e.wasmResponder,
+			"wasm":  e.wasmResponder,
+			"proxy": e.proxies.New,
 		},
 	}
 	return e, nil
@@ -77,6 +81,7 @@ func (e *engine) imposterOptions() imposter.Options {
 		MaxBodyBytes: maxImposterBody,
 		Flows:        e,
 		Store:        e.flows,
+		Commit:       e.g.commit,
 	}
 }
 
@@ -142,6 +147,9 @@ func (e *engine) forget(ctx context.Context, imp *imposter.Imposter) {
 }
 
 func (e *engine) close(ctx context.Context) {
+	if e.proxies != nil {
+		e.proxies.Close()
+	}
 	if e.plugins != nil {
 		_ = e.plugins.Close(ctx)
 	}

@@ -29,6 +29,7 @@ type gateway struct {
 	// requests never interleave a port check with a bind.
 	mu        sync.Mutex
 	impMu     sync.RWMutex // guards imposters for readers
+	persistMu sync.Mutex   // orders renders and writes of saved imposters
 	imposters map[int]*imposter.Imposter
 }
 
@@ -179,9 +180,11 @@ func (g *gateway) remove(ctx context.Context, port int) (*imposter.Imposter, boo
 	if !ok {
 		return nil, false
 	}
+	g.persistMu.Lock()
 	g.impMu.Lock()
 	delete(g.imposters, port)
 	g.impMu.Unlock()
+	g.persistMu.Unlock()
 	if err := imp.Stop(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		g.log.Warn("stopping imposter", "port", port, "err", err)
 	}
@@ -200,8 +203,30 @@ func (g *gateway) persist(imp *imposter.Imposter) error {
 	if g.store == nil {
 		return nil
 	}
+	g.persistMu.Lock()
+	defer g.persistMu.Unlock()
+	return g.save(imp)
+}
+
+// save renders and writes imp; the caller holds persistMu, so that of two
+// concurrent saves of one imposter the older rendering never lands last.
+func (g *gateway) save(imp *imposter.Imposter) error {
+	if g.store == nil {
+		return nil
+	}
 	if err := g.store.save(imp.Port(), imp.JSON(imposter.View{Replayable: true})); err != nil {
 		return mberr.New("corrupted database", "cannot save imposter: "+err.Error())
 	}
 	return nil
+}
+
+// commit persists an imposter the engine changed (a proxy recording), unless
+// it was deleted meanwhile: a late save must not resurrect it.
+func (g *gateway) commit(imp *imposter.Imposter) error {
+	g.persistMu.Lock()
+	defer g.persistMu.Unlock()
+	if cur, ok := g.get(imp.Port()); !ok || cur != imp {
+		return nil
+	}
+	return g.save(imp)
 }

@@ -38,6 +38,9 @@ type Options struct {
 	Store flow.Store
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
+	// Commit persists the imposter after the engine changed its stubs (a
+	// proxy recording); the change counts as made only when it returns nil.
+	Commit func(*Imposter) error
 }
 
 // FlowIDs derives a request's scoped flow id.
@@ -231,7 +234,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 	if r.static != nil {
 		resp = r.static.Clone()
 	} else {
-		call := &Call{Imposter: imp, Request: req, Stub: st, FlowID: imp.FlowID(req)}
+		call := &Call{Imposter: imp, Request: req, Stub: st, FlowID: imp.FlowID(req), behaviors: r.behaviors}
 		var err error
 		resp, err = r.responder.Respond(imp.ctx, call)
 		if err != nil {
@@ -242,7 +245,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 			return
 		}
 	}
-	if r.behaviors != nil {
+	if r.behaviors != nil && (r.responder == nil || !r.handlesBehaviors) {
 		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
 			imp.writeError(ctx, err)
 			return
@@ -327,6 +330,35 @@ func (imp *Imposter) EditStubs(edit func(stubs []*Stub) ([]*Stub, error)) error 
 	}
 	imp.table.Store(newTable(next))
 	return nil
+}
+
+// Replay answers r from the stub table as a new request would, but only from
+// `is` responses. ok is false when r would reach a computed response: the
+// proxy stub itself, once its recording is gone.
+func (imp *Imposter) Replay(ctx context.Context, r *message.Request) (resp *message.Response, ok bool, err error) {
+	st := imp.table.Load().match(r, nil)
+	res := imp.dflt
+	if st != nil {
+		res = st.next()
+	}
+	if res.static == nil {
+		return nil, false, nil
+	}
+	resp = res.static.Clone()
+	if res.behaviors != nil {
+		if err := res.behaviors.Apply(ctx, r, resp); err != nil {
+			return nil, false, err
+		}
+	}
+	return resp, true, nil
+}
+
+// Commit persists the imposter through Options.Commit.
+func (imp *Imposter) Commit() error {
+	if imp.opts.Commit == nil {
+		return nil
+	}
+	return imp.opts.Commit(imp)
 }
 
 // CompileStub compiles one stub for this imposter without adding it.

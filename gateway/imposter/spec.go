@@ -168,6 +168,9 @@ func parseHeader(s *Spec, obj object) error {
 	return nil
 }
 
+// JSON returns the stub as stored.
+func (s *StubSpec) JSON() json.RawMessage { return mustJSON(s.obj) }
+
 // ParseStub decodes and validates one stub.
 func ParseStub(data []byte) (*StubSpec, error) {
 	obj, err := decodeObject(bytes.TrimSpace(data))

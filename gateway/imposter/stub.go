@@ -32,6 +32,24 @@ type Call struct {
 	Request  *message.Request
 	Stub     *Stub
 	FlowID   string
+
+	behaviors Behaviors
+}
+
+// ApplyBehaviors runs the response's behaviors on resp now, for a responder
+// that must record what they produce (a proxy); a responder whose compiler
+// says it handles behaviors must call it.
+func (c *Call) ApplyBehaviors(ctx context.Context, resp *message.Response) error {
+	if c.behaviors == nil {
+		return nil
+	}
+	return c.behaviors.Apply(ctx, c.Request, resp)
+}
+
+// BehaviorHandler is implemented by a Responder that applies its response's
+// behaviors itself, through Call.ApplyBehaviors.
+type BehaviorHandler interface {
+	HandlesBehaviors() bool
 }
 
 // Compiler turns the JSON of predicates, behaviors and non-`is` responses
@@ -69,6 +87,8 @@ type response struct {
 	fault     string
 	responder Responder
 	behaviors Behaviors
+	// handlesBehaviors: the responder applies behaviors itself.
+	handlesBehaviors bool
 }
 
 // maxCycle bounds the expanded response cycle; mb expands repeats the same way.
@@ -125,6 +145,9 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults jso
 			return nil, err
 		}
 		r.responder = resp
+		if bh, ok := resp.(BehaviorHandler); ok {
+			r.handlesBehaviors = bh.HandlesBehaviors()
+		}
 	}
 	if rs.Behaviors != nil {
 		if c.Behaviors == nil {

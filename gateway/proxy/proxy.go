@@ -1,0 +1,509 @@
+// Package proxy is Mountebank's `proxy` response: forward the request to a
+// real upstream over a pooled keep-alive client, and record what came back
+// as a new stub (proxyOnce, proxyAlways) or nothing (proxyTransparent).
+//
+// proxyOnce calls the upstream exactly once per signature, the predicates
+// the recording would get: concurrent first requests go through Claims, one
+// wins and calls, the others wait and replay what it recorded.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/valyala/fasthttp"
+)
+
+// InjectGenerator runs a predicateGenerator's `inject` function on the
+// request object and returns the predicates it made.
+type InjectGenerator func(src string, request map[string]any) ([]json.RawMessage, error)
+
+// Factory makes proxy responders; the engine keeps one.
+type Factory struct {
+	Claims Claims
+	// Inject runs predicateGenerator injections; nil refuses them.
+	Inject InjectGenerator
+	// Timeout bounds one upstream call.
+	Timeout time.Duration
+
+	mu      sync.Mutex
+	clients map[string]*fasthttp.HostClient
+}
+
+// spec is the `proxy` object.
+type spec struct {
+	To                  string            `json:"to"`
+	Mode                string            `json:"mode"`
+	PredicateGenerators []json.RawMessage `json:"predicateGenerators"`
+	AddWaitBehavior     bool              `json:"addWaitBehavior"`
+	AddDecorateBehavior string            `json:"addDecorateBehavior"`
+	InjectHeaders       map[string]string `json:"injectHeaders"`
+	Cert                string            `json:"cert"`
+	Key                 string            `json:"key"`
+	Ciphers             string            `json:"ciphers"`
+	SecureProtocol      string            `json:"secureProtocol"`
+	Passphrase          string            `json:"passphrase"`
+}
+
+// Responder is one compiled proxy response.
+type Responder struct {
+	f      *Factory
+	spec   spec
+	gens   []*generator
+	client *fasthttp.HostClient
+	host   string // the Host header the upstream gets
+}
+
+// New compiles a `proxy` response.
+func (f *Factory) New(raw json.RawMessage, _ *imposter.Imposter) (imposter.Responder, error) {
+	var s spec
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&s); err != nil {
+		return nil, mberr.New(mberr.BadData, "invalid proxy: "+err.Error()).WithSource(raw)
+	}
+	if s.To == "" {
+		return nil, mberr.New(mberr.BadData, "Missing to").WithSource(raw)
+	}
+	u, err := url.Parse(s.To)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, mberr.New(mberr.InvalidProxy, "proxy.to must be an http or https URL").WithSource(raw)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, mberr.New(mberr.BadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path)).WithSource(raw)
+	}
+	switch s.Mode {
+	case "":
+		s.Mode = "proxyOnce"
+	case "proxyOnce", "proxyAlways", "proxyTransparent":
+	default:
+		return nil, mberr.New(mberr.BadData, "proxy.mode must be proxyOnce, proxyAlways or proxyTransparent").WithSource(raw)
+	}
+	if s.AddDecorateBehavior != "" && f.Inject == nil {
+		return nil, mberr.New(mberr.InvalidInjection,
+			"JavaScript injection is not allowed unless riftgate is run with the --allowInjection flag").WithSource(raw)
+	}
+	gens, err := parseGenerators(s.PredicateGenerators)
+	if err != nil {
+		return nil, err
+	}
+	client, err := f.client(u, s)
+	if err != nil {
+		return nil, mberr.New(mberr.InvalidProxy, err.Error()).WithSource(raw)
+	}
+	return &Responder{f: f, spec: s, gens: gens, client: client, host: u.Host}, nil
+}
+
+// client returns the pooled keep-alive client for an upstream and TLS
+// settings, shared by every stub that proxies there.
+func (f *Factory) client(u *url.URL, s spec) (*fasthttp.HostClient, error) {
+	addr := u.Host
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			addr = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	key := strings.Join([]string{u.Scheme, addr, s.Cert, s.Key, s.Ciphers, s.SecureProtocol}, "\x00")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.clients[key]; ok {
+		return c, nil
+	}
+	c := &fasthttp.HostClient{
+		Addr:                          addr,
+		IsTLS:                         u.Scheme == "https",
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		NoDefaultUserAgentHeader:      true,
+		MaxIdleConnDuration:           30 * time.Second,
+		ReadTimeout:                   f.timeout(),
+		WriteTimeout:                  f.timeout(),
+	}
+	if c.IsTLS {
+		// mb does not verify upstream certificates (rejectUnauthorized: false).
+		cfg := &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()} //nolint:gosec // as mb
+		if s.Cert != "" || s.Key != "" {
+			pair, err := tls.X509KeyPair([]byte(s.Cert), []byte(s.Key))
+			if err != nil {
+				return nil, fmt.Errorf("proxy cert/key: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		if v, ok := tlsVersions[s.SecureProtocol]; ok {
+			cfg.MinVersion, cfg.MaxVersion = v, v
+		}
+		c.TLSConfig = cfg
+	}
+	if f.clients == nil {
+		f.clients = map[string]*fasthttp.HostClient{}
+	}
+	f.clients[key] = c
+	return c, nil
+}
+
+// tlsVersions maps OpenSSL's secureProtocol method names that pin a version.
+var tlsVersions = map[string]uint16{
+	"TLSv1_method": tls.VersionTLS10, "TLSv1_1_method": tls.VersionTLS11,
+	"TLSv1_2_method": tls.VersionTLS12, "TLSv1_3_method": tls.VersionTLS13,
+}
+
+func (f *Factory) timeout() time.Duration {
+	if f.Timeout > 0 {
+		return f.Timeout
+	}
+	return 30 * time.Second
+}
+
+// Close drops idle upstream connections.
+func (f *Factory) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+// HandlesBehaviors says the proxy applies its response's behaviors itself,
+// before recording, so the recording holds what they produced, as mb's does.
+func (p *Responder) HandlesBehaviors() bool { return true }
+
+// Respond implements imposter.Responder.
+func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
+	if p.spec.Mode != "proxyOnce" {
+		resp, _, err := p.forward(ctx, call)
+		return resp, err
+	}
+	preds, err := generate(p.gens, call.Request, p.f.Inject)
+	if err != nil {
+		return nil, err
+	}
+	key := strconv.Itoa(call.Imposter.Port()) + "|" + signature(preds)
+	for {
+		token, won, err := p.f.Claims.Acquire(ctx, key)
+		if err != nil {
+			return nil, mberr.New(mberr.FlowUnavailable, "proxyOnce claim: "+err.Error())
+		}
+		if !won {
+			resp, ok, err := call.Imposter.Replay(ctx, call.Request)
+			if err != nil || ok {
+				return resp, err
+			}
+			// The recording is gone (its stub was deleted): proxy again.
+			p.f.Claims.Forget(key)
+			continue
+		}
+		resp, is, err := p.forward(ctx, call)
+		if err != nil {
+			p.f.Claims.Release(key, token)
+			return nil, err
+		}
+		if err := p.record(call, preds, is, true); err != nil {
+			p.f.Claims.Release(key, token)
+			return nil, err
+		}
+		p.f.Claims.Recorded(key, token)
+		return resp, nil
+	}
+}
+
+// forward calls the upstream, applies behaviors, and for proxyAlways
+// records. It returns the response and its `is` form.
+func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.Response, json.RawMessage, error) {
+	is, err := p.call(ctx, call.Request)
+	if err != nil {
+		return nil, nil, mberr.New(mberr.InvalidProxy, "cannot reach "+p.spec.To+": "+err.Error())
+	}
+	resp, err := isResponse(is)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := call.ApplyBehaviors(ctx, resp); err != nil {
+		return nil, nil, err
+	}
+	is = isJSON(resp, is)
+	if p.spec.Mode == "proxyAlways" {
+		preds, err := generate(p.gens, call.Request, p.f.Inject)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := p.record(call, preds, is, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	return resp, is, nil
+}
+
+// call sends the request upstream and returns mb's `is` object for the
+// answer, with _proxyResponseTime.
+func (p *Responder) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.DisableNormalizing()
+	resp.Header.DisableNormalizing()
+	req.Header.SetMethod(r.Method)
+	uri := r.Path
+	if len(r.Query) > 0 {
+		q := url.Values{}
+		for _, kv := range r.Query {
+			q.Add(kv.Name, kv.Value)
+		}
+		uri += "?" + q.Encode()
+	}
+	scheme := "http://"
+	if p.client.IsTLS {
+		scheme = "https://"
+	}
+	req.SetRequestURI(scheme + p.host + uri)
+	for _, h := range r.Headers {
+		if !strings.EqualFold(h.Name, "host") {
+			req.Header.Add(h.Name, h.Value)
+		}
+	}
+	for k, v := range p.spec.InjectHeaders {
+		if strings.EqualFold(k, "host") {
+			// An injected Host wins over the upstream's name, as in mb.
+			req.UseHostHeader = true
+			req.Header.SetHost(v)
+		}
+	}
+	for k, v := range p.spec.InjectHeaders {
+		req.Header.Set(k, v)
+	}
+	req.SetBody(r.Body)
+	start := time.Now()
+	deadline := start.Add(p.f.timeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := p.client.DoDeadline(req, resp, deadline); err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(start).Milliseconds()
+	return upstreamIs(resp, elapsed), nil
+}
+
+// upstreamIs renders an upstream response as mb records it: headers as
+// received, a JSON body as an object, binary content as base64.
+func upstreamIs(resp *fasthttp.Response, elapsedMs int64) json.RawMessage {
+	var headers bytes.Buffer
+	var kvs []message.KV
+	for k, v := range resp.Header.All() {
+		kvs = append(kvs, message.KV{Name: string(k), Value: string(v)})
+	}
+	message.WriteMultiMap(&headers, kvs)
+	body := resp.Body()
+	binary := isBinary(string(resp.Header.ContentEncoding()), string(resp.Header.ContentType())) || !utf8.Valid(body)
+	var bodyJSON []byte
+	mode := "text"
+	switch {
+	case binary:
+		mode = "binary"
+		bodyJSON, _ = json.Marshal(body) // base64
+	case json.Valid(body) && len(bytes.TrimSpace(body)) > 0:
+		bodyJSON = body
+	default:
+		bodyJSON, _ = json.Marshal(string(body))
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"statusCode":%d,"headers":%s,"body":%s,"_mode":%q,"_proxyResponseTime":%d}`,
+		resp.StatusCode(), headers.Bytes(), bodyJSON, mode, elapsedMs)
+	return b.Bytes()
+}
+
+var binaryEncodings = []string{"gzip", "br", "compress", "deflate"}
+
+var binaryTypes = []string{"audio/", "application/epub+zip", "application/gzip", "application/java-archive",
+	"application/msword", "application/octet-stream", "application/pdf", "application/rtf",
+	"application/vnd.ms-excel", "application/vnd.ms-fontobject", "application/vnd.ms-powerpoint",
+	"application/vnd.visio", "application/x-7z-compressed", "application/x-bzip", "application/x-bzip2",
+	"application/x-rar-compressed", "application/x-tar", "application/zip", "font/", "image/", "model/", "video/"}
+
+// isBinary follows mb's rule for recording a body as base64.
+func isBinary(encoding, contentType string) bool {
+	for _, e := range binaryEncodings {
+		if strings.Contains(encoding, e) {
+			return true
+		}
+	}
+	for _, t := range binaryTypes {
+		if strings.Contains(contentType, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// isResponse builds the response a recorded `is` gives.
+func isResponse(is json.RawMessage) (*message.Response, error) {
+	var f struct {
+		StatusCode int             `json:"statusCode"`
+		Headers    json.RawMessage `json:"headers"`
+		Body       json.RawMessage `json:"body"`
+		Mode       string          `json:"_mode"`
+	}
+	if err := json.Unmarshal(is, &f); err != nil {
+		return nil, err
+	}
+	h, err := message.ReadMultiMap(f.Headers)
+	if err != nil {
+		return nil, err
+	}
+	r := &message.Response{StatusCode: f.StatusCode, Headers: h, Binary: f.Mode == "binary"}
+	body := bytes.TrimSpace(f.Body)
+	switch {
+	case r.Binary:
+		_ = json.Unmarshal(body, &r.Body)
+	case len(body) > 0 && body[0] == '"':
+		var s string
+		_ = json.Unmarshal(body, &s)
+		r.Body = []byte(s)
+	case len(body) > 0:
+		var out bytes.Buffer
+		_ = json.Indent(&out, body, "", "    ")
+		r.Body = out.Bytes()
+	}
+	return r, nil
+}
+
+// isJSON renders a response after behaviors as an `is` object, keeping the
+// recorded fields of orig (the body's JSON form, _proxyResponseTime) when
+// behaviors left them alone.
+func isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
+	again, err := isResponse(orig)
+	if err == nil && again.StatusCode == r.StatusCode && bytes.Equal(again.Body, r.Body) &&
+		len(again.Headers) == len(r.Headers) {
+		same := true
+		for i := range r.Headers {
+			same = same && again.Headers[i] == r.Headers[i]
+		}
+		if same {
+			return orig
+		}
+	}
+	var headers bytes.Buffer
+	message.WriteMultiMap(&headers, r.Headers)
+	var body []byte
+	mode := "text"
+	if r.Binary {
+		mode = "binary"
+		body, _ = json.Marshal(r.Body)
+	} else {
+		body, _ = json.Marshal(string(r.Body))
+	}
+	var f struct {
+		T int64 `json:"_proxyResponseTime"`
+	}
+	_ = json.Unmarshal(orig, &f)
+	return json.RawMessage(fmt.Sprintf(`{"statusCode":%d,"headers":%s,"body":%s,"_mode":%q,"_proxyResponseTime":%d}`,
+		r.StatusCode, headers.Bytes(), body, mode, f.T))
+}
+
+// signature is the canonical form of generated predicates: the claim key.
+func signature(preds []json.RawMessage) string {
+	var v []any
+	for _, p := range preds {
+		var x any
+		_ = json.Unmarshal(p, &x)
+		v = append(v, x)
+	}
+	b, _ := json.Marshal(v) // encoding/json sorts map keys: canonical
+	return string(b)
+}
+
+// record stores the new stub: before the proxy stub for proxyOnce; for
+// proxyAlways, as another response of the first later stub with the same
+// predicates, or a new stub after the proxy stub. It returns only once the
+// imposter is persisted.
+func (p *Responder) record(call *imposter.Call, preds []json.RawMessage, is json.RawMessage, once bool) error {
+	response := map[string]any{"is": is}
+	var behaviors []map[string]any
+	if p.spec.AddWaitBehavior {
+		var f struct {
+			T int64 `json:"_proxyResponseTime"`
+		}
+		_ = json.Unmarshal(is, &f)
+		if f.T > 0 {
+			behaviors = append(behaviors, map[string]any{"wait": f.T})
+		}
+	}
+	if p.spec.AddDecorateBehavior != "" {
+		behaviors = append(behaviors, map[string]any{"decorate": p.spec.AddDecorateBehavior})
+	}
+	if len(behaviors) > 0 {
+		response["behaviors"] = behaviors
+	}
+	if preds == nil {
+		preds = []json.RawMessage{}
+	}
+	imp := call.Imposter
+	err := imp.EditStubs(func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
+		at := len(stubs)
+		for i, s := range stubs {
+			if s == call.Stub {
+				at = i
+			}
+		}
+		if !once {
+			for i := at + 1; i < len(stubs); i++ {
+				if s := stubs[i]; s.Spec.Recorded && samePredicates(s.Spec.Predicates, preds) {
+					var obj map[string]json.RawMessage
+					_ = json.Unmarshal(s.Spec.JSON(), &obj)
+					var rs []json.RawMessage
+					_ = json.Unmarshal(obj["responses"], &rs)
+					rb, _ := json.Marshal(response)
+					rs = append(rs, rb)
+					obj["responses"], _ = json.Marshal(rs)
+					st, err := compileRecorded(imp, obj)
+					if err != nil {
+						return nil, err
+					}
+					stubs[i] = st
+					return stubs, nil
+				}
+			}
+			at++
+		}
+		predsJSON, _ := json.Marshal(preds)
+		respJSON, _ := json.Marshal([]any{response})
+		st, err := compileRecorded(imp, map[string]json.RawMessage{"predicates": predsJSON, "responses": respJSON})
+		if err != nil {
+			return nil, err
+		}
+		return append(stubs[:at:at], append([]*imposter.Stub{st}, stubs[at:]...)...), nil
+	})
+	if err != nil {
+		return err
+	}
+	return imp.Commit()
+}
+
+func compileRecorded(imp *imposter.Imposter, obj map[string]json.RawMessage) (*imposter.Stub, error) {
+	b, _ := json.Marshal(map[string]json.RawMessage{"predicates": obj["predicates"], "responses": obj["responses"]})
+	spec, err := imposter.ParseStub(b)
+	if err != nil {
+		return nil, err
+	}
+	spec.Recorded = true
+	return imp.CompileStub(spec)
+}
+
+func samePredicates(a, b []json.RawMessage) bool {
+	return signature(a) == signature(b)
+}

@@ -23,8 +23,13 @@ type Stats struct {
 	Entries int64 // entries held in memory
 	Bytes   int64 // sum of len(key)+len(value) over those entries
 
-	Puts [3]uint64 // successful writes (Put, CAS, Delete, Merge) by requested Durability
-	Gets uint64    // Get and Keys calls that found their flow
+	// Puts counts writes (Put, successful CAS and Merge, Delete) by their
+	// Durability.
+	Puts [3]uint64
+	// Gets counts Get and Keys calls that found their flow, by the
+	// Durability of the flow's latest write (Sync for a flow loaded from
+	// disk and not written since).
+	Gets [3]uint64
 	// SyncReadWaits counts reads that waited for the commit of a Sync write
 	// they would otherwise have seen before it was durable.
 	SyncReadWaits uint64
@@ -49,7 +54,8 @@ type Stats struct {
 type counters struct {
 	entries, bytes                       atomic.Int64
 	puts                                 [3]atomic.Uint64
-	gets, syncReadWaits                  atomic.Uint64
+	gets                                 [3]atomic.Uint64
+	syncReadWaits                        atomic.Uint64
 	batches, batchedOps, commitErrors    atomic.Uint64
 	batchSizes                           [batchBuckets]atomic.Uint64
 	commitLatency                        [latencyBuckets]atomic.Uint64
@@ -79,7 +85,6 @@ func (c *counters) snapshot() Stats {
 	s := Stats{
 		Entries:        c.entries.Load(),
 		Bytes:          c.bytes.Load(),
-		Gets:           c.gets.Load(),
 		SyncReadWaits:  c.syncReadWaits.Load(),
 		Batches:        c.batches.Load(),
 		BatchedOps:     c.batchedOps.Load(),
@@ -92,6 +97,7 @@ func (c *counters) snapshot() Stats {
 	}
 	for i := range s.Puts {
 		s.Puts[i] = c.puts[i].Load()
+		s.Gets[i] = c.gets[i].Load()
 	}
 	for i := range s.BatchSizes {
 		s.BatchSizes[i] = c.batchSizes[i].Load()

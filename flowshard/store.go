@@ -165,8 +165,9 @@ type flow struct {
 	// now+TTL. Written under mu, read without it by acquire.
 	expMs   atomic.Int64
 	entries map[string]*entry
-	onDisk  bool   // some op of this flow went to the writer
-	pending *batch // the batch of this flow's latest Sync write
+	onDisk  bool       // some op of this flow went to the writer
+	mode    Durability // of the latest write, for Stats.Gets
+	pending *batch     // the batch of this flow's latest Sync write
 }
 
 // entry is immutable once stored: writes replace it, so readers may keep it.
@@ -248,7 +249,7 @@ func (s *Store) load(db *bolt.DB) error {
 			}
 			f := s.flows[id]
 			if f == nil {
-				f = &flow{id: id, entries: make(map[string]*entry), onDisk: true}
+				f = &flow{id: id, entries: make(map[string]*entry), onDisk: true, mode: Sync}
 				s.flows[id] = f
 			}
 			if r.kind == kindFlow {
@@ -464,6 +465,7 @@ func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int6
 	f.counter = max(f.counter, ver.V)
 	f.extend(e.expMs)
 	s.stats.puts[d].Add(1)
+	f.mode = d
 	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
 }
 
@@ -546,7 +548,7 @@ func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
 	if f == nil {
 		return Entry{}, cmp.Or(err, ErrNotFound)
 	}
-	s.stats.gets.Add(1)
+	s.stats.gets[f.mode].Add(1)
 	e := s.live(f, key, s.nowMs())
 	pending := f.pending
 	s.release(f)
@@ -671,6 +673,7 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error 
 	f.counter++
 	f.extend(s.nowMs() + ttl)
 	s.stats.puts[p.Durability].Add(1)
+	f.mode = p.Durability
 	// The flow record keeps the counter across a restart; only deletes need
 	// it, since an entry's own V already carries the counter of a put.
 	b := s.persist(f, p.Durability,
@@ -689,7 +692,7 @@ func (s *Store) Keys(ctx context.Context, flowID string) ([]string, error) {
 	if f == nil {
 		return nil, err
 	}
-	s.stats.gets.Add(1)
+	s.stats.gets[f.mode].Add(1)
 	now := s.nowMs()
 	keys := make([]string, 0, len(f.entries))
 	for k := range f.entries {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway"
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
+	"github.com/riftgate/riftgate/loadtest"
 )
 
 // run runs one short CLI command to completion.
@@ -188,6 +190,21 @@ func TestVersionAndHelp(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("--help/--version wrote files: %v", entries)
+	}
+}
+
+// loadtest hands its arguments to the bundled load generator unchanged.
+func TestLoadtestDelegates(t *testing.T) {
+	var want bytes.Buffer
+	if code := loadtest.Main(context.Background(), []string{"help"}, &want, io.Discard); code != 0 {
+		t.Fatalf("loadtest.Main help: exit %d", code)
+	}
+	out, stderr, code := run(t, gatewaytest.Binary(t), t.TempDir(), "loadtest", "help")
+	if code != 0 || out != want.String() {
+		t.Fatalf("riftgate loadtest help: exit %d, stdout %q, stderr %q; want %q", code, out, stderr, want.String())
+	}
+	if _, _, code := run(t, gatewaytest.Binary(t), t.TempDir(), "loadtest", "--no-such-flag"); code == 0 {
+		t.Fatal("riftgate loadtest accepted an unknown flag")
 	}
 }
 

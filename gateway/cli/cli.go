@@ -17,6 +17,10 @@ import (
 // returns the process exit code: 0 on success, 1 on a usage or runtime
 // error, as mb.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "loadtest" {
+		// The load generator has its own flags and help.
+		return runLoadtest(ctx, args[1:], stdout, stderr)
+	}
 	s, err := parseArgs(args)
 	if err != nil {
 		return usageFail(stderr, "", err)

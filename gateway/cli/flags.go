@@ -76,6 +76,7 @@ var commands = []struct{ name, help string }{
 	{"restart", "Stops the server if it's running and restarts it"},
 	{"save", "Saves current imposter configuration to a config file"},
 	{"replay", "Switches from record mode to replay by removing proxies"},
+	{"loadtest", "Runs the bundled load generator (riftgate loadtest help)"},
 }
 
 func lookup(name string) *option {

@@ -122,9 +122,13 @@ func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
 	if f.present {
 		return true
 	}
+	name, ok := l.spelling(f.name, kvs)
+	if !ok {
+		return l.testFast(f, "")
+	}
 	n := 0
 	for i := range kvs {
-		if l.nameIs(kvs[i].Name, f.name) {
+		if kvs[i].Name == name {
 			n++
 		}
 	}
@@ -133,7 +137,7 @@ func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
 		return l.testFast(f, "")
 	case 1:
 		for i := range kvs {
-			if l.nameIs(kvs[i].Name, f.name) {
+			if kvs[i].Name == name {
 				return l.testFast(f, kvs[i].Value)
 			}
 		}
@@ -142,18 +146,27 @@ func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
 		return true
 	}
 	for i := range kvs {
-		if l.nameIs(kvs[i].Name, f.name) && l.testFast(f, kvs[i].Value) {
+		if kvs[i].Name == name && l.testFast(f, kvs[i].Value) {
 			return true
 		}
 	}
 	return false
 }
 
-func (l *leaf) nameIs(name, want string) bool {
-	if l.lowerKeys {
-		return foldEq(name, want)
+// spelling returns the exact name whose values mb compares with an
+// expected name: the name itself when keys keep their case, else, of the
+// spellings that lower to it, the one that appeared last (see multi).
+func (l *leaf) spelling(want string, kvs []message.KV) (string, bool) {
+	if !l.lowerKeys {
+		return want, true
 	}
-	return name == want
+	name, found := "", false
+	for i := range kvs {
+		if foldEq(kvs[i].Name, want) && firstOf(kvs, i) {
+			name, found = kvs[i].Name, true
+		}
+	}
+	return name, found
 }
 
 func (l *leaf) testFast(f *fastField, s string) bool {

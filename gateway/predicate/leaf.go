@@ -339,27 +339,40 @@ func (l *leaf) actualField(r *message.Request, f string) any {
 	return undefined
 }
 
+// multi builds mb's object for a query, headers or form: one key per
+// exact name (in order of first appearance) holding its value or its
+// values; when keys are lowered, names that differ only in case collide
+// and the one that appeared last wins, as in mb's key transform.
 func (l *leaf) multi(kvs []message.KV) any {
 	out := map[string]any{}
-	for _, kv := range kvs {
-		k := l.key(kv.Name)
-		v := l.top(kv.Value)
-		switch prev := out[k].(type) {
-		case nil:
-			out[k] = v
-		case []any:
-			out[k] = append(prev, v)
-		default:
-			out[k] = []any{prev, v}
+	for i, kv := range kvs {
+		if !firstOf(kvs, i) {
+			continue
 		}
-	}
-	for k, v := range out {
-		if a, ok := v.([]any); ok {
-			sortValues(a)
-			out[k] = a
+		var vals []any
+		for _, o := range kvs[i:] {
+			if o.Name == kv.Name {
+				vals = append(vals, l.top(o.Value))
+			}
 		}
+		if len(vals) == 1 {
+			out[l.key(kv.Name)] = vals[0]
+			continue
+		}
+		sortValues(vals)
+		out[l.key(kv.Name)] = vals
 	}
 	return out
+}
+
+// firstOf reports whether kvs[i] is the first appearance of its exact name.
+func firstOf(kvs []message.KV, i int) bool {
+	for _, o := range kvs[:i] {
+		if o.Name == kvs[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // top transforms one of the request's own strings: case, except, then the

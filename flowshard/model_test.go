@@ -228,6 +228,24 @@ func checkModel(t *testing.T, disk bool) {
 					t.Fatalf("Keys = %v, %v; want %v", got, err, want)
 				}
 			},
+			"entries": func(t *rapid.T) {
+				id := flowGen.Draw(t, "flow")
+				got, err := s.Entries(bg, id)
+				want := map[string]mEntry{}
+				if f := m.acquire(id, false, 0); f != nil {
+					for k := range f.entries {
+						if e, ok := m.live(f, k); ok {
+							want[k] = e
+						}
+					}
+				}
+				if err != nil || len(got) != len(want) {
+					t.Fatalf("Entries = %v, %v; want %v", got, err, want)
+				}
+				for k, w := range want {
+					checkEntry(t, got[k], nil, w, true, nil)
+				}
+			},
 			"clear": func(t *rapid.T) {
 				id := flowGen.Draw(t, "flow")
 				if err := s.Clear(bg, id); err != nil {

@@ -706,6 +706,30 @@ func (s *Store) Keys(ctx context.Context, flowID string) ([]string, error) {
 	return keys, s.awaitRead(ctx, pending)
 }
 
+// Entries returns every live entry of a flow, read at one instant under the
+// flow's lock: what a replica push or an adoption copies. An absent flow has
+// none.
+func (s *Store) Entries(ctx context.Context, flowID string) (map[string]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("flowshard: %w", err)
+	}
+	f, err := s.acquire(flowID, false, 0)
+	if f == nil {
+		return nil, err
+	}
+	s.stats.gets[f.mode].Add(1)
+	now := s.nowMs()
+	out := make(map[string]Entry, len(f.entries))
+	for k := range f.entries {
+		if e := s.live(f, k, now); e != nil {
+			out[k] = e.export()
+		}
+	}
+	pending := f.pending
+	s.release(f)
+	return out, s.awaitRead(ctx, pending)
+}
+
 // Clear removes a whole flow, its write counter included. If any of the
 // flow went to disk, it returns after the commit that deletes it there.
 func (s *Store) Clear(ctx context.Context, flowID string) error {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -645,4 +646,19 @@ func TestCommitFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGet(t, s, "g", "k")
+}
+
+// The default cap: 100k flows, the 100 001st sheds exactly one.
+func TestDefaultMaxFlows(t *testing.T) {
+	s := open(t, "", Options{})
+	for i := range DefaultMaxFlows + 1 {
+		if _, err := s.Put(bg, strconv.Itoa(i), "k", nil, Policy{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Flows != DefaultMaxFlows || st.EvictedLRU != 1 || st.Entries != DefaultMaxFlows {
+		t.Fatalf("stats: %+v", st)
+	}
+	wantAbsent(t, s, "0", "k")
+	mustGet(t, s, "1", "k")
 }

@@ -59,6 +59,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	e.proxies = &proxy.Factory{Claims: proxy.NewLocalClaims()}
 	e.compiler = &imposter.Compiler{
 		Predicates: e.compilePredicates,
+		Behaviors:  e.compileBehaviors,
 		PathHint: func(m imposter.Matcher) (string, bool) {
 			h := predicate.Hints(m.(predicate.Predicate))
 			return h.Path, h.HasPath

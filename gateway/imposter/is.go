@@ -39,7 +39,9 @@ func buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) 
 	}
 	r := &message.Response{StatusCode: 200}
 	if v := pick(s.StatusCode, d.StatusCode); v != nil {
-		r.StatusCode, _ = statusCode(v)
+		if code, ok := statusCode(v); ok {
+			r.StatusCode = code
+		}
 	}
 	if v := pick(s.Headers, d.Headers); v != nil {
 		h, err := headerPairs(v)

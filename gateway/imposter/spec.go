@@ -287,7 +287,7 @@ func checkIs(raw json.RawMessage) error {
 			return mberr.New(mberr.BadData, fmt.Sprintf("unrecognized field %q in response", f.Key)).WithSource(raw)
 		}
 	}
-	if v := obj.get("statusCode"); v != nil && !isNull(v) {
+	if v := obj.get("statusCode"); v != nil && !isNull(v) && !isToken(v) {
 		if _, ok := statusCode(v); !ok {
 			return mberr.New(mberr.BadData, "statusCode must be a number between 100 and 999").WithSource(raw)
 		}
@@ -416,4 +416,11 @@ func repeatCount(raw json.RawMessage) (int, bool) {
 func statusCode(raw json.RawMessage) (int, bool) {
 	n, ok := wholeNumber(raw)
 	return int(n), ok && n >= 100 && n <= 999
+}
+
+// isToken reports whether a value is a string holding a behavior token
+// ("${code}"), which copy or lookup fills in before the response is sent.
+func isToken(raw json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && strings.Contains(s, "${")
 }

@@ -61,8 +61,10 @@ type Compiler struct {
 	// PathHint returns the lowercased path a request must have to match, when
 	// the matcher requires one exactly. It must never exclude a request the
 	// matcher accepts.
-	PathHint   func(m Matcher) (path string, ok bool)
-	Behaviors  func(raw json.RawMessage) (Behaviors, error)
+	PathHint func(m Matcher) (path string, ok bool)
+	// Behaviors compiles the behaviors of a response, given the whole
+	// response object (mb's behaviors read its `is` fields).
+	Behaviors  func(response json.RawMessage) (Behaviors, error)
 	Responders map[string]func(raw json.RawMessage, imp *Imposter) (Responder, error)
 }
 
@@ -153,7 +155,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults jso
 		if c.Behaviors == nil {
 			return nil, mberr.New(mberr.BadData, "behaviors are not supported").WithSource(rs.obj)
 		}
-		b, err := c.Behaviors(rs.Behaviors)
+		b, err := c.Behaviors(mustJSON(rs.obj))
 		if err != nil {
 			return nil, err
 		}

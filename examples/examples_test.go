@@ -127,18 +127,24 @@ type storeFlow struct {
 	s  flow.Store
 	id string
 
-	mu  sync.Mutex
-	ops map[string]int
+	mu   sync.Mutex
+	ops  map[string]int
+	down bool // every operation fails with flow.ErrUnavailable, as an unreachable owner does
 }
 
 func newFlow(s flow.Store, id string) *storeFlow {
 	return &storeFlow{s: s, id: id, ops: map[string]int{}}
 }
 
-func (f *storeFlow) count(op string) {
+// count records op and reports whether the store is reachable.
+func (f *storeFlow) count(op string) error {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.ops[op]++
-	f.mu.Unlock()
+	if f.down {
+		return flow.ErrUnavailable
+	}
+	return nil
 }
 
 func (f *storeFlow) opCount(op string) int {
@@ -150,25 +156,33 @@ func (f *storeFlow) opCount(op string) int {
 var policy = flow.Policy{Durability: flow.Memory}
 
 func (f *storeFlow) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
-	f.count("get")
+	if err := f.count("get"); err != nil {
+		return nil, 0, err
+	}
 	e, err := f.s.Get(ctx, f.id, string(key))
 	return e.Value, e.Version.V, err
 }
 
 func (f *storeFlow) Put(ctx context.Context, key, value []byte) error {
-	f.count("put")
+	if err := f.count("put"); err != nil {
+		return err
+	}
 	_, err := f.s.Put(ctx, f.id, string(key), value, policy)
 	return err
 }
 
 func (f *storeFlow) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
-	f.count("cas")
+	if err := f.count("cas"); err != nil {
+		return err
+	}
 	_, err := f.s.CAS(ctx, f.id, string(key), expect, value, policy)
 	return err
 }
 
 func (f *storeFlow) Delete(ctx context.Context, key []byte) error {
-	f.count("delete")
+	if err := f.count("delete"); err != nil {
+		return err
+	}
 	return f.s.Delete(ctx, f.id, string(key), policy)
 }
 

@@ -274,3 +274,22 @@ func TestSequenceASMemoryIsReclaimed(t *testing.T) {
 		}
 	}
 }
+
+// When the flow's owner is unreachable every stateful example gives up
+// without a response, so the engine answers 503 rather than a wrong count.
+func TestUnavailableFlowWritesNoResponse(t *testing.T) {
+	for _, m := range []string{"counter-wat", "tokenbucket-rust", "sequence-as"} {
+		t.Run(m, func(t *testing.T) {
+			h := register(t, m)
+			f := newFlow(newStore(t), "i1:down")
+			f.down = true
+			out, err := h.Call(context.Background(), m, "handle", request("GET", "/", f, "null"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Wrote || out.Result == 0 || !out.Unavailable {
+				t.Fatalf("output %+v, want no response, a non-zero result and Unavailable", out)
+			}
+		})
+	}
+}

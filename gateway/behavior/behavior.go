@@ -76,7 +76,8 @@ type step interface {
 	run(ctx context.Context, req *message.Request, resp *Response, sleep bool) (time.Duration, error)
 }
 
-// Behaviors is a response's compiled behaviors.
+// Behaviors is a response's compiled behaviors. A nil *Behaviors has none
+// and a repeat of 1. It is safe for concurrent use.
 type Behaviors struct {
 	steps    []step
 	repeat   int
@@ -85,14 +86,24 @@ type Behaviors struct {
 
 // Repeat is how many times the engine serves the response before moving
 // on: mb's `response.repeat || 1`, compared as a number (so "3" is 3).
-func (b *Behaviors) Repeat() int { return b.repeat }
+func (b *Behaviors) Repeat() int {
+	if b == nil {
+		return 1
+	}
+	return b.repeat
+}
 
 // Empty reports whether there is nothing to run.
-func (b *Behaviors) Empty() bool { return len(b.steps) == 0 }
+func (b *Behaviors) Empty() bool { return b == nil || len(b.steps) == 0 }
 
 // Warnings are problems mb only logs, such as an unreadable CSV file for a
 // lookup (mb then leaves the tokens in place): the engine should log them.
-func (b *Behaviors) Warnings() []string { return b.warnings }
+func (b *Behaviors) Warnings() []string {
+	if b == nil {
+		return nil
+	}
+	return b.warnings
+}
 
 // Apply runs the behaviors in order, sleeping for waits (a wait returns
 // ctx's error when ctx ends first).
@@ -111,6 +122,9 @@ func (b *Behaviors) ApplyDeferred(ctx context.Context, req *message.Request, res
 
 func (b *Behaviors) run(ctx context.Context, req *message.Request, resp *Response, sleep bool) (time.Duration, error) {
 	var total time.Duration
+	if b == nil {
+		return 0, nil
+	}
 	for _, s := range b.steps {
 		d, err := s.run(ctx, req, resp, sleep)
 		if err != nil {

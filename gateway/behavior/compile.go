@@ -165,6 +165,9 @@ func (s decorateStep) run(ctx context.Context, req *message.Request, resp *Respo
 type from struct {
 	field string
 	name  string
+	// exact: the object form names the field exactly; only the string
+	// form, and the name inside the object form, ignore case in mb.
+	exact bool
 	ok    bool // false: mb's getFrom finds nothing
 }
 
@@ -201,7 +204,7 @@ func compileFrom(raw json.RawMessage, path string, fail func(string, string) err
 		if json.Unmarshal(v, &name) != nil {
 			return from{}, nil // deeper nesting selects nothing in an http request
 		}
-		return from{field: k, name: name, ok: true}, nil
+		return from{field: k, name: name, exact: true, ok: true}, nil
 	}
 	return from{}, nil
 }
@@ -324,8 +327,14 @@ func requestValue(r *message.Request, f from) any {
 	if !f.ok {
 		return nil
 	}
+	field := f.field
+	if !f.exact {
+		field = strings.ToLower(field)
+	} else if !validField[field] {
+		return nil
+	}
 	var kvs []message.KV
-	switch strings.ToLower(f.field) {
+	switch strings.ToLower(field) {
 	case "requestfrom":
 		return scalar(r.RequestFrom(), f)
 	case "method":
@@ -349,10 +358,17 @@ func requestValue(r *message.Request, f from) any {
 		return nil
 	}
 	if f.name == "" {
+		// The whole object, as mb's request holds it: a repeated name
+		// has an array.
 		m := map[string]any{}
 		for _, kv := range kvs {
-			if _, ok := m[kv.Name]; !ok {
+			switch prev := m[kv.Name].(type) {
+			case nil:
 				m[kv.Name] = kv.Value
+			case []any:
+				m[kv.Name] = append(prev, kv.Value)
+			default:
+				m[kv.Name] = []any{prev, kv.Value}
 			}
 		}
 		return m
@@ -364,6 +380,9 @@ func requestValue(r *message.Request, f from) any {
 	}
 	return nil
 }
+
+// validField holds the simplified request's field names as mb spells them.
+var validField = map[string]bool{"requestFrom": true, "method": true, "path": true, "query": true, "headers": true, "body": true, "ip": true, "form": true}
 
 func scalar(s string, f from) any {
 	if f.name != "" {

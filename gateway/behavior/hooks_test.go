@@ -130,3 +130,13 @@ func TestMissingCSV(t *testing.T) {
 		t.Fatalf("%q, %v", resp.Body, err)
 	}
 }
+
+func TestNilBehaviors(t *testing.T) {
+	var b *Behaviors
+	if b.Repeat() != 1 || !b.Empty() || b.Warnings() != nil {
+		t.Fatal("nil behaviors")
+	}
+	if err := b.Apply(context.Background(), &message.Request{}, &Response{Response: &message.Response{}}); err != nil {
+		t.Fatal(err)
+	}
+}

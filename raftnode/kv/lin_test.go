@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -102,8 +103,14 @@ func TestLinearizabilityCheckerRejectsImpossibleHistories(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	ok := []porcupine.Operation{op(acquire, kv.Written{Version: 5}, 0, 1), op(read, kv.Conflict{Current: held}, 2, 3)}
-	if !porcupine.CheckOperations(linkv.Model(), ok) {
-		t.Error("a legal history is rejected")
+	lost := porcupine.Operation{Input: linkv.Input{Key: "k", Cmd: acquire}, Output: linkv.Output{Unknown: true}, Call: 0, Return: math.MaxInt64}
+	for name, h := range map[string][]porcupine.Operation{
+		"read of an acknowledged write": {op(acquire, kv.Written{Version: 5}, 0, 1), op(read, kv.Conflict{Current: held}, 2, 3)},
+		"lost reply, write applied":     {lost, op(read, kv.Conflict{Current: held}, 2, 3)},
+		"lost reply, write not applied": {lost, op(read, kv.Conflict{}, 2, 3)},
+	} {
+		if !porcupine.CheckOperations(linkv.Model(), h) {
+			t.Errorf("%s: a legal history is rejected", name)
+		}
 	}
 }

@@ -29,12 +29,12 @@ func (f *Fragment) EncodeSnapshot() ([]byte, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	recs := make([]any, len(keys))
+	sb := snapBody{Floor: f.floor, Records: make([]snapRecord, len(keys))}
 	for i, k := range keys {
 		e := f.records[k]
-		recs[i] = []any{[]byte(e.key), e.value, e.version, e.expiresAt}
+		sb.Records[i] = snapRecord{Key: []byte(e.key), Value: e.value, Version: e.version, ExpiresAt: e.expiresAt}
 	}
-	body, err := encMode.Marshal([]any{f.floor, recs})
+	body, err := encMode.Marshal(sb)
 	if err != nil {
 		return nil, fmt.Errorf("kv: encode snapshot: %w", err)
 	}
@@ -65,29 +65,18 @@ func (f *Fragment) decodeSnapshot(b []byte) error {
 	if v := binary.BigEndian.Uint16(b[len(snapshotMagic):]); v != SnapshotVersion {
 		return fmt.Errorf("unsupported version %d", v)
 	}
-	top, err := array(b[len(snapshotMagic)+2:])
-	if err != nil {
+	var sb snapBody
+	if err := decMode.Unmarshal(b[len(snapshotMagic)+2:], &sb); err != nil {
 		return err
 	}
-	if len(top) != 2 {
-		return fmt.Errorf("body has %d elements, want 2", len(top))
-	}
-	var d fields
-	f.floor = d.uint(top[0])
-	recs, err := array(top[1])
-	if err != nil {
-		return fmt.Errorf("records: %w", err)
-	}
+	f.floor = sb.Floor
 	prev := ""
-	for i, raw := range recs {
-		r, err := array(raw)
-		if err != nil || len(r) != 4 {
-			return fmt.Errorf("record %d malformed", i)
+	for i, r := range sb.Records {
+		e := &entry{key: string(r.Key), value: r.Value, version: r.Version, expiresAt: r.ExpiresAt, slot: -1}
+		if len(e.value) == 0 {
+			e.value = nil
 		}
-		e := &entry{key: d.key(r[0]), value: d.bytes(r[1]), version: d.uint(r[2]), expiresAt: d.uint(r[3]), slot: -1}
 		switch {
-		case d.err != nil:
-			return fmt.Errorf("record %d: %w", i, d.err)
 		case e.key == "":
 			return fmt.Errorf("record %d: empty key", i)
 		case i > 0 && strings.Compare(prev, e.key) >= 0:
@@ -104,5 +93,22 @@ func (f *Fragment) decodeSnapshot(b []byte) error {
 		}
 	}
 	heap.Init(&f.expiry)
-	return d.err
+	return nil
+}
+
+// snapBody and snapRecord are the snapshot body's CBOR arrays. Typed
+// structs decode strictly (exact arity, major types) and several times
+// faster than generic values.
+type snapBody struct {
+	_       struct{} `cbor:",toarray"`
+	Floor   uint64
+	Records []snapRecord
+}
+
+type snapRecord struct {
+	_         struct{} `cbor:",toarray"`
+	Key       []byte
+	Value     []byte
+	Version   uint64
+	ExpiresAt uint64
 }

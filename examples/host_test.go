@@ -293,3 +293,34 @@ func TestUnavailableFlowWritesNoResponse(t *testing.T) {
 		})
 	}
 }
+
+func TestEchoCMatchesAndDecorate(t *testing.T) {
+	h := register(t, "echo-c")
+	cfg := []byte(`{"require":"query.name","template":"{{method}} {{query.name}}","header":"X-Seen"}`)
+	for _, tc := range []struct {
+		query []plugins.Pair
+		want  int32
+	}{
+		{[]plugins.Pair{{Name: "name", Value: "Ada"}}, 1},
+		{[]plugins.Pair{{Name: "name", Value: ""}}, 0},
+		{nil, 0},
+	} {
+		out, err := h.Call(context.Background(), "echo-c", "matches", &plugins.Input{Method: "GET", Path: "/", Query: tc.query, Config: cfg})
+		if err != nil || out.Result != tc.want {
+			t.Fatalf("matches %v: %d %v, want %d", tc.query, out.Result, err, tc.want)
+		}
+	}
+
+	in := &plugins.Input{
+		Method: "POST", Path: "/", Query: []plugins.Pair{{Name: "name", Value: "Ada"}}, Config: cfg,
+		Response: &plugins.Response{Status: 201, Headers: []plugins.Pair{{Name: "Content-Type", Value: "a/b"}}, Body: []byte("kept")},
+	}
+	out, err := h.Call(context.Background(), "echo-c", "decorate", in)
+	if err != nil || out.Result != 0 || !out.Wrote {
+		t.Fatalf("decorate: %v %+v", err, out)
+	}
+	r := out.Response
+	if r.Status != 201 || string(r.Body) != "kept" || header(r, "Content-Type") != "a/b" || header(r, "X-Seen") != "POST Ada" {
+		t.Fatalf("decorated response %d %v %q", r.Status, r.Headers, r.Body)
+	}
+}

@@ -6,8 +6,10 @@
  *   clang --target=wasm32 -O2 -nostdlib -mbulk-memory -Wl,--no-entry \
  *         -I sdk/c -o plugin.wasm plugin.c
  *
- * and name its handler with RIFT_HANDLE(fn) in exactly one source file;
- * that exports rift_abi_v1 and handle (the exports need no -Wl,--export).
+ * and export entry points with RIFT_HANDLE(fn), RIFT_MATCH(fn) and
+ * RIFT_DECORATE(fn), each at most once per module. The header itself
+ * exports the rift_abi_v1 marker (a weak definition, so several source
+ * files may include it); no -Wl,--export flags are needed.
  *
  * Memory: everything the kit hands out (the decoded request, the config,
  * flow values, rift_alloc) comes from one arena above __heap_base that is
@@ -58,13 +60,28 @@ typedef struct {
 	rift_str key, val;
 } rift_pair;
 
+/* A response envelope; status 0 means 200. */
+typedef struct {
+	uint32_t status;
+	rift_pair *headers;
+	uint32_t nheaders;
+	rift_str body;
+} rift_response;
+
 typedef struct {
 	rift_str method, path, body, flow, request_from;
 	rift_pair *query;
 	uint32_t nquery;
 	rift_pair *headers;
 	uint32_t nheaders;
+	/* The response being decorated: decorate calls only. */
+	int has_response;
+	rift_response response;
 } rift_request;
+
+/* The ABI marker. Weak, so that every source file may include this header;
+ * the linker keeps one. */
+__attribute__((export_name("rift_abi_v1"), weak)) void rift_abi_v1(void) {}
 
 /* ---- arena ---- */
 
@@ -260,9 +277,44 @@ static inline rift_pair *rift_cbor_text_map(rift_cbor *d, uint32_t *count) {
 	return p;
 }
 
+/* rift_cbor_key reads a map key: 1 with *k set for a small unsigned
+ * integer, else 0 after skipping the key (the caller skips its value). */
+static inline int rift_cbor_key(rift_cbor *d, uint64_t *k) {
+	if (d->off < d->len && (d->b[d->off] >> 5) != 0) {
+		rift_cbor_skip(d, 0);
+		return 0;
+	}
+	return rift_cbor_head(d, k) == 0;
+}
+
+static inline void rift_decode_response(rift_cbor *d, rift_response *r) {
+	uint64_t n, k;
+	*r = (rift_response){0};
+	if (rift_cbor_head(d, &n) != 5) {
+		d->err = 1;
+		return;
+	}
+	uint32_t c = rift_cbor_count(d, n, 2);
+	for (uint32_t i = 0; i < c && !d->err; i++) {
+		if (!rift_cbor_key(d, &k)) {
+			rift_cbor_skip(d, 1);
+			continue;
+		}
+		switch (k) {
+		case 1:
+			if (rift_cbor_head(d, &n) != 0 || n > 999)
+				d->err = 1;
+			r->status = (uint32_t)n;
+			break;
+		case 2: r->headers = rift_cbor_text_map(d, &r->nheaders); break;
+		case 3: r->body = rift_cbor_str(d, 1); break;
+		default: rift_cbor_skip(d, 1); break;
+		}
+	}
+}
+
 /* rift_decode_request decodes an envelope in place: strings point into b.
- * Keys may come in any order; unknown keys (and key 8, the response being
- * decorated, which this kit does not expose) are skipped. */
+ * Keys may come in any order; unknown keys are skipped. */
 static inline int rift_decode_request(const uint8_t *b, uint32_t len, rift_request *r) {
 	rift_cbor d = {b, len, 0, 0};
 	uint64_t n, k;
@@ -271,12 +323,10 @@ static inline int rift_decode_request(const uint8_t *b, uint32_t len, rift_reque
 		return RIFT_MALFORMED;
 	uint32_t c = rift_cbor_count(&d, n, 2);
 	for (uint32_t i = 0; i < c && !d.err; i++) {
-		if (d.off < d.len && (d.b[d.off] >> 5) != 0) {
-			rift_cbor_skip(&d, 0); /* a key that is not a small integer */
+		if (!rift_cbor_key(&d, &k)) {
 			rift_cbor_skip(&d, 1);
 			continue;
 		}
-		rift_cbor_head(&d, &k);
 		switch (k) {
 		case 1: r->method = rift_cbor_str(&d, 0); break;
 		case 2: r->path = rift_cbor_str(&d, 0); break;
@@ -285,6 +335,10 @@ static inline int rift_decode_request(const uint8_t *b, uint32_t len, rift_reque
 		case 5: r->body = rift_cbor_str(&d, 1); break;
 		case 6: r->flow = rift_cbor_str(&d, 0); break;
 		case 7: r->request_from = rift_cbor_str(&d, 0); break;
+		case 8:
+			rift_decode_response(&d, &r->response);
+			r->has_response = 1;
+			break;
 		default: rift_cbor_skip(&d, 1); break;
 		}
 	}
@@ -625,19 +679,43 @@ static inline int rift_json_string(rift_str doc, rift_str name, rift_str *out) {
 	}
 }
 
-/* RIFT_HANDLE(fn) exports the ABI marker and a handle entry point that
- * resets the arena, decodes the request and calls
- * int fn(const rift_request *), which returns 0 after rift_respond. */
+/* rift_enter starts an entry point: it resets the arena and decodes the
+ * request; 0 on success. */
+static inline int rift_enter(int32_t req_len, rift_request *req) {
+	rift_arena_reset();
+	if (rift_request_read(req_len, req) != RIFT_OK) {
+		rift_log(RIFT_ERROR, rift_cstr("rift: malformed request envelope"));
+		return 3;
+	}
+	return 0;
+}
+
+/* RIFT_HANDLE(fn) exports handle for int fn(const rift_request *), which
+ * returns 0 after rift_respond (anything else fails the call). */
 #define RIFT_HANDLE(fn)                                                          \
-	__attribute__((export_name("rift_abi_v1"))) void rift_abi_v1(void) {}      \
 	__attribute__((export_name("handle"))) int32_t rift_handle(int32_t req_len) { \
 		rift_request req;                                                        \
-		rift_arena_reset();                                                      \
-		if (rift_request_read(req_len, &req) != RIFT_OK) {                       \
-			rift_log(RIFT_ERROR, rift_cstr("rift: malformed request envelope")); \
-			return 3;                                                            \
-		}                                                                        \
-		return fn(&req);                                                         \
+		int st = rift_enter(req_len, &req);                                      \
+		return st ? st : fn(&req);                                               \
+	}
+
+/* RIFT_MATCH(fn) exports the predicate matches for
+ * int fn(const rift_request *), which returns 1 to match and 0 not to. */
+#define RIFT_MATCH(fn)                                                            \
+	__attribute__((export_name("matches"))) int32_t rift_matches(int32_t req_len) { \
+		rift_request req;                                                         \
+		int st = rift_enter(req_len, &req);                                       \
+		return st ? st : (fn(&req) ? 1 : 0);                                      \
+	}
+
+/* RIFT_DECORATE(fn) exports decorate for int fn(const rift_request *): the
+ * response being decorated is req->response; fn returns 0, after
+ * rift_respond to replace it or without to keep it. */
+#define RIFT_DECORATE(fn)                                                           \
+	__attribute__((export_name("decorate"))) int32_t rift_decorate(int32_t req_len) { \
+		rift_request req;                                                           \
+		int st = rift_enter(req_len, &req);                                         \
+		return st ? st : fn(&req);                                                  \
 	}
 
 #endif /* RIFT_H */

@@ -180,8 +180,10 @@ func TestVersionAndHelp(t *testing.T) {
 	if out, _, code := run(t, bin, dir, "--version"); code != 0 || out != gateway.Version+"\n" {
 		t.Fatalf("--version: %q, exit %d", out, code)
 	}
-	if out, _, code := run(t, bin, dir, "--help"); code != 0 || !strings.Contains(out, "Usage: riftgate [command=start]") {
-		t.Fatalf("--help: %q, exit %d", out, code)
+	for _, args := range [][]string{{"--help"}, {"help"}} {
+		if out, _, code := run(t, bin, dir, args...); code != 0 || !strings.Contains(out, "Usage: riftgate [command=start]") {
+			t.Fatalf("%v: %q, exit %d", args, out, code)
+		}
 	}
 	for cmd, want := range map[string]string{"start": "--configfile", "save": "--savefile", "stop": "--pidfile", "replay": "--port"} {
 		if out, _, code := run(t, bin, dir, cmd, "--help"); code != 0 || !strings.Contains(out, want) {

@@ -29,6 +29,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, gateway.Version)
 		return 0
 	}
+	if s.command == "help" {
+		// mb accepts `mb help` as --help.
+		printHelp(stdout, "", false)
+		return 0
+	}
 	if !isCommand(s.command) {
 		return usageFail(stderr, "", usageErrorf("Invalid command '%s'.", s.command))
 	}
@@ -39,6 +44,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := s.applyRCFile(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if err := s.checkSupported(); err != nil {
+		return usageFail(stderr, s.command, err)
 	}
 	switch s.command {
 	case "start":

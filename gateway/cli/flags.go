@@ -26,8 +26,6 @@ type option struct {
 	kind  kind
 	def   string
 	help  string
-	// ignored options are accepted for mb compatibility and have no effect.
-	ignored bool
 }
 
 // options lists every option mb 2.9.1 knows, plus riftgate's --demo.
@@ -37,9 +35,9 @@ var options = []option{
 	{name: "host", alias: "h", help: "the hostname to bind the server to"},
 	{name: "configfile", help: "file to load imposters from, can be an EJS template"},
 	{name: "noParse", kind: kBool, def: "false", help: "prevent rendering the configfile as an EJS template"},
-	{name: "formatter", def: "mountebank-formatters", help: "ignored: riftgate has the default formatter built in", ignored: true},
+	{name: "formatter", def: "mountebank-formatters", help: "only mb's default formatter is built in; other values are refused"},
 	{name: "datadir", help: "the directory to persist all imposter data"},
-	{name: "impostersRepository", help: "ignored: riftgate has its own persistence (--datadir)", ignored: true},
+	{name: "impostersRepository", help: "refused: riftgate persists imposters itself (use --datadir)"},
 	{name: "pidfile", def: "mb.pid", help: "where the pid is stored for the stop command"},
 	{name: "nologfile", kind: kBool, def: "false", help: "prevent logging to the filesystem"},
 	{name: "logfile", def: "mb.log", help: "path to use for logging"},
@@ -51,7 +49,7 @@ var options = []option{
 	{name: "mock", alias: "m", kind: kBool, def: "false", help: `[Deprecated] remember requests (use "recordRequests" per imposter instead)`},
 	{name: "debug", alias: "d", kind: kBool, def: "false", help: "include stub match information in imposter retrievals for debugging purposes"},
 	{name: "savefile", def: "mb.json", help: "file to save imposters to"},
-	{name: "protofile", def: "protocols.json", help: "ignored: riftgate has no custom protocols (it runs WebAssembly plugins instead)", ignored: true},
+	{name: "protofile", def: "protocols.json", help: "ignored: riftgate has no custom protocols (it runs WebAssembly plugins instead)"},
 	{name: "removeProxies", alias: "r", kind: kBool, def: "false", help: "removes proxies from the configuration when using the save command"},
 	{name: "origin", help: "safe origin for CORS requests"},
 	{name: "apikey", help: "An optional API key. When provided, a user must add an API key to the header."},
@@ -240,6 +238,18 @@ func (s *settings) set(o *option, value string) error {
 		return usageErrorf("Invalid values:\n  Argument: loglevel, Given: %q, Choices: \"debug\", \"info\", \"warn\", \"error\"", value)
 	}
 	s.values[o.name] = value
+	return nil
+}
+
+// checkSupported refuses mb options whose effect riftgate cannot provide,
+// rather than silently doing something else.
+func (s *settings) checkSupported() error {
+	if f := s.str("formatter"); f != "mountebank-formatters" {
+		return usageErrorf("--formatter %s: riftgate only has mb's default formatter (mountebank-formatters)", f)
+	}
+	if r := s.str("impostersRepository"); r != "" {
+		return usageErrorf("--impostersRepository %s: riftgate cannot load JavaScript repositories; it persists imposters itself with --datadir", r)
+	}
 	return nil
 }
 

@@ -43,7 +43,8 @@ func TestParseArgs(t *testing.T) {
 		{name: "last one wins", args: []string{"--port", "1", "--port", "2"}, command: "start", want: map[string]string{"port": "2"}},
 		{name: "riftgate's demo", args: []string{"start", "--demo", "--allowInjection"}, command: "start",
 			want: map[string]string{"demo": "true"}},
-		{name: "ignored mb options are accepted", args: []string{"--protofile", "p.json", "--formatter", "f", "--impostersRepository", "r.js"}, command: "start"},
+		{name: "mb options checked later are parsed", args: []string{"--protofile", "p.json", "--formatter", "f", "--impostersRepository", "r.js"}, command: "start",
+			want: map[string]string{"protofile": "p.json", "formatter": "f", "impostersRepository": "r.js"}},
 		{name: "unknown option", args: []string{"--bogus", "1"}, wantErr: "Unknown argument: bogus"},
 		{name: "unknown alias", args: []string{"-z"}, wantErr: "Unknown argument: z"},
 		{name: "options are case sensitive", args: []string{"--allowinjection"}, wantErr: "Unknown argument: allowinjection"},
@@ -76,6 +77,28 @@ func TestParseArgs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCheckSupported(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: nil},
+		{args: []string{"--formatter", "mountebank-formatters", "--protofile", "protocols.json"}},
+		{args: []string{"--formatter", "./my-formatter"}, wantErr: "only has mb's default formatter"},
+		{args: []string{"--impostersRepository", "repo.js"}, wantErr: "--datadir"},
+	}
+	for _, tc := range tests {
+		s, err := parseArgs(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.checkSupported()
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%v: error = %v, want %q", tc.args, err, tc.wantErr)
+		}
 	}
 }
 

@@ -39,8 +39,10 @@ var (
 	formatKey  = []byte("format")
 )
 
-// errCorrupt reports a record that this version cannot decode.
-var errCorrupt = errors.New("flowshard: corrupt or unknown record")
+// ErrCorrupt is what Open fails with when flow.db holds a record, or a file
+// format, that this build cannot decode. The file is then left untouched:
+// the operator may move it aside (every key also lives on its replicas).
+var ErrCorrupt = errors.New("flowshard: corrupt or unknown record")
 
 // record is one decoded value of dataBucket: an entry (kind kindEntry) or a
 // flow record (kindFlow, where only counter and expMs are meaningful).
@@ -71,7 +73,7 @@ func entryKey(flowID, key string) []byte {
 func splitKey(k []byte) (flowID, key string, err error) {
 	n, w := binary.Uvarint(k)
 	if w <= 0 || n > uint64(len(k)-w) {
-		return "", "", fmt.Errorf("%w: key %x", errCorrupt, k)
+		return "", "", fmt.Errorf("%w: key %x", ErrCorrupt, k)
 	}
 	end := w + int(n)
 	return string(k[w:end]), string(k[end:]), nil
@@ -99,10 +101,10 @@ func encodeFlow(counter uint64, expMs int64) []byte {
 func decodeRecord(b []byte) (record, error) {
 	var r record
 	if len(b) < 2 {
-		return r, fmt.Errorf("%w: %d bytes", errCorrupt, len(b))
+		return r, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
 	if b[0] != formatV1 {
-		return r, fmt.Errorf("%w: format version %d", errCorrupt, b[0])
+		return r, fmt.Errorf("%w: format version %d", ErrCorrupt, b[0])
 	}
 	r.kind = b[1]
 	rest := b[2:]
@@ -114,19 +116,19 @@ func decodeRecord(b []byte) (record, error) {
 	case kindFlow:
 		count = 2
 	default:
-		return r, fmt.Errorf("%w: kind %d", errCorrupt, r.kind)
+		return r, fmt.Errorf("%w: kind %d", ErrCorrupt, r.kind)
 	}
 	for i := range count {
 		n, w := binary.Uvarint(rest)
 		if w <= 0 {
-			return r, fmt.Errorf("%w: truncated varint", errCorrupt)
+			return r, fmt.Errorf("%w: truncated varint", ErrCorrupt)
 		}
 		nums[i] = n
 		rest = rest[w:]
 	}
 	if r.kind == kindFlow {
 		if len(rest) != 0 {
-			return r, fmt.Errorf("%w: %d trailing bytes", errCorrupt, len(rest))
+			return r, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(rest))
 		}
 		r.counter, r.expMs = nums[0], int64(nums[1])
 		return r, nil
@@ -135,7 +137,7 @@ func decodeRecord(b []byte) (record, error) {
 	r.expMs = int64(nums[3])
 	r.value = rest
 	if r.ver.V == 0 {
-		return r, fmt.Errorf("%w: entry with version 0", errCorrupt)
+		return r, fmt.Errorf("%w: entry with version 0", ErrCorrupt)
 	}
 	return r, nil
 }

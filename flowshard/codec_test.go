@@ -98,14 +98,14 @@ func TestDecodeRejects(t *testing.T) {
 	for name, h := range cases {
 		t.Run(name, func(t *testing.T) {
 			b, _ := hex.DecodeString(h)
-			if _, err := decodeRecord(b); !errors.Is(err, errCorrupt) {
+			if _, err := decodeRecord(b); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("decodeRecord(%s) = %v", h, err)
 			}
 		})
 	}
 	for _, k := range []string{"", "05ab", "80"} {
 		b, _ := hex.DecodeString(k)
-		if _, _, err := splitKey(b); !errors.Is(err, errCorrupt) {
+		if _, _, err := splitKey(b); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("splitKey(%s) = %v", k, err)
 		}
 	}
@@ -155,8 +155,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRecord(b)
 		if err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("error %v does not wrap errCorrupt", err)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
 		}

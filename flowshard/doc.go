@@ -125,7 +125,8 @@
 // ‖ key) and, for flows that had a key deleted, a flow record holding the
 // write counter (key: uvarint(len(flow id)) ‖ flow id). Every value starts
 // with a format version byte, currently 1; the meta bucket records the file
-// format, and a file with an unknown format is refused rather than misread.
+// format, and a file with an unknown format or an undecodable record is
+// refused with ErrCorrupt rather than misread.
 // codec.go documents the exact bytes and the migration path.
 //
 // # Lifecycle

@@ -228,7 +228,7 @@ func (s *Store) load(db *bolt.DB) error {
 				return err
 			}
 		case !bytes.Equal(f, []byte{formatV1}):
-			return fmt.Errorf("%w: file format %x, this build reads %d", errCorrupt, f, formatV1)
+			return fmt.Errorf("%w: file format %x, this build reads %d", ErrCorrupt, f, formatV1)
 		}
 		bk, err := tx.CreateBucketIfNotExists(dataBucket)
 		if err != nil {
@@ -245,7 +245,7 @@ func (s *Store) load(db *bolt.DB) error {
 				return fmt.Errorf("flow %q key %q: %w", id, key, err)
 			}
 			if (key == "") != (r.kind == kindFlow) {
-				return fmt.Errorf("flow %q key %q: %w: kind %d", id, key, errCorrupt, r.kind)
+				return fmt.Errorf("flow %q key %q: %w: kind %d", id, key, ErrCorrupt, r.kind)
 			}
 			f := s.flows[id]
 			if f == nil {

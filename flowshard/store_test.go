@@ -580,7 +580,7 @@ func TestRefusesUnknownFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := Open(path, Options{}); !errors.Is(err, errCorrupt) {
+	if s, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) {
 		if s != nil {
 			s.Close(bg)
 		}

@@ -562,29 +562,43 @@ func TestCanceledContext(t *testing.T) {
 	}
 }
 
-func TestRefusesUnknownFormat(t *testing.T) {
-	path := dbPath(t)
-	s := open(t, path, Options{})
-	mustPut(t, s, "f", "k", "v", syncP())
-	if err := s.Close(bg); err != nil {
-		t.Fatal(err)
+func TestRefusesUnreadableFile(t *testing.T) {
+	cases := []struct {
+		name   string
+		bucket []byte
+		k, v   []byte
+	}{
+		{"format-2", metaBucket, formatKey, []byte{2}},
+		{"record-version-2", dataBucket, entryKey("f", "k"), []byte{2, 1, 0, 1, 0, 0}},
+		{"entry-under-flow-key", dataBucket, flowKey("f"), encodeEntry(Version{V: 1}, 0, nil)},
+		{"bad-key", dataBucket, []byte{0x05, 'a'}, encodeFlow(1, 0)},
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaBucket).Put(formatKey, []byte{2}) })
-	if err2 := db.Close(); err == nil {
-		err = err2
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) {
-		if s != nil {
-			s.Close(bg)
-		}
-		t.Fatalf("Open of a format 2 file: %v", err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := dbPath(t)
+			s := open(t, path, Options{})
+			mustPut(t, s, "f", "k", "v", syncP())
+			if err := s.Close(bg); err != nil {
+				t.Fatal(err)
+			}
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(tc.bucket).Put(tc.k, tc.v) })
+			if err2 := db.Close(); err == nil {
+				err = err2
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) {
+				if s != nil {
+					s.Close(bg)
+				}
+				t.Fatalf("Open: %v", err)
+			}
+		})
 	}
 }
 

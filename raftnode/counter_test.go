@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,11 +26,15 @@ type counterState struct {
 	Voters []uint64 `cbor:"2,keyasint"`
 	MIdx   uint64   `cbor:"3,keyasint"`
 	Last   uint64   `cbor:"4,keyasint"` // index of the last Add
+	// Ops makes a retried command apply once: tests retry proposals whose
+	// outcome is unknown after a leader change.
+	Ops map[string]bool `cbor:"5,keyasint"`
 }
 
 type counterCmd struct {
 	Add int64  `cbor:"1,keyasint"`
 	Pad []byte `cbor:"2,keyasint,omitempty"` // bulk, for sizing tests
+	Op  string `cbor:"3,keyasint,omitempty"` // unique id; a repeat is a no-op
 }
 
 type counterResp struct {
@@ -40,8 +46,14 @@ type counterApp struct{}
 
 var counterCodec = SnapshotCodec[counterState]{Magic: [4]byte{'C', 'N', 'T', 'R'}, Version: 1}
 
-func (counterApp) InitialState() counterState { return counterState{} }
+func (counterApp) InitialState() counterState { return counterState{Ops: map[string]bool{}} }
 func (counterApp) Apply(s *counterState, c counterCmd, index uint64) counterResp {
+	if c.Op != "" {
+		if s.Ops[c.Op] {
+			return counterResp{Value: s.Value, Index: index}
+		}
+		s.Ops[c.Op] = true
+	}
 	s.Value += c.Add
 	s.Last = index
 	return counterResp{Value: s.Value, Index: index}
@@ -51,7 +63,13 @@ func (counterApp) ApplyMembership(s *counterState, m Membership) {
 }
 func (counterApp) NoopResponse() counterResp                      { return counterResp{} }
 func (counterApp) EncodeSnapshot(s *counterState) ([]byte, error) { return counterCodec.Encode(s) }
-func (counterApp) DecodeSnapshot(b []byte) (counterState, error)  { return counterCodec.Decode(b) }
+func (counterApp) DecodeSnapshot(b []byte) (counterState, error) {
+	s, err := counterCodec.Decode(b)
+	if s.Ops == nil {
+		s.Ops = map[string]bool{}
+	}
+	return s, err
+}
 
 type counterGroup = Group[counterState, counterCmd, counterResp]
 
@@ -137,7 +155,7 @@ func (c *cluster) start(name string, bootstrap bool) *member {
 	cfg := Config{
 		NodeName: name, GroupID: "counter", DataDir: m.dir,
 		AdvertiseURL: "http://" + m.addr + "/raft", Secret: testSecret, Bootstrap: bootstrap,
-		TickInterval: 20 * time.Millisecond, ElectionTick: 15,
+		TickInterval: 20 * time.Millisecond, ElectionTick: 20,
 		LeaderTaskGrace: 300 * time.Millisecond,
 		HTTPClient:      c.net.Client(name), Logger: testLogger(c.t).With("n", name),
 	}
@@ -220,20 +238,23 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// propose retries through leader changes until the command applies once.
-// Retrying an Add is only safe when the first attempt certainly failed, so
-// it retries only on errors raised before the command reached a log.
+var opSeq atomic.Uint64
+
+// propose retries through leader changes until the command has applied.
+// The command carries a unique op id, so a retry after an unknown outcome
+// applies it once.
 func propose(t *testing.T, m *member, add int64) counterResp {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	op := fmt.Sprintf("op-%d", opSeq.Add(1))
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := m.g.ProposeAndWait(ctx, counterCmd{Add: add})
+		r, err := m.g.ProposeAndWait(ctx, counterCmd{Add: add, Op: op})
 		cancel()
 		if err == nil {
 			return r
 		}
-		if !(errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotLeader)) || time.Now().After(deadline) {
+		if errors.Is(err, ErrCommandTooLarge) || time.Now().After(deadline) {
 			t.Fatalf("propose on %s: %v", m.name, err)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -264,8 +285,15 @@ func (c *cluster) grow(via, name string) {
 	defer cancel()
 	m := c.get(name)
 	var doc MembershipJSON
-	if err := c.admin(via).Do(ctx, http.MethodPost, "/learners", map[string]string{"name": name, "url": "http://" + m.addr + "/raft"}, &doc); err != nil {
-		c.t.Fatalf("add learner %s: %v", name, err)
+	for {
+		err := c.admin(via).Do(ctx, http.MethodPost, "/learners", map[string]string{"name": name, "url": "http://" + m.addr + "/raft"}, &doc)
+		if err == nil || strings.Contains(err.Error(), "already a learner") {
+			break
+		}
+		if ctx.Err() != nil {
+			c.t.Fatalf("add learner %s: %v", name, err)
+		}
+		time.Sleep(50 * time.Millisecond) // no leader known yet
 	}
 	id := FormatNodeID(NodeIDFromName(name))
 	for {

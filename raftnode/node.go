@@ -176,6 +176,7 @@ type Group[S, C, R any] struct {
 
 	confMu    sync.Mutex // one membership change at a time from this node
 	snapIndex uint64     // Ready loop only
+	campaign  bool       // Ready loop only: campaign once bootstrapped
 }
 
 // Routers are the HTTP handlers a host mounts. Raft serves peers and must be
@@ -257,12 +258,9 @@ func Bootstrap[S, C, R any](ctx context.Context, cfg Config, app AppStateMachine
 	} else {
 		g.node = raft.RestartNode(rc)
 	}
+	g.campaign = fresh && cfg.Bootstrap
 	g.wg.Add(1)
 	go g.run()
-	if fresh && cfg.Bootstrap {
-		// A lone voter need not wait out an election timeout.
-		_ = g.node.Campaign(g.ctx)
-	}
 	log.Info("raftnode: group started", "id", FormatNodeID(id), "applied", applied, "bootstrap", fresh && cfg.Bootstrap)
 	return g, nil
 }
@@ -315,6 +313,13 @@ func (g *Group[S, C, R]) run() {
 				return
 			}
 			g.node.Advance()
+			if g.campaign && g.Applied() > 0 {
+				// A lone bootstrap voter need not wait out an election
+				// timeout; raft refuses to campaign before it has applied
+				// its own membership entry.
+				g.campaign = false
+				_ = g.node.Campaign(g.ctx)
+			}
 		}
 	}
 }

@@ -324,3 +324,31 @@ func TestEchoCMatchesAndDecorate(t *testing.T) {
 		t.Fatalf("decorated response %d %v %q", r.Status, r.Headers, r.Body)
 	}
 }
+
+// tokenbucket-rust's decorate export applies the limit to any response.
+func TestTokenBucketRustDecorate(t *testing.T) {
+	h := register(t, "tokenbucket-rust")
+	f := newFlow(newStore(t), "i4603:d")
+	stub := &plugins.Response{Status: 201, Headers: []plugins.Pair{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("made")}
+	var got []string
+	for range 3 {
+		in := request("GET", "/", f, `{"capacity":2,"refillPerSecond":0}`)
+		in.Response = stub
+		out, err := h.Call(context.Background(), "tokenbucket-rust", "decorate", in)
+		if err != nil || out.Result != 0 || !out.Wrote {
+			t.Fatalf("decorate: %v %+v", err, out)
+		}
+		r := out.Response
+		got = append(got, fmt.Sprintf("%d %s %s", r.Status, r.Body, header(r, "X-RateLimit-Remaining")))
+	}
+	want := []string{"201 made 1", "201 made 0", `429 {"allowed":false,"remaining":0} `}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	f.down = true
+	in := request("GET", "/", f, "null")
+	in.Response = stub
+	if out, err := h.Call(context.Background(), "tokenbucket-rust", "decorate", in); err != nil || out.Result == 0 || out.Wrote || !out.Unavailable {
+		t.Fatalf("decorate with the flow down: %v %+v", err, out)
+	}
+}

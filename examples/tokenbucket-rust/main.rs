@@ -7,6 +7,10 @@
 //! another request wrote first; with less than one token it answers 429
 //! and writes nothing. Config: {"key": "bucket", "capacity": 5,
 //! "refillPerSecond": 1} (refillPerSecond takes up to 3 decimals).
+//!
+//! The same limit is exported as a decorate behavior: it takes a token for
+//! whatever response the stub computed and either adds
+//! X-RateLimit-Remaining to it or replaces it with the 429.
 
 use rift::{Error, Request, Response};
 
@@ -28,20 +32,29 @@ fn parse_config(cfg: &[u8]) -> Option<Config> {
     Some(Config { key, capacity_milli, refill_milli_per_s })
 }
 
-fn limit(_req: &Request) -> Option<Response> {
+enum Outcome {
+    /// A token was taken; this many whole tokens are left.
+    Allowed(i64),
+    /// The bucket is empty.
+    Limited(Response),
+}
+
+// take takes one token from the flow's bucket. Err(None) means give up
+// (a flow error), Err(Some(r)) answer r.
+fn take() -> Result<Outcome, Option<Response>> {
     let cfg = match parse_config(&rift::config()) {
         Some(c) => c,
-        None => return Some(Response::text(500, "tokenbucket-rust: bad config")),
+        None => return Err(Some(Response::text(500, "tokenbucket-rust: bad config"))),
     };
     for _ in 0..MAX_TRIES {
         let now = rift::now_ms();
         let (milli, at, ver) = match rift::flow_get(&cfg.key) {
             Ok((v, ver)) => match (json_milli_raw(&v, "milliTokens"), json_milli_raw(&v, "at")) {
                 (Some(m), Some(t)) => (m, t, ver),
-                _ => return Some(Response::text(500, "tokenbucket-rust: stored bucket is malformed")),
+                _ => return Err(Some(Response::text(500, "tokenbucket-rust: stored bucket is malformed"))),
             },
             Err(Error::NotFound) => (cfg.capacity_milli, now, 0), // a new bucket starts full
-            Err(e) => return give_up(e),
+            Err(e) => return Err(give_up(e)),
         };
         let elapsed = (now - at).max(0);
         let filled = (milli + elapsed.saturating_mul(cfg.refill_milli_per_s) / 1000).min(cfg.capacity_milli);
@@ -51,20 +64,41 @@ fn limit(_req: &Request) -> Option<Response> {
                 let wait_ms = (1000 - filled) * 1000 / cfg.refill_milli_per_s;
                 resp.headers.push(("Retry-After".into(), format!("{}", (wait_ms + 999) / 1000)));
             }
-            return Some(resp);
+            return Ok(Outcome::Limited(resp));
         }
         let left = filled - 1000;
         let state = format!("{{\"milliTokens\":{},\"at\":{}}}", left, now);
         match rift::flow_cas(&cfg.key, ver, state.as_bytes()) {
-            Ok(()) => {
-                let body = format!("{{\"allowed\":true,\"remaining\":{}}}", left / 1000);
-                return Some(Response::json(200, body.into_bytes()));
-            }
+            Ok(()) => return Ok(Outcome::Allowed(left / 1000)),
             Err(Error::CasMismatch) => continue,
-            Err(e) => return give_up(e),
+            Err(e) => return Err(give_up(e)),
         }
     }
-    Some(Response::text(503, "tokenbucket-rust: too much contention on the bucket"))
+    Err(Some(Response::text(503, "tokenbucket-rust: too much contention on the bucket")))
+}
+
+fn limit(_req: &Request) -> Option<Response> {
+    match take() {
+        Ok(Outcome::Allowed(n)) => {
+            let body = format!("{{\"allowed\":true,\"remaining\":{}}}", n);
+            Some(Response::json(200, body.into_bytes()))
+        }
+        Ok(Outcome::Limited(r)) => Some(r),
+        Err(r) => r,
+    }
+}
+
+fn limit_response(_req: &Request, current: &Response) -> Result<Option<Response>, Error> {
+    match take() {
+        Ok(Outcome::Allowed(n)) => {
+            let mut r = current.clone();
+            r.headers.push(("X-RateLimit-Remaining".into(), format!("{}", n)));
+            Ok(Some(r))
+        }
+        Ok(Outcome::Limited(r)) => Ok(Some(r)),
+        Err(Some(r)) => Ok(Some(r)),
+        Err(None) => Err(Error::Unavailable),
+    }
 }
 
 // give_up writes no response: the host answers 503 for an unreachable flow
@@ -132,3 +166,4 @@ fn json_milli_raw(doc: &[u8], name: &str) -> Option<i64> {
 }
 
 rift::handle!(limit);
+rift::decorate!(limit_response);

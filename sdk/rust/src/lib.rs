@@ -477,16 +477,24 @@ pub fn now_ms() -> i64 {
     unsafe { sys::now_ms() }
 }
 
-/// Runs one `handle` call: reads the request, calls `f`, writes its
-/// response. `None` writes nothing, which fails the call (503 if a flow call
-/// returned `Unavailable`, else 500).
-pub fn serve(req_len: i32, f: fn(&Request) -> Option<Response>) -> i32 {
-    let req = match request(req_len) {
-        Ok(r) => r,
+// enter reads the request of an entry point call, logging a bad envelope.
+fn enter(req_len: i32) -> Option<Request> {
+    match request(req_len) {
+        Ok(r) => Some(r),
         Err(e) => {
             log(Level::Error, e.what);
-            return 3;
+            None
         }
+    }
+}
+
+/// Runs one `handle` call: reads the request, calls `f`, writes its
+/// response. `None` writes no response, which fails the call (503 if a flow
+/// call returned `Unavailable`, else 500).
+pub fn serve(req_len: i32, f: fn(&Request) -> Option<Response>) -> i32 {
+    let req = match enter(req_len) {
+        Some(r) => r,
+        None => return 3,
     };
     match f(&req) {
         Some(resp) => match respond(&resp) {
@@ -497,13 +505,66 @@ pub fn serve(req_len: i32, f: fn(&Request) -> Option<Response>) -> i32 {
     }
 }
 
-/// Exports `handle` running `f` through [`serve`].
+/// Runs one `matches` (predicate) call: 1 if `f` matches, 0 if not.
+pub fn serve_match(req_len: i32, f: fn(&Request) -> bool) -> i32 {
+    match enter(req_len) {
+        Some(req) => f(&req) as i32,
+        None => 3,
+    }
+}
+
+/// Runs one `decorate` call: `f` gets the request and the response being
+/// decorated, and returns `Ok(Some(new))` to replace it, `Ok(None)` to keep
+/// it, or `Err` to fail the call (503 after `Error::Unavailable`, else 500).
+pub fn serve_decorate(req_len: i32, f: fn(&Request, &Response) -> Result<Option<Response>, Error>) -> i32 {
+    let req = match enter(req_len) {
+        Some(r) => r,
+        None => return 3,
+    };
+    let current = req.response.clone().unwrap_or_default();
+    match f(&req, &current) {
+        Ok(Some(resp)) => match respond(&resp) {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
+        Ok(None) => 0,
+        Err(_) => 1,
+    }
+}
+
+/// Exports `handle` running `fn(&Request) -> Option<Response>` through
+/// [`serve`].
 #[macro_export]
 macro_rules! handle {
     ($f:path) => {
         #[no_mangle]
         pub extern "C" fn handle(req_len: i32) -> i32 {
             $crate::serve(req_len, $f)
+        }
+    };
+}
+
+/// Exports the predicate entry point `matches` running
+/// `fn(&Request) -> bool` (named `predicate!` so as not to shadow
+/// `core::matches!`).
+#[macro_export]
+macro_rules! predicate {
+    ($f:path) => {
+        #[no_mangle]
+        pub extern "C" fn matches(req_len: i32) -> i32 {
+            $crate::serve_match(req_len, $f)
+        }
+    };
+}
+
+/// Exports `decorate` running
+/// `fn(&Request, &Response) -> Result<Option<Response>, Error>`.
+#[macro_export]
+macro_rules! decorate {
+    ($f:path) => {
+        #[no_mangle]
+        pub extern "C" fn decorate(req_len: i32) -> i32 {
+            $crate::serve_decorate(req_len, $f)
         }
     };
 }

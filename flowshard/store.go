@@ -466,19 +466,22 @@ func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int6
 	f.extend(e.expMs)
 	s.stats.puts[d].Add(1)
 	f.mode = d
+	if !s.diskBound(f, d) {
+		return e, nil
+	}
 	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
 }
 
+// diskBound reports whether a write of f under d reaches the writer, so
+// that the Memory path skips encoding. f.mu is held.
+func (s *Store) diskBound(f *flow, d Durability) bool {
+	return s.w != nil && (d != Memory || f.onDisk)
+}
+
 // persist queues ops for the writer according to d and returns the batch a
-// Sync caller must wait for. f.mu is held.
+// Sync caller must wait for. f.mu is held and diskBound(f, d) is true.
 func (s *Store) persist(f *flow, d Durability, ops ...op) *batch {
-	if s.w == nil {
-		return nil
-	}
 	if d == Memory {
-		if !f.onDisk {
-			return nil
-		}
 		// A Memory write over a key that may be on disk removes the disk
 		// copy, so that a restart cannot resurrect the older value.
 		for i := range ops {
@@ -676,9 +679,12 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error 
 	f.mode = p.Durability
 	// The flow record keeps the counter across a restart; only deletes need
 	// it, since an entry's own V already carries the counter of a put.
-	b := s.persist(f, p.Durability,
-		op{key: entryKey(f.id, key), del: true},
-		op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs.Load())})
+	var b *batch
+	if s.diskBound(f, p.Durability) {
+		b = s.persist(f, p.Durability,
+			op{key: entryKey(f.id, key), del: true},
+			op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs.Load())})
+	}
 	s.release(f)
 	return await(ctx, b)
 }

@@ -352,3 +352,32 @@ func TestTokenBucketRustDecorate(t *testing.T) {
 		t.Fatalf("decorate with the flow down: %v %+v", err, out)
 	}
 }
+
+func TestSequenceASMatchesAndDecorate(t *testing.T) {
+	h := register(t, "sequence-as")
+	f := newFlow(newStore(t), "i4605:md")
+	matches := func() int32 {
+		out, err := h.Call(context.Background(), "sequence-as", "matches", request("GET", "/", f, "null"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Result
+	}
+	var got []string
+	for range 4 {
+		m := matches()
+		in := request("GET", "/", f, "null")
+		in.Response = &plugins.Response{Status: 204, Headers: []plugins.Pair{{Name: "A", Value: "b"}}}
+		out, err := h.Call(context.Background(), "sequence-as", "decorate", in)
+		if err != nil || out.Result != 0 || !out.Wrote {
+			t.Fatalf("decorate: %v %+v", err, out)
+		}
+		r := out.Response
+		got = append(got, fmt.Sprintf("%d:%d %s %s", m, r.Status, header(r, "A"), header(r, "X-Sequence-Step")))
+	}
+	// The predicate only reads: it matches until three calls were decorated.
+	want := []string{"1:204 b 1", "1:204 b 2", "1:204 b 3", "0:204 b 4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

@@ -61,6 +61,8 @@ export class Request {
   flow: string = "";
   /** The client's ip:port. */
   requestFrom: string = "";
+  /** The response being decorated (decorate calls only). */
+  response: Response | null = null;
 
   /** The value of a header, ignoring case; "" when absent. */
   header(name: string): string {
@@ -280,10 +282,32 @@ export class Reader {
   }
 }
 
+function decodeResponse(d: Reader): Response {
+  const r = new Response();
+  const n = d.head();
+  if (d.major != 5) d.err = true;
+  const c = d.count(n, 2);
+  for (let i = 0; i < c && !d.err; i++) {
+    if (d.off < d.buf.length && d.buf[d.off] >> 5 != 0) {
+      d.skip(0);
+      d.skip(1);
+      continue;
+    }
+    const k = d.head();
+    if (k == 1) {
+      const st = d.head();
+      if (d.major != 0 || st > 999) d.err = true;
+      r.status = <i32>st;
+    } else if (k == 2) r.headers = d.textMap();
+    else if (k == 3) r.body = d.bytesOrText();
+    else d.skip(1);
+  }
+  return r;
+}
+
 /**
  * decodeRequest decodes an envelope; null when it is malformed. Keys may
- * come in any order; unknown keys (and key 8, the decorated response, which
- * this kit does not expose) are skipped.
+ * come in any order; unknown keys are skipped.
  */
 export function decodeRequest(buf: Uint8Array): Request | null {
   const d = new Reader(buf);
@@ -305,6 +329,7 @@ export function decodeRequest(buf: Uint8Array): Request | null {
     else if (k == 5) r.body = d.bytesOrText();
     else if (k == 6) r.flow = d.text();
     else if (k == 7) r.requestFrom = d.text();
+    else if (k == 8) r.response = decodeResponse(d);
     else d.skip(1);
   }
   if (d.err || d.off != buf.length) return null;
@@ -413,19 +438,55 @@ export function respond(r: Response): i32 {
  * returned UNAVAILABLE, else 500).
  */
 export function serve(reqLen: i32, fn: (req: Request) => Response | null): i32 {
-  const st = run(reqLen, fn);
+  const st = runHandle(reqLen, fn);
   __collect(); // nothing allocated during the call is reachable any more
   return st;
 }
 
-function run(reqLen: i32, fn: (req: Request) => Response | null): i32 {
+/** serveMatch runs one matches (predicate) call: 1 if fn matches, else 0. */
+export function serveMatch(reqLen: i32, fn: (req: Request) => bool): i32 {
+  const st = runMatch(reqLen, fn);
+  __collect();
+  return st;
+}
+
+/**
+ * serveDecorate runs one decorate call: fn gets the request and the
+ * response being decorated and returns the new response, or null to keep
+ * it.
+ */
+export function serveDecorate(reqLen: i32, fn: (req: Request, resp: Response) => Response | null): i32 {
+  const st = runDecorate(reqLen, fn);
+  __collect();
+  return st;
+}
+
+function enter(reqLen: i32): Request | null {
   const req = request(reqLen);
-  if (req == null) {
-    log(ERROR, "rift: malformed request envelope");
-    return 3;
-  }
+  if (req == null) log(ERROR, "rift: malformed request envelope");
+  return req;
+}
+
+function runHandle(reqLen: i32, fn: (req: Request) => Response | null): i32 {
+  const req = enter(reqLen);
+  if (req == null) return 3;
   const resp = fn(req);
   if (resp == null) return 1;
+  return respond(resp) == OK ? 0 : 1;
+}
+
+function runMatch(reqLen: i32, fn: (req: Request) => bool): i32 {
+  const req = enter(reqLen);
+  if (req == null) return 3;
+  return fn(req) ? 1 : 0;
+}
+
+function runDecorate(reqLen: i32, fn: (req: Request, resp: Response) => Response | null): i32 {
+  const req = enter(reqLen);
+  if (req == null) return 3;
+  const cur = req.response;
+  const resp = fn(req, cur == null ? new Response() : cur);
+  if (resp == null) return 0;
   return respond(resp) == OK ? 0 : 1;
 }
 

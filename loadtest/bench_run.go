@@ -30,8 +30,11 @@ type bench struct {
 // round measured.
 type cell struct {
 	target string
-	note   string // why it is not available or failed
-	runs   []measurement
+	note   string // why it is not available, or failed its probe: not measured
+	// errNote says why some measurements count as failed (too many
+	// errors); they are still shown, but not used in ratios.
+	errNote string
+	runs    []measurement
 }
 
 type measurement struct {
@@ -39,6 +42,7 @@ type measurement struct {
 	requests      int64
 	errors        int64
 	rate          float64 // open loop only
+	round         int
 }
 
 type wrkRound struct{ wrk, riftload float64 }
@@ -169,7 +173,7 @@ func (b *bench) setup(c benchCase, sys, rawURL string, admins, down map[string]s
 }
 
 func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, round int) {
-	if cl == nil || cl.target == "" || strings.HasPrefix(cl.note, "failed") || strings.HasPrefix(cl.note, "not available") {
+	if cl == nil || cl.target == "" || cl.note != "" {
 		return
 	}
 	o := Options{
@@ -181,10 +185,10 @@ func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, 
 	}
 	if c.halfOf != "" {
 		peak := b.cells[c.halfOf][sys]
-		if peak == nil || len(peak.runs) <= round {
+		if peak == nil || len(peak.runs) == 0 || peak.runs[len(peak.runs)-1].round != round {
 			return
 		}
-		o.Rate = peak.runs[round].rps / 2
+		o.Rate = peak.runs[len(peak.runs)-1].rps / 2
 		o.Scenario = b.caseByID(c.halfOf).scenario
 		if o.Rate < 1 {
 			return
@@ -192,11 +196,11 @@ func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, 
 	}
 	res, err := Run(ctx, o)
 	if err != nil {
-		cl.note = "failed: " + err.Error()
+		cl.errNote = "failed: " + err.Error()
 		return
 	}
 	m := measurement{rps: res.Throughput, p50: res.Latency.P50, p99: res.Latency.P99,
-		requests: res.Requests, errors: res.Errors, rate: o.Rate}
+		requests: res.Requests, errors: res.Errors, rate: o.Rate, round: round}
 	cl.runs = append(cl.runs, m)
 	b.log.Info("measured", "round", round+1, "case", c.id, "system", sys,
 		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors)
@@ -205,7 +209,7 @@ func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, 
 		for k, v := range res.ErrorExamples {
 			ex += " " + k + ": " + v
 		}
-		cl.note = fmt.Sprintf("failed: %d of %d requests failed (%v)%s", res.Errors, res.Requests, res.ErrorKinds, ex)
+		cl.errNote = fmt.Sprintf("failed in round %d: %d of %d requests failed (%v)%s", round+1, res.Errors, res.Requests, res.ErrorKinds, ex)
 	}
 }
 
@@ -280,7 +284,7 @@ func (cl *cell) medians() (rps, p50, p99 float64) {
 }
 
 // ok reports whether the cell has numbers to show.
-func (cl *cell) ok() bool { return cl != nil && len(cl.runs) > 0 && cl.note == "" }
+func (cl *cell) ok() bool { return cl != nil && len(cl.runs) > 0 && cl.note == "" && cl.errNote == "" }
 
 func mark(pass bool) string {
 	if pass {
@@ -332,9 +336,9 @@ func (b *bench) report() string {
 		}
 		for _, sys := range c.systems {
 			cl := cells[sys]
-			if cl.ok() {
+			if len(cl.runs) > 0 {
 				rps, p50, p99 := cl.medians()
-				p("| %s | %s | %.0f | %.3f | %.3f | %d | |\n", c.title, sys, rps, p50, p99, len(cl.runs))
+				p("| %s | %s | %.0f | %.3f | %.3f | %d | %s |\n", c.title, sys, rps, p50, p99, len(cl.runs), mdEscape(cl.errNote))
 			} else {
 				p("| %s | %s | - | - | - | %d | %s |\n", c.title, sys, len(cl.runs), mdEscape(noteOr(cl)))
 			}
@@ -361,7 +365,7 @@ func (b *bench) report() string {
 		p("| system | rate req/s | p50 ms | p99 ms | target | note |\n|---|---|---|---|---|---|\n")
 		for _, sys := range c.systems {
 			cl := cells[sys]
-			if !cl.ok() {
+			if len(cl.runs) == 0 {
 				p("| %s | - | - | - | | %s |\n", sys, mdEscape(noteOr(cl)))
 				continue
 			}
@@ -372,9 +376,9 @@ func (b *bench) report() string {
 			_, p50, p99 := cl.medians()
 			target := ""
 			if sys == sysRift && c.p99Target > 0 {
-				target = fmt.Sprintf("< %g ms: %s", c.p99Target, mark(p99 < c.p99Target))
+				target = fmt.Sprintf("< %g ms: %s", c.p99Target, mark(p99 < c.p99Target && cl.ok()))
 			}
-			p("| %s | %.0f | %.3f | %.3f | %s | |\n", sys, median(rates), p50, p99, target)
+			p("| %s | %.0f | %.3f | %.3f | %s | %s |\n", sys, median(rates), p50, p99, target, mdEscape(cl.errNote))
 		}
 	}
 
@@ -399,13 +403,16 @@ func (b *bench) report() string {
 }
 
 func noteOr(cl *cell) string {
-	if cl == nil {
+	switch {
+	case cl == nil:
 		return "not run"
-	}
-	if cl.note == "" {
+	case cl.note != "":
+		return cl.note
+	case cl.errNote != "":
+		return cl.errNote
+	default:
 		return "no measurement"
 	}
-	return cl.note
 }
 
 // ratio renders "x.xx | target" for riftgate against another system.

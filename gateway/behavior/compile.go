@@ -359,24 +359,39 @@ func requestValue(r *message.Request, f from) any {
 	}
 	if f.name == "" {
 		// The whole object, as mb's request holds it: a repeated name
-		// has an array.
+		// has an array (a header's empty values before a non-empty one
+		// are dropped, as mb's `current ? concat : value` does).
 		m := map[string]any{}
 		for _, kv := range kvs {
 			switch prev := m[kv.Name].(type) {
 			case nil:
 				m[kv.Name] = kv.Value
+			case string:
+				if prev == "" && field == "headers" {
+					m[kv.Name] = kv.Value
+				} else {
+					m[kv.Name] = []any{prev, kv.Value}
+				}
 			case []any:
 				m[kv.Name] = append(prev, kv.Value)
-			default:
-				m[kv.Name] = []any{prev, kv.Value}
 			}
 		}
 		return m
 	}
-	for _, kv := range kvs {
-		if strings.EqualFold(kv.Name, f.name) {
-			return kv.Value
+	for i, kv := range kvs {
+		if !strings.EqualFold(kv.Name, f.name) {
+			continue
 		}
+		if field == "headers" {
+			// mb drops a repeated header's empty values until a non-empty
+			// one arrives (its `current ? concat : value`).
+			for _, o := range kvs[i:] {
+				if o.Name == kv.Name && o.Value != "" {
+					return o.Value
+				}
+			}
+		}
+		return kv.Value
 	}
 	return nil
 }

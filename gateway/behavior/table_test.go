@@ -139,7 +139,7 @@ func table(dir string) []row {
 // "is": a string statusCode goes to StatusText, an object body is rendered
 // as JSON.stringify(body, null, 4) (keys here are in sorted order, which
 // is what encoding/json writes).
-func render(t testing.TB, response string) *Response {
+func render(t interface{ Fatal(...any) }, response string) *Response {
 	var r struct {
 		Is struct {
 			StatusCode json.RawMessage   `json:"statusCode"`

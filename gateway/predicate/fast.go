@@ -100,14 +100,14 @@ func (l *leaf) matchFast(r *message.Request) bool {
 		case "ip":
 			ok = l.testFast(f, r.IP())
 		case "query":
-			ok = l.testMulti(f, r.Query)
+			ok = l.testMulti(f, r.Query, false)
 		case "headers":
-			ok = l.testMulti(f, r.Headers)
+			ok = l.testMulti(f, r.Headers, true)
 		case "form":
 			if len(r.Body) == 0 || !r.IsForm() {
 				return false // mb's request has no form: nothing under it matches
 			}
-			ok = l.testMulti(f, r.Form())
+			ok = l.testMulti(f, r.Form(), false)
 		}
 		if !ok {
 			return false
@@ -118,7 +118,8 @@ func (l *leaf) matchFast(r *message.Request) bool {
 
 // testMulti applies mb's array semantics: no value compares as "", one as
 // itself, several match when any does (and always for a truthy exists).
-func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
+// headers selects mb's header quirk (see skipEmpty).
+func (l *leaf) testMulti(f *fastField, kvs []message.KV, headers bool) bool {
 	if f.present {
 		return true
 	}
@@ -126,8 +127,12 @@ func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
 	if !ok {
 		return l.testFast(f, "")
 	}
+	start := 0
+	if headers {
+		start = skipEmpty(kvs, name)
+	}
 	n := 0
-	for i := range kvs {
+	for i := start; i < len(kvs); i++ {
 		if kvs[i].Name == name {
 			n++
 		}
@@ -136,7 +141,7 @@ func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
 	case 0:
 		return l.testFast(f, "")
 	case 1:
-		for i := range kvs {
+		for i := start; i < len(kvs); i++ {
 			if kvs[i].Name == name {
 				return l.testFast(f, kvs[i].Value)
 			}
@@ -145,12 +150,33 @@ func (l *leaf) testMulti(f *fastField, kvs []message.KV) bool {
 	if l.op == opExists && f.truth {
 		return true
 	}
-	for i := range kvs {
+	for i := start; i < len(kvs); i++ {
 		if kvs[i].Name == name && l.testFast(f, kvs[i].Value) {
 			return true
 		}
 	}
 	return false
+}
+
+// skipEmpty returns where mb's values of a repeated header start: mb
+// collects them with `current ? concat : value`, so empty values before the
+// first non-empty one are dropped; when all are empty, only the last is
+// left.
+func skipEmpty(kvs []message.KV, name string) int {
+	last := -1
+	for i := range kvs {
+		if kvs[i].Name != name {
+			continue
+		}
+		if kvs[i].Value != "" {
+			return i
+		}
+		last = i
+	}
+	if last < 0 {
+		return 0
+	}
+	return last
 }
 
 // spelling returns the exact name whose values mb compares with an

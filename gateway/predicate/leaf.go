@@ -327,14 +327,14 @@ func (l *leaf) actualField(r *message.Request, f string) any {
 	case "ip":
 		return l.top(r.IP())
 	case "query":
-		return l.multi(r.Query)
+		return l.multi(r.Query, false)
 	case "headers":
-		return l.multi(r.Headers)
+		return l.multi(r.Headers, true)
 	case "form":
 		if len(r.Body) == 0 || !r.IsForm() {
 			return undefined
 		}
-		return l.multi(r.Form())
+		return l.multi(r.Form(), false)
 	}
 	return undefined
 }
@@ -342,15 +342,20 @@ func (l *leaf) actualField(r *message.Request, f string) any {
 // multi builds mb's object for a query, headers or form: one key per
 // exact name (in order of first appearance) holding its value or its
 // values; when keys are lowered, names that differ only in case collide
-// and the one that appeared last wins, as in mb's key transform.
-func (l *leaf) multi(kvs []message.KV) any {
+// and the one that appeared last wins, as in mb's key transform. headers
+// selects mb's header quirk (see skipEmpty).
+func (l *leaf) multi(kvs []message.KV, headers bool) any {
 	out := map[string]any{}
 	for i, kv := range kvs {
 		if !firstOf(kvs, i) {
 			continue
 		}
+		start := i
+		if headers {
+			start = skipEmpty(kvs, kv.Name)
+		}
 		var vals []any
-		for _, o := range kvs[i:] {
+		for _, o := range kvs[start:] {
 			if o.Name == kv.Name {
 				vals = append(vals, l.top(o.Value))
 			}

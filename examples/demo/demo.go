@@ -1,6 +1,6 @@
 // Package demo holds the imposters `riftgate start --demo` loads (and
-// `make run` uses): a small customers API showing predicates, an unreliable
-// service showing repeat, wait and faults, and an injected counter.
+// `make run` uses): a small customers API showing predicates and a default
+// response, and an unreliable service showing repeat, wait and faults.
 package demo
 
 import _ "embed" // for go:embed

@@ -232,6 +232,20 @@ func TestLeaderLossElection(t *testing.T) {
 		c.start(l.name, false)
 		c.waitValue(int64(2*(trial+1)), "n1", "n2", "n3")
 	}
+	// A planned handover: TransferLeadership instead of dying.
+	var transfer []time.Duration
+	for range 3 {
+		l := c.leader(15 * time.Second)
+		to := c.get("n1")
+		if to == l {
+			to = c.get("n2")
+		}
+		start := time.Now()
+		l.g.TransferLeadership(context.Background(), to.g.ID())
+		eventually(t, 15*time.Second, "the transfer", to.g.IsLeader)
+		transfer = append(transfer, time.Since(start))
+	}
+	t.Logf("leadership transfer -> new leader: %v", transfer)
 	t.Logf("leader loss -> new leader: %v", elect)
 	t.Logf("leader loss -> first committed write: %v", write)
 	for _, d := range elect {

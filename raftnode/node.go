@@ -506,6 +506,9 @@ func (g *Group[S, C, R]) IsIsolated() bool {
 	if lead == 0 {
 		return true
 	}
+	if _, member := g.members.Load().Member(g.id); !member {
+		return true // removed, or not yet admitted
+	}
 	window := g.cfg.electionTimeout()
 	now := time.Now()
 	if lead != g.id {

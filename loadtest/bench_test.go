@@ -64,3 +64,27 @@ func TestBenchReportsUnavailableSystems(t *testing.T) {
 		t.Error("-only did not filter the cases")
 	}
 }
+
+func TestMedianAndPairedRatio(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	// The load halves from round to round; each pair still says 2x.
+	a := []measurement{{rps: 800, round: 0}, {rps: 400, round: 1}, {rps: 200, round: 2}}
+	b := []measurement{{rps: 400, round: 0}, {rps: 200, round: 1}, {rps: 100, round: 2}}
+	if got := pairedRatio(a, b); got != 2 {
+		t.Errorf("paired ratio %v, want 2", got)
+	}
+	// Rounds with only one side measured do not pair.
+	if got := pairedRatio(a, b[1:2]); got != 2 {
+		t.Errorf("paired ratio over one round %v, want 2", got)
+	}
+	if got := pairedRatio(a, nil); got != 0 {
+		t.Errorf("no pairs: %v, want 0", got)
+	}
+}

@@ -43,9 +43,9 @@ func (b *batch) committed() bool {
 
 // writer is the single goroutine that owns every bbolt write transaction.
 // It commits whatever is queued as one transaction, then looks again: it
-// never waits on a timer, so a lone Sync put costs one commit, and under
-// load the queue that built up during a commit becomes the next batch
-// (group commit).
+// never waits on a timer while the queue is empty, so a lone Sync put costs
+// one commit, and under load the queue that built up during a commit
+// becomes the next batch (group commit).
 type writer struct {
 	db         *bolt.DB
 	maxPending int
@@ -143,8 +143,9 @@ func (w *writer) run() {
 // waiters), for at most a quarter of the previous commit's duration and
 // never more than maxGather. Without it, N steady Sync writers split into two
 // halves that alternate between committing and queueing, and every commit
-// carries N/2 writes. It never waits when the queue is empty (run only calls
-// it once something is queued) nor for writers that were not released.
+// carries N/2 writes. It never waits while the queue is empty (a wake-up
+// may be stale: its ops went into the previous commit), nor for writers
+// that were not released.
 func (w *writer) gather() {
 	budget := min(w.lastCommit/4, maxGather)
 	if w.target == 0 || budget <= 0 {
@@ -154,9 +155,9 @@ func (w *writer) gather() {
 	defer t.Stop()
 	for {
 		w.mu.Lock()
-		n := w.cur.waiters
+		n, queued := w.cur.waiters, len(w.cur.ops)
 		w.mu.Unlock()
-		if n >= w.target {
+		if queued == 0 || n >= w.target {
 			return
 		}
 		select {

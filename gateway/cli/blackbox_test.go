@@ -344,6 +344,33 @@ func TestStartLogsAndStops(t *testing.T) {
 	}
 }
 
+// An rcfile supplies option defaults, as mb's does.
+func TestStartWithRCFile(t *testing.T) {
+	dir := t.TempDir()
+	port := gatewaytest.FreePort(t)
+	rc := fmt.Sprintf(`{"port": %d, "pidfile": "rc.pid", "nologfile": true, "loglevel": "warn"}`, port)
+	if err := os.WriteFile(filepath.Join(dir, "rc.json"), []byte(rc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, dir, gatewaytest.Binary(t), "start", "--rcfile", "rc.json")
+	waitForFile(t, p, filepath.Join(dir, "rc.pid"))
+	if code, body := getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/imposters", port), nil); code != http.StatusOK {
+		t.Fatalf("GET /imposters: %d %s", code, body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if out := p.out.String(); strings.Contains(out, "info:") {
+		t.Fatalf("--loglevel warn from the rcfile still logged info lines:\n%s", out)
+	}
+	if fileExists(filepath.Join(dir, "mb.log")) {
+		t.Fatal("nologfile from the rcfile was ignored")
+	}
+}
+
 func TestInterruptShutsDownCleanly(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {

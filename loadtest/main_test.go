@@ -107,3 +107,25 @@ func TestMainHello(t *testing.T) {
 		t.Errorf("hello exited %d: %s", code, errb.String())
 	}
 }
+
+func TestProgressBar(t *testing.T) {
+	url := startServer(t, func(*fasthttp.RequestCtx) {})
+	var bar syncBuffer
+	run(t, Options{Targets: []string{url}, Scenario: simple("/"), Connections: 2,
+		Duration: 700 * time.Millisecond, Warmup: 300 * time.Millisecond, Progress: &bar})
+	s := bar.String()
+	for _, want := range []string{"\rwarmup [", "\rrun    [", "100%", " req/s", "\n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("progress output lacks %q: %q", want, s)
+		}
+	}
+	// Not a terminal: no bar.
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if progressWriter(f) != nil || progressWriter(&bar) != nil {
+		t.Error("progress drawn on a file or a buffer")
+	}
+}

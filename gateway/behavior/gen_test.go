@@ -3,26 +3,29 @@ package behavior
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"pgregory.net/rapid"
 )
 
-var genWord = rapid.SampledFrom([]string{"", "a", "A", "ab", "b1", "Ab12", "x y"})
+var genWord = rapid.SampledFrom([]string{"", "a", "A", "ab", "b1", "Ab12", "x y", `q"\\z`, "tab\tnl"})
 
 // genReq draws a small request whose fields copy can select from.
 func genReq(t *rapid.T) req {
 	r := req{method: rapid.SampledFrom([]string{"GET", "POST"}).Draw(t, "method")}
 	r.target = rapid.SampledFrom([]string{"/", "/ab", "/a/b12", "/Ab"}).Draw(t, "path")
 	var q []string
-	for _, n := range rapid.SliceOfN(rapid.SampledFrom([]string{"a", "A", "b"}), 0, 3).Draw(t, "q") {
-		q = append(q, n+"="+strings.ReplaceAll(genWord.Draw(t, "qv"), " ", "+"))
+	// No "b" here: jsonpath-plus indexes into strings ($.b[1] of "ab" is
+	// "b"), which RFC 9535 does not do; see the rationale.
+	for _, n := range rapid.SliceOfN(rapid.SampledFrom([]string{"a", "A", "c"}), 0, 3).Draw(t, "q") {
+		q = append(q, n+"="+url.QueryEscape(genWord.Draw(t, "qv")))
 	}
 	if len(q) > 0 {
 		r.target += "?" + strings.Join(q, "&")
 	}
 	for _, n := range rapid.SliceOfN(rapid.SampledFrom([]string{"X-A", "x-a", "X-B"}), 0, 2).Draw(t, "h") {
-		r.headers = append(r.headers, [2]string{n, genWord.Draw(t, "hv")})
+		r.headers = append(r.headers, [2]string{n, strings.ReplaceAll(genWord.Draw(t, "hv"), "\t", " ")})
 	}
 	switch rapid.IntRange(0, 3).Draw(t, "body") {
 	case 1:
@@ -54,10 +57,15 @@ func genCopy(t *rapid.T) string {
 		using["method"] = "xpath"
 		using["selector"] = rapid.SampledFrom([]string{"//a", "//b", "count(//b)", "//b/text()"}).Draw(t, "xp")
 	}
+	var body any = "${T}|${T}[0]|${T}[1]|${T}[2]"
+	if rapid.Bool().Draw(t, "jsonbody") {
+		// Keys in sorted order: render writes them so, as mb would.
+		body = map[string]any{"a": "${T}", "b": map[string]any{"c": []any{"${T}[0]", "${T}[1]"}}, "n": 1}
+	}
 	resp := map[string]any{
 		"is": map[string]any{
 			"headers": map[string]any{"X-Out": "${T}[1]"},
-			"body":    "${T}|${T}[0]|${T}[1]|${T}[2]",
+			"body":    body,
 		},
 		"behaviors": []any{map[string]any{"copy": map[string]any{"from": from, "into": "${T}", "using": using}}},
 	}

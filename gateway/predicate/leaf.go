@@ -575,7 +575,8 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 
 func (l *leaf) hint() Hint {
 	var h Hint
-	if l.op != opEquals || l.except != nil || l.jsonpath != nil || l.xpath != nil {
+	// equals and deepEquals compare a plain field's whole (lowered) text.
+	if (l.op != opEquals && l.op != opDeepEquals) || l.except != nil || l.jsonpath != nil || l.xpath != nil {
 		return h
 	}
 	m, ok := l.expected.(map[string]any)

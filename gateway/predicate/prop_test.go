@@ -62,6 +62,7 @@ func TestHints(t *testing.T) {
 		{[]string{`{"equals":{"path":"/A"},"except":"x"}`}, Hint{}},
 		{[]string{`{"equals":{"path":"/A"},"jsonpath":{"selector":"$.a"}}`}, Hint{}},
 		{[]string{`{"startsWith":{"path":"/A"}}`}, Hint{}},
+		{[]string{`{"deepEquals":{"path":"/A","method":"put"},"caseSensitive":true}`}, Hint{Method: "put", HasMethod: true, MethodCaseSensitive: true, Path: "/A", HasPath: true, PathCaseSensitive: true}},
 		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"path":"/B"}}]}`}, Hint{}},
 		{[]string{`{"and":[{"equals":{"path":"/A"}},{"equals":{"method":"get"}}]}`}, Hint{Method: "get", HasMethod: true, Path: "/a", HasPath: true}},
 		{[]string{`{"equals":{"Path":"/A"},"caseSensitive":true}`}, Hint{}},

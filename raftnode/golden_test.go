@@ -4,8 +4,8 @@ import (
 	"encoding/hex"
 	"testing"
 
-	pb "go.etcd.io/raft/v3/raftpb"
 	bolt "go.etcd.io/bbolt"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // Golden bytes pin every encoding that leaves the process: changing one of

@@ -55,6 +55,8 @@ type Config struct {
 
 	HTTPClient *http.Client // default: a client with a 10s timeout
 	Logger     *slog.Logger // default slog.Default()
+
+	ownClient bool // HTTPClient was made here, so Close releases it
 }
 
 // frameOverhead is what a message batch adds around entry payloads: the
@@ -102,7 +104,8 @@ func (c *Config) normalize() error {
 		c.LeaderTaskGrace = 5 * time.Second
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		c.HTTPClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+		c.ownClient = true
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -545,6 +548,9 @@ func (g *Group[S, C, R]) Close(ctx context.Context) error {
 		g.wg.Wait()
 		g.node.Stop()
 		g.tr.stop()
+		if g.cfg.ownClient {
+			g.cfg.HTTPClient.CloseIdleConnections()
+		}
 		close(done)
 	}()
 	select {

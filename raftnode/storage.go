@@ -313,8 +313,22 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 	if idx <= s.snap.GetMetadata().GetIndex() {
 		return ErrSnapOutOfDate
 	}
+	// The snapshot is committed by definition. Persisting the raised commit
+	// in the same transaction keeps a crash before the next Save from
+	// restarting raft with a commit index behind its first index.
+	hard := s.hard
+	if hard.GetCommit() < idx {
+		hard = &pb.HardState{Term: new(max(hard.GetTerm(), term)), Vote: new(hard.GetVote()), Commit: new(idx)}
+	}
 	err := s.update(true, func(tx *bolt.Tx) error {
 		if err := s.putSnapshot(tx, snap); err != nil {
+			return err
+		}
+		hb, err := marshalOpts.Marshal(hard)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketMeta).Put(metaHardState, hb); err != nil {
 			return err
 		}
 		if err := tx.DeleteBucket(bucketLog); err != nil {
@@ -330,11 +344,7 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 	}
 	s.snap = proto.Clone(snap).(*pb.Snapshot)
 	s.offIndex, s.offTerm, s.last = idx, term, idx
-	if s.hard.GetCommit() < idx {
-		// The snapshot is committed by definition; raft would otherwise see
-		// a commit index behind its first index after a restart.
-		s.hard = &pb.HardState{Term: new(max(s.hard.GetTerm(), term)), Vote: new(s.hard.GetVote()), Commit: new(idx)}
-	}
+	s.hard = hard
 	return nil
 }
 

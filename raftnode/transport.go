@@ -210,7 +210,7 @@ func (t *transport) runPeer(p *peer) {
 					if int64(size+s+64) > t.msgCap {
 						// Over the cap: put it in its own next batch.
 						t.post(p.id, batch)
-						batch, size = append(batch[:0], m), 0
+						batch, size = append(batch[:0], m), s
 						continue
 					}
 					batch, size = append(batch, m), size+s

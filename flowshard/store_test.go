@@ -676,3 +676,35 @@ func TestDefaultMaxFlows(t *testing.T) {
 	wantAbsent(t, s, "0", "k")
 	mustGet(t, s, "1", "k")
 }
+
+// Back-pressure: with MaxPending 8 and 4 writers, no batch ever holds more
+// than 8+4 ops, whatever the scheduling (what bounds Async's loss).
+func TestMaxPendingBoundsBatches(t *testing.T) {
+	s := open(t, dbPath(t), Options{MaxPending: 8})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				if _, err := s.Put(bg, strconv.Itoa(g), strconv.Itoa(i%8), []byte("v"), pol(Async, 0)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.BatchedOps != 1200 {
+		t.Fatalf("%d ops committed, want 1200", st.BatchedOps)
+	}
+	// Bucket 4 holds sizes 8..15, bucket 5 and up 16 and more.
+	for i, n := range st.BatchSizes[5:] {
+		if n != 0 {
+			t.Fatalf("%d batches in bucket %d: %v", n, i+5, st.BatchSizes)
+		}
+	}
+	t.Logf("%d batches, sizes %v", st.Batches, st.BatchSizes[:5])
+}

@@ -73,8 +73,8 @@ func TestSyncLosesNoAcknowledgedWriteOnKill9(t *testing.T) {
 	dir := t.TempDir()
 	rg := gatewaytest.Start(t, "--datadir", dir)
 	port := rg.PostImposter(durableImposter(gatewaytest.FreePort(t), "sync"))
-	acks := writeUntilKilled(t, rg, port, 1500*time.Millisecond)
-	if len(acks.keys) < 100 {
+	acks := writeUntilKilled(t, rg, port, 2*time.Second)
+	if len(acks.keys) < 10 {
 		t.Fatalf("only %d writes acknowledged before the kill", len(acks.keys))
 	}
 	if lost := lostAfterRestart(t, rg, port, acks); lost != 0 {

@@ -406,3 +406,26 @@ func TestOpenLoopReportsUnsent(t *testing.T) {
 		t.Errorf("corrected max %v ms, want the backlog to show", res.Latency.Max)
 	}
 }
+
+// Cancelling a run returns at once with what was measured, even while every
+// request waits on a server that does not answer.
+func TestCancelDoesNotWaitForTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	url := startServer(t, func(*fasthttp.RequestCtx) { <-release })
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, Options{Targets: []string{url}, Scenario: simple("/"), Connections: 4,
+		Duration: time.Minute, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("cancelled run took %v", el)
+	}
+	// The requests cut short are not the server's errors: not counted.
+	if res.Requests != 0 || res.Errors != 0 {
+		t.Errorf("requests %d, errors %v: want none", res.Requests, res.ErrorKinds)
+	}
+}

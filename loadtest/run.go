@@ -292,6 +292,9 @@ func (w *worker) once(ctx context.Context) bool {
 	st := &r.steps[w.step]
 	w.prepare(st, &r.targets[w.rr])
 	err := w.do(ctx, w.rr)
+	if err != nil && ctx.Err() != nil {
+		return false // cut short by cancellation: not the server's error
+	}
 	done := r.now()
 	w.sample = sample{intended: intended, sent: sent, done: done, err: err, expect: st.expectStatus}
 	if err == nil {
@@ -365,13 +368,15 @@ func (w *worker) prepare(st *compiledStep, t *target) {
 // conn is one keep-alive connection with its buffers. fasthttp's Request and
 // Response do the HTTP on it; see do for why not HostClient.
 type conn struct {
-	c  net.Conn
-	br *bufio.Reader
-	bw *bufio.Writer
+	c      net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	unwake func() bool // stops the cancellation hook
 }
 
 func (c *conn) close() {
 	if c.c != nil {
+		c.unwake()
 		_ = c.c.Close()
 		c.c = nil
 	}
@@ -395,6 +400,9 @@ func (w *worker) do(ctx context.Context, t int) error {
 			return fmt.Errorf("dial %s: %w", w.r.targets[t].addr, err)
 		}
 		cn.c = c
+		// A cancelled run (Ctrl-C) must not wait out a stalled server's
+		// timeout: expire the connection's deadline at once.
+		cn.unwake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 		if cn.br == nil {
 			cn.br = bufio.NewReaderSize(c, connBufSize)
 			cn.bw = bufio.NewWriterSize(c, connBufSize)

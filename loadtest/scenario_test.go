@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,4 +137,25 @@ func FuzzParseScenario(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The scenario example in README.md is valid: the documentation cannot
+// drift from the parser.
+func TestReadmeScenarioParses(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "```json\n")
+	if !ok {
+		t.Fatal("README.md has no ```json block")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	sc, err := ParseScenario([]byte(block))
+	if err != nil {
+		t.Fatalf("README scenario: %v", err)
+	}
+	if len(sc.Steps) != 3 || sc.flowHeader() != "X-Flow-Id" {
+		t.Errorf("README scenario parsed as %+v", sc)
+	}
 }

@@ -61,7 +61,8 @@ const usage = `usage:
   riftload hello [-host H] [-port P]    serve the raw fasthttp "hello" server
   riftload bench [flags]                side-by-side benchmarks (make bench)
   riftload help
-Run "riftload <command> -h" for its flags. See loadtest/README.md.
+riftgate loadtest ... is the same program. Run "riftload <command> -h" for
+its flags. See loadtest/README.md.
 `
 
 type usageError struct{ error }

@@ -74,15 +74,16 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 
 func (e *engine) imposterOptions() imposter.Options {
 	return imposter.Options{
-		Logger:       e.g.log,
-		Compiler:     e.compiler,
-		Listen:       e.g.access.listen,
-		RecordAll:    e.g.opts.Mock,
-		DefaultHost:  e.g.opts.Host,
-		MaxBodyBytes: maxImposterBody,
-		Flows:        e,
-		Store:        e.flows,
-		Commit:       e.g.commit,
+		Logger:        e.g.log,
+		Compiler:      e.compiler,
+		Listen:        e.g.access.listen,
+		RecordAll:     e.g.opts.Mock,
+		RecordMatches: e.g.opts.Debug,
+		DefaultHost:   e.g.opts.Host,
+		MaxBodyBytes:  maxImposterBody,
+		Flows:         e,
+		Store:         e.flows,
+		Commit:        e.g.commit,
 	}
 }
 

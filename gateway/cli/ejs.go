@@ -164,13 +164,19 @@ func (r *renderer) rethrow(call goja.FunctionCall) goja.Value {
 	panic(r.rt.NewGoError(&TemplateError{File: file, Line: line, Msg: e.String()}))
 }
 
-// throw raises err as a JavaScript exception from a Go helper.
-func (r *renderer) throw(file string, err error) {
+// throw raises err as a JavaScript exception from a Go helper. A
+// TemplateError (from a nested template) passes through unchanged; any other
+// error becomes a plain Error, which the calling template locates.
+func (r *renderer) throw(err error) {
 	var te *TemplateError
-	if !errors.As(err, &te) {
-		te = &TemplateError{File: file, Msg: err.Error()}
+	if errors.As(err, &te) {
+		panic(r.rt.NewGoError(te))
 	}
-	panic(r.rt.NewGoError(te))
+	obj, nerr := r.rt.New(r.rt.Get("Error"), r.rt.ToValue(err.Error()))
+	if nerr != nil {
+		panic(r.rt.NewGoError(err))
+	}
+	panic(obj)
 }
 
 // include is EJS's runtime include(path, data): the named file rendered with
@@ -178,7 +184,7 @@ func (r *renderer) throw(file string, err error) {
 func (r *renderer) include(from string, locals *goja.Object, call goja.FunctionCall) goja.Value {
 	path, err := includePath(call.Argument(0).String(), from)
 	if err != nil {
-		r.throw(from, err)
+		r.throw(err)
 	}
 	data := r.rt.NewObject()
 	copyProps(locals, data)
@@ -187,11 +193,11 @@ func (r *renderer) include(from string, locals *goja.Object, call goja.FunctionC
 	}
 	contents, err := readTemplate(path)
 	if err != nil {
-		r.throw(from, err)
+		r.throw(err)
 	}
 	out, err := r.render(strings.TrimPrefix(contents, "\uFEFF"), path, data)
 	if err != nil {
-		r.throw(path, err)
+		r.throw(err)
 	}
 	return r.rt.ToValue(out)
 }
@@ -208,7 +214,7 @@ func (r *renderer) stringify(call goja.FunctionCall) goja.Value {
 	path := filepath.Join(filepath.Dir(r.root), name.String())
 	contents, err := readTemplate(path)
 	if err != nil {
-		r.throw(r.root, err)
+		r.throw(err)
 	}
 	locals := r.rt.NewObject()
 	stringify := r.rt.ToValue(r.stringify)
@@ -219,12 +225,12 @@ func (r *renderer) stringify(call goja.FunctionCall) goja.Value {
 		"inject":    stringify,
 	} {
 		if err := locals.Set(k, v); err != nil {
-			r.throw(r.root, err)
+			r.throw(err)
 		}
 	}
 	out, err := r.render(contents, r.root, locals)
 	if err != nil {
-		r.throw(path, err)
+		r.throw(err)
 	}
 	quoted := jsonQuote(strings.TrimFunc(out, isJSSpace))
 	return r.rt.ToValue(quoted[1 : len(quoted)-1])

@@ -152,8 +152,8 @@ var ejsCases = []struct {
 	},
 	{
 		name:    "missing include",
-		files:   map[string]string{"config.ejs": "<%- include('nope.json') %>"},
-		wantErr: `Could not find the include file "nope.json"`,
+		files:   map[string]string{"config.ejs": "\n<%- include('nope.json') %>"},
+		wantErr: `config.ejs:2: Error: Could not find the include file "nope.json"`,
 	},
 	{
 		name:    "missing legacy include",
@@ -163,7 +163,7 @@ var ejsCases = []struct {
 	{
 		name:    "missing stringify file",
 		files:   map[string]string{"config.ejs": "<%- stringify(filename, 'nope.txt') %>"},
-		wantErr: "no such file or directory",
+		wantErr: "config.ejs:1: Error: read template: open ",
 	},
 	{
 		name:    "unclosed tag",

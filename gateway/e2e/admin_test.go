@@ -227,3 +227,14 @@ func TestConfigLogsMetrics(t *testing.T) {
 		t.Fatalf("GET /metrics = %d, missing %q in\n%s", status, want, body)
 	}
 }
+
+func TestDebugRecordsMatches(t *testing.T) {
+	rg := gatewaytest.Start(t, "--debug")
+	port := rg.PostImposter(`{"protocol":"http","stubs":[{"responses":[{"is":{"body":"seen"}}]}]}`)
+	gatewaytest.Do(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/m?x=1", port), nil, nil)
+	_, body := rg.Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
+	matches, _ := decode(t, body)["stubs"].([]any)[0].(map[string]any)["matches"].([]any)
+	if len(matches) != 1 || !strings.Contains(fmt.Sprint(matches[0]), "/m") {
+		t.Fatalf("--debug matches = %v", matches)
+	}
+}

@@ -30,6 +30,9 @@ type Options struct {
 	Listen func(network, addr string) (net.Listener, error)
 	// RecordAll is mb's --mock: every imposter records its requests.
 	RecordAll bool
+	// RecordMatches is mb's --debug: every stub keeps the requests it
+	// matched and what it answered, shown as "matches" in its JSON.
+	RecordMatches bool
 	// DefaultHost is mb's --host, used when the imposter names none.
 	DefaultHost string
 	// Flows resolves a request's flow id, and Store keeps flows (scenario
@@ -216,8 +219,14 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	}
 	if r.static != nil && r.behaviors == nil && !imp.corsPreflight(req) {
 		writeResponse(ctx, r.static)
+		if st != nil && imp.opts.RecordMatches {
+			st.recordMatch(req, r.static)
+		}
 	} else {
-		imp.respondSlow(ctx, req, st, r)
+		resp := imp.respondSlow(ctx, req, st, r)
+		if st != nil && resp != nil && imp.opts.RecordMatches {
+			st.recordMatch(req, resp)
+		}
 	}
 	req.Reset()
 	reqPool.Put(req)
@@ -225,10 +234,10 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 
 // respondSlow builds a response that is not a plain `is`: faults, computed
 // responses, behaviors and CORS preflights.
-func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request, st *Stub, r *response) {
+func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request, st *Stub, r *response) *message.Response {
 	if r.fault != "" {
 		fault(ctx, r.fault)
-		return
+		return nil
 	}
 	var resp *message.Response
 	if r.static != nil {
@@ -239,22 +248,23 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 		resp, err = r.responder.Respond(imp.ctx, call)
 		if err != nil {
 			imp.writeError(ctx, err)
-			return
+			return nil
 		}
 		if resp == nil { // the responder answered on the connection itself
-			return
+			return nil
 		}
 	}
 	if r.behaviors != nil && (r.responder == nil || !r.handlesBehaviors) {
 		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
 			imp.writeError(ctx, err)
-			return
+			return nil
 		}
 	}
 	if imp.corsPreflight(req) {
 		addCORS(req, resp)
 	}
 	writeResponse(ctx, resp)
+	return resp
 }
 
 func (imp *Imposter) writeError(ctx *fasthttp.RequestCtx, err error) {

@@ -67,6 +67,9 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 			}
 		}
 		if !v.Replayable {
+			if imp.opts.RecordMatches {
+				so = so.with("matches", raw(st.Matches()))
+			}
 			so = so.with("_links", raw(map[string]any{"self": map[string]string{"href": self + "/stubs/" + strconv.Itoa(i)}}))
 		}
 		stubs = append(stubs, mustJSON(so))

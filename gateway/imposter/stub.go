@@ -1,8 +1,11 @@
 package imposter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -79,6 +82,36 @@ type Stub struct {
 	pos       atomic.Uint64
 	pathHint  string
 	hinted    bool
+
+	matchMu sync.Mutex
+	seen    []json.RawMessage // --debug: what the stub matched, newest last
+}
+
+// maxMatches bounds what a stub remembers under --debug.
+const maxMatches = 1000
+
+// recordMatch keeps a request the stub matched and its answer, as mb's
+// --debug does.
+func (s *Stub) recordMatch(req *message.Request, resp *message.Response) {
+	rb, _ := req.Clone().MarshalJSON()
+	var hb bytes.Buffer
+	message.WriteMultiMap(&hb, resp.Headers)
+	body, _ := json.Marshal(string(resp.Body))
+	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":{"statusCode":%d,"headers":%s,"body":%s}}`,
+		req.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"), rb, resp.StatusCode, hb.Bytes(), body)
+	s.matchMu.Lock()
+	defer s.matchMu.Unlock()
+	if len(s.seen) == maxMatches {
+		s.seen = s.seen[1:]
+	}
+	s.seen = append(s.seen, json.RawMessage(m))
+}
+
+// Matches returns what the stub matched under --debug.
+func (s *Stub) Matches() []json.RawMessage {
+	s.matchMu.Lock()
+	defer s.matchMu.Unlock()
+	return append([]json.RawMessage(nil), s.seen...)
 }
 
 // response is one compiled response of a stub.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -38,10 +39,15 @@ func valueText(raw []byte) string {
 	if json.Valid(raw) {
 		return string(bytes.TrimSpace(raw))
 	}
+	return quote(string(raw))
+}
+
+// quote is s as a JSON string.
+func quote(s string) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(string(raw)) // a string always encodes
+	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
@@ -82,10 +88,20 @@ func (e *Engine) load(ctx context.Context, flowID string) (*snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("inject: load state of %q: %w", flowID, err)
 		}
-		s.keys = append(s.keys, k)
-		s.texts = append(s.texts, valueText(ent.Value))
+		s.add(k, ent.Value)
 	}
 	return s, nil
+}
+
+// add puts one stored entry in the snapshot. A key that is not valid UTF-8
+// (a plugin may write one) cannot be a JavaScript property name without
+// changing: scripts do not see it, so they can neither change nor delete it.
+func (s *snapshot) add(key string, value []byte) {
+	if !utf8.ValidString(key) {
+		return
+	}
+	s.keys = append(s.keys, key)
+	s.texts = append(s.texts, valueText(value))
 }
 
 // write is one change a script made to its state; delete when !set.
@@ -95,10 +111,20 @@ type write struct {
 	set   bool
 }
 
-// stateObject builds the script's state from a snapshot.
+// stateObject builds the script's state from a snapshot. A value that Go
+// accepts as JSON but goja's JSON.parse refuses (a number past float64,
+// 1e400) reaches the script as its text, like any value that is not JSON.
 func (v *vm) stateObject(s *snapshot) (*goja.Object, error) {
 	x, err := v.fromJSON(s.objectText())
-	if err != nil {
+	if err == nil {
+		return x.ToObject(v.rt), nil
+	}
+	for i, text := range s.texts {
+		if _, err := v.fromJSON(text); err != nil {
+			s.texts[i] = quote(text)
+		}
+	}
+	if x, err = v.fromJSON(s.objectText()); err != nil {
 		return nil, fmt.Errorf("inject: build state: %w", err)
 	}
 	return x.ToObject(v.rt), nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -45,7 +46,7 @@ type leaf struct {
 	expected  any
 	// regexes holds every matches pattern, compiled with mb's flags.
 	regexes map[string]*regexp.Regexp
-	// deepKeys holds deepEquals' expected fields, stringified once.
+	// deep holds deepEquals' expected fields, stringified once.
 	deep map[string]string
 	// fast is set when the allocation-free path applies.
 	fast []fastField
@@ -298,14 +299,22 @@ func (l *leaf) Match(r *message.Request) bool {
 	return l.matchSlow(r)
 }
 
-// The request's top-level fields as mb's simplified request names them.
-var requestFields = []string{"requestFrom", "method", "path", "query", "headers", "body", "ip", "form"}
+// The request's top-level fields as mb's simplified request names them,
+// and lowered, as they are when keys are not case sensitive.
+var (
+	requestFields      = []string{"requestFrom", "method", "path", "query", "headers", "body", "ip", "form"}
+	requestFieldsLower = []string{"requestfrom", "method", "path", "query", "headers", "body", "ip", "form"}
+)
 
 // fieldOf resolves an expected key to a request field name, or "".
 func (l *leaf) fieldOf(key string) string {
-	for _, f := range requestFields {
-		if l.key(f) == key {
-			return f
+	names := requestFields
+	if l.lowerKeys {
+		names = requestFieldsLower
+	}
+	for i, f := range names {
+		if f == key {
+			return requestFields[i]
 		}
 	}
 	return ""
@@ -424,30 +433,30 @@ func (l *leaf) tryJSON(s string) any {
 	return l.normalize(v, true, false)
 }
 
+// matchSlow is mb's predicateSatisfied over the normalized request, with
+// the request's fields normalized only as the expectation reaches them.
 func (l *leaf) matchSlow(r *message.Request) bool {
-	act := map[string]any{}
-	for _, k := range keysOf(l.expected) {
+	return each(l.expected, func(k string, ef any) bool {
 		f := l.fieldOf(k)
-		if f == "" {
-			continue
-		}
-		if f == "body" && isObject(getProp(l.expected, k)) {
+		af, raw := undefined, false
+		if f == "body" && isObject(ef) {
 			if v, ok := l.bodyJSON(r); ok {
-				act[k] = l.normalize(v, true, false)
-				continue
+				af, raw = v, true
 			}
 		}
-		if v := l.actualField(r, f); !isUndefined(v) {
-			act[k] = v
+		if f != "" && !raw {
+			af = l.actualField(r, f)
 		}
-	}
-	return l.satisfied(l.expected, act)
+		// The request object itself is neither a string nor an array.
+		return l.field(l.expected, ef, nil, af, false, raw)
+	})
 }
 
 // bodyJSON returns the request's JSON body, parsed at most once per request,
 // where mb would parse the transformed body text: with no except pattern or
 // selector, lowering the text before parsing equals transforming the parsed
-// value, so the parse can be shared.
+// value, so the parse can be shared and the transforms applied as matching
+// reaches keys and strings ("raw" values below).
 func (l *leaf) bodyJSON(r *message.Request) (any, bool) {
 	if l.except != nil || l.jsonpath != nil || l.xpath != nil {
 		return nil, false
@@ -455,70 +464,128 @@ func (l *leaf) bodyJSON(r *message.Request) (any, bool) {
 	return r.JSON()
 }
 
-// satisfied is mb's predicateSatisfied.
-func (l *leaf) satisfied(exp, act any) bool {
-	if !truthy(act) {
-		return false
-	}
-	if s, ok := act.(string); ok {
-		act = l.tryJSON(s)
-	}
-	for _, k := range keysOf(exp) {
-		ef, af := getProp(exp, k), getProp(act, k)
-		var ok bool
-		switch {
-		case isArray(ef) && isArray(af):
-			ok = true
-			for _, e := range ef.([]any) {
-				if !l.someTest(e, af.([]any)) {
-					ok = false
-					break
-				}
+// each calls fn for every key of an expectation (Object.keys: an object's
+// keys, an array's or a string's indices) until fn returns false.
+func each(exp any, fn func(k string, v any) bool) bool {
+	switch e := exp.(type) {
+	case map[string]any:
+		for k, v := range e {
+			if !fn(k, v) {
+				return false
 			}
-		case isArray(af):
-			ok = (l.existsCfg && truthy(ef)) || l.someTest(ef, af.([]any))
-		case !isArray(ef) && isUndefined(af) && isArray(act):
-			ok = l.someTest(exp, act.([]any))
-		case isObject(ef):
-			ok = l.satisfied(ef, af)
-		default:
-			ok = l.test(ef, af)
 		}
-		if !ok {
-			return false
+	case []any:
+		for i, v := range e {
+			if !fn(strconv.Itoa(i), v) {
+				return false
+			}
+		}
+	case string:
+		for i := 0; i < len(e); i++ {
+			if !fn(strconv.Itoa(i), e[i:i+1]) {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-func (l *leaf) someTest(e any, as []any) bool {
+// satisfied is mb's predicateSatisfied. raw says act comes from the
+// request's parsed JSON body with mb's key and value transforms still to
+// apply.
+func (l *leaf) satisfied(exp, act any, raw bool) bool {
+	if !truthy(act) {
+		return false
+	}
+	if s, ok := act.(string); ok {
+		act, raw = l.tryJSON(s), false
+	}
+	return each(exp, func(k string, ef any) bool {
+		return l.field(exp, ef, act, l.prop(act, k, raw), raw, raw)
+	})
+}
+
+// field is the body of predicateSatisfied's loop for one expected field ef
+// of exp, whose actual value is af in act.
+func (l *leaf) field(exp, ef, act, af any, actRaw, afRaw bool) bool {
+	switch {
+	case isArray(ef) && isArray(af):
+		for _, e := range ef.([]any) {
+			if !l.someTest(e, af.([]any), afRaw) {
+				return false
+			}
+		}
+		return true
+	case isArray(af):
+		return (l.existsCfg && truthy(ef)) || l.someTest(ef, af.([]any), afRaw)
+	case !isArray(ef) && isUndefined(af) && isArray(act):
+		return l.someTest(exp, act.([]any), actRaw)
+	case isObject(ef):
+		return l.satisfied(ef, af, afRaw)
+	}
+	return l.test(ef, af, afRaw)
+}
+
+// prop reads act[k]; in a raw object with lowered keys, k matches the keys
+// that lower to it, the greatest winning as in normalize.
+func (l *leaf) prop(act any, k string, raw bool) any {
+	m, ok := act.(map[string]any)
+	if !ok || !raw || !l.lowerKeys {
+		return getProp(act, k)
+	}
+	var best string
+	var v any = undefined
+	found := false
+	for mk, mv := range m {
+		if foldEq(mk, k) && (!found || mk > best) {
+			best, v, found = mk, mv, true
+		}
+	}
+	return v
+}
+
+func (l *leaf) someTest(e any, as []any, raw bool) bool {
 	for _, a := range as {
-		if l.test(e, a) {
+		if l.test(e, a, raw) {
 			return true
 		}
 	}
 	return false
 }
 
-// test is mb's testPredicate.
-func (l *leaf) test(e, a any) bool {
+// test is mb's testPredicate; a raw string is lowered on the fly.
+func (l *leaf) test(e, a any, raw bool) bool {
 	if isUndefined(a) {
 		a = ""
 	}
 	if isObject(e) {
-		return l.satisfied(e, a)
+		return l.satisfied(e, a, raw)
 	}
+	as, isStr := a.(string)
+	fold := raw && isStr && l.lowerValues
 	switch l.op {
 	case opEquals:
 		se, okE := toString(e)
+		if fold {
+			return okE && foldEq(as, se)
+		}
 		sa, okA := toString(a)
 		return okE == okA && se == sa
 	case opContains:
+		if fold {
+			return foldContains(as, jsString(e))
+		}
 		return bytesContains(jsString(a), jsString(e))
 	case opStartsWith:
+		if fold {
+			return foldPrefix(as, jsString(e))
+		}
 		s, p := jsString(a), jsString(e)
 		return len(s) >= len(p) && s[:len(p)] == p
 	case opEndsWith:
+		if fold {
+			return foldSuffix(as, jsString(e))
+		}
 		s, p := jsString(a), jsString(e)
 		return len(s) >= len(p) && s[len(s)-len(p):] == p
 	case opMatches:

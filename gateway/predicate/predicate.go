@@ -38,8 +38,8 @@ type Options struct {
 // injectionDisabled is mb's refusal, from dryRunValidator.js.
 const injectionDisabled = "JavaScript injection is not allowed unless mb is run with the --allowInjection flag"
 
-// operators in the order mb knows them; a predicate's operator is the first
-// of its keys, in the JSON's order, that names one.
+// operators are mb's, plus riftgate's wasm; a predicate's operator is the
+// first of its keys, in the JSON's order, that names one.
 var operators = map[string]bool{
 	"equals": true, "deepEquals": true, "contains": true, "startsWith": true,
 	"endsWith": true, "matches": true, "exists": true, "not": true, "or": true,

@@ -46,7 +46,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		}
 		e.tmpDir, cacheDir = dir, dir
 	}
-	shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger})
+	shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger, MaxFlows: opts.MaxFlows})
 	if err != nil {
 		e.close(ctx)
 		return nil, fmt.Errorf("flow store: %w", err)

@@ -39,6 +39,16 @@ func loadImposter(t *testing.T, name string) (map[string]any, int) {
 				uses = append(uses, l...)
 			}
 		}
+		if rs, ok := stub["responses"].([]any); ok {
+			for _, r := range rs {
+				bs, _ := r.(map[string]any)["behaviors"].([]any)
+				for _, b := range bs {
+					if d, ok := b.(map[string]any)["decorate"].(map[string]any); ok {
+						uses = append(uses, d)
+					}
+				}
+			}
+		}
 		for _, r := range uses {
 			w, ok := r.(map[string]any)["wasm"].(map[string]any)
 			if !ok {
@@ -208,8 +218,11 @@ func TestExamplesInRiftgate(t *testing.T) {
 		if st != 200 || body != "hello /greet Ada" || h.Get("Content-Type") != "text/plain" {
 			t.Fatalf("%d %q %v", st, body, h)
 		}
-		if _, body, _ := c.do("GET", "/x", "", ""); body != "hello /x " {
-			t.Fatalf("without name: %q", body)
+		// Without ?name= the module's matches predicate fails, and the
+		// fallback `is` stub is decorated by the module's decorate export.
+		st, body, h = c.do("GET", "/x", "", "")
+		if st != 400 || body != "add ?name=..." || h.Get("X-Echo") != "GET /x" {
+			t.Fatalf("without name: %d %q %v", st, body, h)
 		}
 	})
 

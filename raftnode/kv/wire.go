@@ -44,6 +44,9 @@ const (
 	tagRejected = 5
 )
 
+// responseArity is each response variant's element count, tag included.
+var responseArity = [...]int{tagWritten: 2, tagDeleted: 2, tagTaken: 2, tagEvicted: 3, tagConflict: 2, tagRejected: 2}
+
 // ErrDecode wraps every wire and snapshot decoding failure.
 var ErrDecode = errors.New("kv: decode")
 
@@ -189,12 +192,10 @@ func decodeResponse(b []byte) (Response, error) {
 		return nil, err
 	}
 	var d fields
-	want := map[uint64]int{tagWritten: 2, tagDeleted: 2, tagTaken: 2, tagEvicted: 3, tagConflict: 2, tagRejected: 2}
-	n, ok := want[tag]
-	if !ok {
+	if tag >= uint64(len(responseArity)) {
 		return nil, fmt.Errorf("unknown response tag %d", tag)
 	}
-	if err := f.arity(n); err != nil {
+	if err := f.arity(responseArity[tag]); err != nil {
 		return nil, err
 	}
 	var r Response

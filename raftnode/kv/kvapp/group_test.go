@@ -1,6 +1,7 @@
 package kvapp_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,12 +27,11 @@ import (
 
 type group = raftnode.Group[kvapp.State, kvapp.Command, kvapp.Response]
 
-// evictLog observes every Evict each node applies (an effect, published
-// after the state lock drops).
-type evictLog struct {
-	mu     *sync.Mutex
-	evicts *[]evictSeen
-	node   string
+// observer records every Evict each node applies and every snapshot it
+// installs (effects, published after the state lock drops).
+type observer struct {
+	c    *cluster
+	node string
 }
 
 type evictSeen struct {
@@ -41,19 +41,26 @@ type evictSeen struct {
 	resp   kv.Response
 }
 
-func (evictLog) OnMembership(*raftnode.Effects, *kvapp.State, raftnode.Membership) {}
-func (evictLog) OnRestore(*raftnode.Effects, *kvapp.State, uint64)                 {}
-
-func (o evictLog) OnApply(fx *raftnode.Effects, _ *kvapp.State, c kvapp.Command, r kvapp.Response, _ uint64) {
+func (o observer) OnApply(fx *raftnode.Effects, _ *kvapp.State, c kvapp.Command, r kvapp.Response, _ uint64) {
 	ev, ok := c.Kv.(kv.Evict)
 	if !ok {
 		return
 	}
 	seen := evictSeen{node: o.node, tenant: c.Tenant, cutoff: ev.CutoffMs, resp: r.Kv}
 	fx.Defer(func() {
-		o.mu.Lock()
-		*o.evicts = append(*o.evicts, seen)
-		o.mu.Unlock()
+		o.c.mu.Lock()
+		o.c.evicts = append(o.c.evicts, seen)
+		o.c.mu.Unlock()
+	})
+}
+
+func (observer) OnMembership(*raftnode.Effects, *kvapp.State, raftnode.Membership) {}
+
+func (o observer) OnRestore(fx *raftnode.Effects, _ *kvapp.State, index uint64) {
+	fx.Defer(func() {
+		o.c.mu.Lock()
+		o.c.restores[o.node] = append(o.c.restores[o.node], index)
+		o.c.mu.Unlock()
 	})
 }
 
@@ -61,72 +68,42 @@ var secret = []byte("kv-lease-group-test-secret")
 
 type node struct {
 	name string
-	g    *group
+	dir  string
+	addr string
+	g    *group // nil while stopped
 	srv  *http.Server
 }
 
 type cluster struct {
-	t      *testing.T
-	nodes  []*node
-	mu     sync.Mutex
-	evicts []evictSeen
+	t        *testing.T
+	nodes    []*node
+	mu       sync.Mutex
+	evicts   []evictSeen
+	restores map[string][]uint64 // snapshot installs per node, by index
 }
 
 // startCluster boots n1 as a single voter, then admits n2 and n3 as
 // learners and promotes them: three real members over HTTP on 127.0.0.1.
+// Members snapshot every 100 entries and keep 20 behind, so a member that
+// falls further behind catches up through a snapshot.
 func startCluster(t *testing.T) *cluster {
-	c := &cluster{t: t}
+	c := &cluster{t: t, restores: map[string][]uint64{}}
 	dir := t.TempDir()
 	for i, name := range []string{"n1", "n2", "n3"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		url := "http://" + ln.Addr().String() + "/raft"
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if os.Getenv("KVAPP_LOG") != "" {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		}
-		g, err := raftnode.Bootstrap(context.Background(), raftnode.Config{
-			NodeName: name, GroupID: "kv-lease", DataDir: filepath.Join(dir, name), AdvertiseURL: url,
-			Secret: secret, Bootstrap: i == 0, TickInterval: 20 * time.Millisecond, ElectionTick: 15,
-			MaxCommandBytes: kvapp.MaxCommandBytes(), LeaderTaskGrace: time.Second, Logger: log,
-		}, kvapp.App{}, evictLog{mu: &c.mu, evicts: &c.evicts, node: name})
-		if err != nil {
-			ln.Close()
-			t.Fatalf("bootstrap %s: %v", name, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/raft/", http.StripPrefix("/raft", g.Routers().Raft))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		n := &node{name: name, g: g, srv: srv}
+		n := &node{name: name, dir: filepath.Join(dir, name), addr: "127.0.0.1:0"}
 		c.nodes = append(c.nodes, n)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = srv.Close()
-			if err := g.Close(ctx); err != nil {
-				t.Errorf("close %s: %v", name, err)
-			}
-		})
+		c.boot(n, i == 0)
+		t.Cleanup(func() { c.stop(n) })
 		if i == 0 {
-			eventually(t, 10*time.Second, "n1 to lead", g.IsLeader)
+			eventually(t, 10*time.Second, "n1 to lead", n.g.IsLeader)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-		if _, err := c.nodes[0].g.AddLearner(ctx, name, url); err != nil {
+		if _, err := c.nodes[0].g.AddLearner(ctx, name, "http://"+n.addr+"/raft"); err != nil {
 			t.Fatalf("add %s: %v", name, err)
 		}
-		for {
-			if _, err := c.nodes[0].g.Promote(ctx, g.ID()); err == nil {
-				break
-			} else if ctx.Err() != nil {
-				t.Fatalf("promote %s: %v", name, err)
-			}
-			time.Sleep(50 * time.Millisecond) // still catching up
-		}
 		cancel()
+		c.promote(n)
 	}
 	for _, n := range c.nodes {
 		eventually(t, 10*time.Second, n.name+" to see three voters", func() bool { return len(n.g.Membership().Voters()) == 3 })
@@ -134,10 +111,91 @@ func startCluster(t *testing.T) *cluster {
 	return c
 }
 
+// promote makes learner n a voter. Each attempt is short: etcd raft drops
+// a conf change proposed before it has seen the previous one applied, and
+// the dropped proposal's waiter then only ends at its deadline.
+func (c *cluster) promote(n *node) {
+	c.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := c.nodes[0].g.Promote(ctx, n.g.ID())
+		cancel()
+		if err == nil || slices.Contains(c.nodes[0].g.Membership().Voters(), n.g.ID()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("promote %s: %v", n.name, err)
+		}
+		time.Sleep(50 * time.Millisecond) // still catching up
+	}
+}
+
+// boot starts (or restarts, on its old address and data) member n.
+func (c *cluster) boot(n *node, bootstrap bool) {
+	c.t.Helper()
+	var ln net.Listener
+	var err error
+	for range 100 { // a just-closed port may linger briefly
+		if ln, err = net.Listen("tcp", n.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("listen %s: %v", n.addr, err)
+	}
+	n.addr = ln.Addr().String()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("KVAPP_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	g, err := raftnode.Bootstrap(context.Background(), raftnode.Config{
+		NodeName: n.name, GroupID: "kv-lease", DataDir: n.dir, AdvertiseURL: "http://" + n.addr + "/raft",
+		Secret: secret, Bootstrap: bootstrap, TickInterval: 20 * time.Millisecond, ElectionTick: 15,
+		MaxCommandBytes: kvapp.MaxCommandBytes(), LeaderTaskGrace: time.Second, Logger: log,
+		SnapshotEntries: 100, CatchUpEntries: 20,
+	}, kvapp.App{}, observer{c: c, node: n.name})
+	if err != nil {
+		ln.Close()
+		c.t.Fatalf("bootstrap %s: %v", n.name, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/raft/", http.StripPrefix("/raft", g.Routers().Raft))
+	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.g = g
+	go func() { _ = n.srv.Serve(ln) }()
+}
+
+// stop closes member n, keeping its data directory.
+func (c *cluster) stop(n *node) {
+	if n.g == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = n.srv.Close()
+	if err := n.g.Close(ctx); err != nil {
+		c.t.Errorf("close %s: %v", n.name, err)
+	}
+	n.g = nil
+}
+
+// running lists the members that are up.
+func (c *cluster) running() []*node {
+	var out []*node
+	for _, n := range c.nodes {
+		if n.g != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func (c *cluster) leader() *node {
 	var l *node
 	eventually(c.t, 10*time.Second, "a leader", func() bool {
-		for _, n := range c.nodes {
+		for _, n := range c.running() {
 			if n.g.IsLeader() {
 				l = n
 				return true
@@ -150,12 +208,42 @@ func (c *cluster) leader() *node {
 
 func (c *cluster) follower() *node {
 	l := c.leader()
-	for _, n := range c.nodes {
+	for _, n := range c.running() {
 		if n != l {
 			return n
 		}
 	}
 	panic("no follower")
+}
+
+// sameSnapshotEverywhere checks that the three replicas, having applied
+// the same log, encode byte-identical snapshots.
+func (c *cluster) sameSnapshotEverywhere() {
+	c.t.Helper()
+	eventually(c.t, 20*time.Second, "identical snapshots at one applied index", func() bool {
+		var first []byte
+		var at uint64
+		for i, n := range c.nodes {
+			var snap []byte
+			var applied uint64
+			var err error
+			n.g.State().Read(func(s *kvapp.State, a uint64) { snap, err = kvapp.EncodeSnapshot(s); applied = a })
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			if i == 0 {
+				first, at = snap, applied
+				continue
+			}
+			if applied != at {
+				return false // still catching up: try again
+			}
+			if !bytes.Equal(snap, first) {
+				c.t.Fatalf("%s's snapshot at %d differs from %s's", n.name, at, c.nodes[0].name)
+			}
+		}
+		return true
+	})
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
@@ -263,18 +351,54 @@ func TestKvLeaseGroupWorkedExample(t *testing.T) {
 	}
 
 	// A backlog in the config tenant (100 evictions per command): 450
-	// records expiring at 20_010, proposed concurrently through all nodes.
+	// records expiring at 20_010, proposed concurrently through the running
+	// nodes while one follower is down. The others snapshot and compact
+	// their logs past it, so it must catch up through a snapshot install.
+	down := c.follower()
+	stoppedAt := down.g.Applied()
+	c.stop(down)
+	live := c.running()
 	const backlog, tn = 450, kvapp.TenantConfig
 	var wg sync.WaitGroup
-	for w := range 9 {
+	for w := range 8 {
 		wg.Go(func() {
-			n := c.nodes[w%3]
-			for i := w; i < backlog; i += 9 {
-				propose(t, n, tn, kv.Put{Key: fmt.Sprintf("job/%04d", i), Value: []byte("x"), Expect: kv.Absent(), TTLMs: 10, NowMs: 20_000})
+			n := live[w%len(live)]
+			for i := w; i < backlog; i += 8 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				r, err := n.g.ProposeAndWait(ctx, kvapp.Command{Tenant: tn, Kv: kv.Put{
+					Key: fmt.Sprintf("job/%04d", i), Value: []byte("x"), Expect: kv.Absent(), TTLMs: 10, NowMs: 20_000}})
+				cancel()
+				if _, ok := r.Kv.(kv.Written); err != nil || !ok {
+					t.Errorf("backlog put %d through %s: %#v %v", i, n.name, r, err)
+					return
+				}
 			}
 		})
 	}
 	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	last := c.leader().g.Applied()
+	c.boot(down, false)
+	for _, n := range c.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := n.g.WaitApplied(ctx, last); err != nil {
+			t.Fatalf("%s catching up to %d: %v", n.name, last, err)
+		}
+		cancel()
+		var got int
+		n.g.State().Read(func(s *kvapp.State, _ uint64) { got = s.Len(tn) })
+		if got != backlog {
+			t.Fatalf("%s holds %d backlog records, want %d", n.name, got, backlog)
+		}
+	}
+	c.mu.Lock()
+	installed := slices.ContainsFunc(c.restores[down.name], func(i uint64) bool { return i > stoppedAt })
+	c.mu.Unlock()
+	if !installed {
+		t.Fatalf("%s caught up without a snapshot install (restores %v)", down.name, c.restores[down.name])
+	}
 
 	// The sweep runs only on the leader, from the watcher's factory. With
 	// the clock before the expiry it proposes nothing at all.
@@ -306,6 +430,7 @@ func TestKvLeaseGroupWorkedExample(t *testing.T) {
 			return left == 0
 		})
 	}
+	c.sameSnapshotEverywhere()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var cutoffs []uint64

@@ -82,6 +82,10 @@ func TestZeroAlloc(t *testing.T) {
 		`{"endsWith":{"path":"345"}}`,
 		`{"matches":{"path":"^/api/v\\d+/orders/\\d+$"}}`,
 		`{"exists":{"headers":{"x-request-id":true},"query":{"nope":false}}}`,
+		// JSON bodies: parsed once per request (the first Match below),
+		// then matched without allocating.
+		`{"equals":{"body":{"CUSTOMER":"bob","order":{"items":{"sku":"a1"}}}}}`,
+		`{"contains":{"body":{"customer":"O"}}}`,
 	} {
 		p, err := Compile(json.RawMessage(pred), Options{})
 		if err != nil {

@@ -247,7 +247,7 @@ func TestShellTransform(t *testing.T) {
 	})
 	for _, tt := range []struct {
 		name, body, msg string
-		timeout        bool
+		timeout         bool
 	}{
 		{"exit status", `echo oops >&2; exit 1`, "Command failed: ", false},
 		{"invalid JSON", `echo not json`, "Shell command returned invalid JSON: 'not json\n'", false},

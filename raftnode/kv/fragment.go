@@ -54,9 +54,7 @@ func (f *Fragment) Get(key string, nowMs uint64) (Record, bool) {
 	if e == nil {
 		return Record{}, false
 	}
-	r := e.record()
-	r.Value = slices.Clone(r.Value)
-	return *r, true
+	return *e.record(), true
 }
 
 // AnyExpired reports whether an Evict at cutoffMs would reclaim anything:
@@ -197,11 +195,13 @@ func (f *Fragment) remove(e *entry) {
 func (e *entry) size() int64 { return int64(len(e.key) + len(e.value)) }
 
 // record is nil for a nil entry, so Conflict{cur.record()} reports absence.
+// The value is a copy: a response or read handed to a local caller must not
+// alias replicated state.
 func (e *entry) record() *Record {
 	if e == nil {
 		return nil
 	}
-	return &Record{Value: e.value, Version: e.version, ExpiresAtMs: e.expiresAt}
+	return &Record{Value: slices.Clone(e.value), Version: e.version, ExpiresAtMs: e.expiresAt}
 }
 
 // expiryIndex is a min-heap of expiring entries ordered by (expiresAt, key).

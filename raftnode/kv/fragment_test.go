@@ -416,13 +416,18 @@ func TestQuotasAreEnforcedPerFragment(t *testing.T) {
 	want(t, apply(t, mustFragment(t, p), put("c", "", Absent(), 100, 0), 6), Written{6})
 }
 
-func TestApplyDoesNotAliasTheCommandValue(t *testing.T) {
+// Neither the command a caller proposed nor a read or response it gets back
+// may alias replicated state: a local caller mutating one would diverge
+// this replica.
+func TestStateIsNotAliasedByCommandsReadsOrResponses(t *testing.T) {
 	f := mustFragment(t, DefaultPolicy())
 	v := []byte("abc")
 	apply(t, f, Put{Key: "k", Value: v, TTLMs: 10}, 1)
 	v[0] = 'X'
 	r, _ := f.Get("k", 0)
 	r.Value[1] = 'Y'
+	c := apply(t, f, Put{Key: "k", Expect: Absent(), TTLMs: 10}, 2).(Conflict)
+	c.Current.Value[2] = 'Z'
 	if r2, _ := f.Get("k", 0); string(r2.Value) != "abc" {
 		t.Fatalf("stored value %q was aliased", r2.Value)
 	}

@@ -7,7 +7,9 @@
 //
 // The module also exports a predicate, matches, that accepts only requests
 // carrying an X-Flow-Id header, so an imposter can send the others to a
-// stub that explains what is missing.
+// stub that explains what is missing, and a decorate behavior that stamps
+// any response with the scoped flow id it ran under (X-Rift-Flow), which
+// shows which flow a request landed in.
 package main
 
 import (
@@ -31,6 +33,15 @@ func main() {}
 func init() {
 	rift.Handle(count)
 	rift.Match(func(req *rift.Request) bool { return req.Header("X-Flow-Id") != "" })
+	rift.Decorate(func(req *rift.Request, resp *rift.Response) *rift.Response {
+		h := make(map[string]string, len(resp.Headers)+1)
+		for k, v := range resp.Headers {
+			h[k] = v
+		}
+		h["X-Rift-Flow"] = req.Flow
+		resp.Headers = h
+		return resp
+	})
 }
 
 func count(req *rift.Request) *rift.Response {

@@ -78,7 +78,7 @@ var testSecret = []byte("0123456789abcdef-test-secret")
 // cluster runs real members on 127.0.0.1 over HTTP, each through the fault
 // network's client.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *faultnet.Network
 	base  string
 	tweak func(*Config)
@@ -94,7 +94,7 @@ type member struct {
 	g    *counterGroup
 }
 
-func newCluster(t *testing.T, seed uint64, tweak func(*Config)) *cluster {
+func newCluster(t testing.TB, seed uint64, tweak func(*Config)) *cluster {
 	c := &cluster{t: t, net: faultnet.New(seed), base: t.TempDir(), tweak: tweak, nodes: map[string]*member{}}
 	t.Cleanup(func() {
 		for _, name := range c.names() {
@@ -116,14 +116,14 @@ func (c *cluster) names() []string {
 	return out
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("RAFTNODE_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
@@ -227,7 +227,7 @@ func (c *cluster) leader(timeout time.Duration) *member {
 	return found
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -243,7 +243,7 @@ var opSeq atomic.Uint64
 // propose retries through leader changes until the command has applied.
 // The command carries a unique op id, so a retry after an unknown outcome
 // applies it once.
-func propose(t *testing.T, m *member, add int64) counterResp {
+func propose(t testing.TB, m *member, add int64) counterResp {
 	t.Helper()
 	op := fmt.Sprintf("op-%d", opSeq.Add(1))
 	deadline := time.Now().Add(20 * time.Second)

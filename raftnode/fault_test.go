@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func threeNodes(t *testing.T, seed uint64, tweak func(*Config)) *cluster {
+func threeNodes(t testing.TB, seed uint64, tweak func(*Config)) *cluster {
 	t.Helper()
 	c := newCluster(t, seed, tweak)
 	c.start("n1", true)
@@ -48,15 +48,16 @@ func (c *cluster) converged(names ...string) {
 // proposals arrive at every member; acknowledged writes are never lost and
 // the replicas end byte-identical.
 func TestFaultyNetworkConverges(t *testing.T) {
+	t.Parallel()
 	c := threeNodes(t, 42, nil)
 	c.net.SetDrop(0.1)
 	c.net.SetDelay(0, 15*time.Millisecond)
 	rng := rand.New(rand.NewPCG(42, 7))
 	var acked, attempted int64
 	names := []string{"n1", "n2", "n3"}
-	for i := range 60 {
+	for i := range 40 {
 		m := c.get(names[rng.IntN(3)])
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		add := int64(i + 1)
 		_, err := m.g.ProposeAndWait(ctx, counterCmd{Add: add})
 		cancel()
@@ -123,6 +124,7 @@ func TestPartitionedLeaderIsIsolated(t *testing.T) {
 // TestRestartOnDataDir kills members (in-process close) and reopens them
 // on their data directories: a follower, the leader, then everyone.
 func TestRestartOnDataDir(t *testing.T) {
+	t.Parallel()
 	c := threeNodes(t, 9, func(cfg *Config) {
 		cfg.SnapshotEntries = 15
 		cfg.CatchUpEntries = 5
@@ -171,9 +173,10 @@ func TestRestartOnDataDir(t *testing.T) {
 // compacts its log past the follower's position: it can only come back
 // through a snapshot, which it installs and persists.
 func TestFollowerBehindNeedsSnapshot(t *testing.T) {
+	t.Parallel()
 	c := threeNodes(t, 11, func(cfg *Config) {
-		cfg.SnapshotEntries = 20
-		cfg.CatchUpEntries = 5
+		cfg.SnapshotEntries = 10
+		cfg.CatchUpEntries = 3
 	})
 	l := c.leader(10 * time.Second)
 	f := "n3"
@@ -182,7 +185,7 @@ func TestFollowerBehindNeedsSnapshot(t *testing.T) {
 	}
 	before := c.get(f).g.Applied()
 	c.stop(f)
-	for range 80 {
+	for range 40 {
 		propose(t, l, 1)
 	}
 	first, _ := l.g.store.FirstIndex()
@@ -190,7 +193,7 @@ func TestFollowerBehindNeedsSnapshot(t *testing.T) {
 		t.Fatalf("leader log starts at %d; follower stopped at %d: no snapshot would be needed", first, before)
 	}
 	c.start(f, false)
-	c.waitValue(80, f)
+	c.waitValue(40, f)
 	snap, _ := c.get(f).g.store.Snapshot()
 	if snap.GetMetadata().GetIndex() < first-1 {
 		t.Fatalf("follower's stored snapshot at %d, expected one from the leader (log starts at %d)", snap.GetMetadata().GetIndex(), first)
@@ -199,7 +202,7 @@ func TestFollowerBehindNeedsSnapshot(t *testing.T) {
 	// And it survives a restart from that snapshot.
 	c.stop(f)
 	c.start(f, false)
-	c.waitValue(80, f)
+	c.waitValue(40, f)
 }
 
 // TestLeaderLossElection measures how long the group is without a leader

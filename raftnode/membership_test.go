@@ -13,6 +13,7 @@ import (
 // API: it steps down (StepDownOnRemoval), the other two carry on, and the
 // removed id is never admitted again.
 func TestRemoveLeaderStepsDown(t *testing.T) {
+	t.Parallel()
 	c := threeNodes(t, 21, nil)
 	l := c.leader(10 * time.Second)
 	propose(t, l, 3)

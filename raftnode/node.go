@@ -53,7 +53,10 @@ type Config struct {
 	// LeaderTaskGrace bounds how long leader tasks get to stop (default 5s).
 	LeaderTaskGrace time.Duration
 
-	HTTPClient *http.Client // default: a client with a 10s timeout
+	// HTTPClient carries peer traffic. Each call has its own deadline
+	// (messages 5s, snapshots 10min), so a client-wide Timeout should be
+	// longer than the largest snapshot transfer or unset.
+	HTTPClient *http.Client
 	Logger     *slog.Logger // default slog.Default()
 
 	ownClient bool // HTTPClient was made here, so Close releases it
@@ -104,7 +107,9 @@ func (c *Config) normalize() error {
 		c.LeaderTaskGrace = 5 * time.Second
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+		// No client-wide timeout: each call carries its own deadline, and a
+		// snapshot legitimately takes longer than a heartbeat.
+		c.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 		c.ownClient = true
 	}
 	if c.Logger == nil {

@@ -145,6 +145,7 @@ func (p *proc) propose(add int64, op string) error {
 // kills the leader with SIGKILL (no Close, nothing flushed beyond what the
 // Ready loop fsynced), and restarts it on its data directory.
 func TestProcessesSurviveKill9(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	procs := map[string]*proc{}
 	for _, n := range []string{"n1", "n2", "n3"} {

@@ -246,12 +246,26 @@ func (t *transport) sendSnapshot(m *pb.Message) {
 	}()
 }
 
+// Deadlines of peer calls: a message batch that takes longer than
+// messageTimeout is as good as lost (raft retransmits); a snapshot gets
+// long enough to move MaxSnapshotBytes.
+const (
+	messageTimeout  = 5 * time.Second
+	snapshotTimeout = 10 * time.Minute
+)
+
 func (t *transport) postFrame(to uint64, path string, msgs []*pb.Message) error {
 	body, err := encodeFrame(msgs)
 	if err != nil {
 		return err
 	}
-	_, err = t.call(t.ctx, to, path, body, 1<<10)
+	timeout := messageTimeout
+	if path == pathSnapshot {
+		timeout = snapshotTimeout
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, timeout)
+	defer cancel()
+	_, err = t.call(ctx, to, path, body, 1<<10)
 	return err
 }
 

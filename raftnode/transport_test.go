@@ -15,6 +15,7 @@ import (
 )
 
 func TestTransportRefusesUnauthenticatedAndOversized(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2, func(cfg *Config) {
 		cfg.MaxMessageBytes = 64 << 10
 		cfg.MaxCommandBytes = 16 << 10
@@ -136,6 +137,7 @@ func TestCatchUpSizing(t *testing.T) {
 // commands near MaxCommandBytes, a follower that missed many of them still
 // rejoins, because bootstrap capped MaxSizePerMsg to the cap.
 func TestLaggingFollowerCatchesUpWithLargeCommands(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.MaxMessageBytes = 256 << 10
 		cfg.MaxCommandBytes = 100 << 10
@@ -149,7 +151,7 @@ func TestLaggingFollowerCatchesUpWithLargeCommands(t *testing.T) {
 	c.grow("n1", "n3")
 	c.stop("n3")
 	l := c.leader(10 * time.Second)
-	for range 30 {
+	for range 10 {
 		propose(t, l, 1)
 	}
 	for range 10 {
@@ -161,7 +163,7 @@ func TestLaggingFollowerCatchesUpWithLargeCommands(t *testing.T) {
 		cancel()
 	}
 	c.start("n3", false)
-	c.waitValue(40, "n1", "n2", "n3")
+	c.waitValue(20, "n1", "n2", "n3")
 }
 
 func TestEffectsPublishAfterUnlock(t *testing.T) {

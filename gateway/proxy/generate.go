@@ -195,6 +195,9 @@ func (g *generator) subset(field any, want map[string]any) any {
 	}
 	out := map[string]any{}
 	for k, w := range want {
+		if _, present := obj[k]; !present {
+			continue // mb's undefined, which JSON drops
+		}
 		if sub, ok := w.(map[string]any); ok {
 			out[k] = g.subset(obj[k], sub)
 		} else {

@@ -260,11 +260,7 @@ func (p *Responder) call(ctx context.Context, r *message.Request) (json.RawMessa
 	req.Header.SetMethod(r.Method)
 	uri := r.Path
 	if len(r.Query) > 0 {
-		q := url.Values{}
-		for _, kv := range r.Query {
-			q.Add(kv.Name, kv.Value)
-		}
-		uri += "?" + q.Encode()
+		uri += "?" + queryString(r.Query)
 	}
 	scheme := "http://"
 	if p.client.IsTLS {
@@ -506,4 +502,46 @@ func compileRecorded(imp *imposter.Imposter, obj map[string]json.RawMessage) (*i
 
 func samePredicates(a, b []json.RawMessage) bool {
 	return signature(a) == signature(b)
+}
+
+// queryString encodes pairs as node's querystring.stringify does for mb's
+// query object: names in first-seen order, a repeated name's values
+// together, escaped like encodeURIComponent.
+func queryString(kvs []message.KV) string {
+	var b strings.Builder
+	done := map[string]bool{}
+	for _, kv := range kvs {
+		if done[kv.Name] {
+			continue
+		}
+		done[kv.Name] = true
+		for _, o := range kvs {
+			if o.Name != kv.Name {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(escapeComponent(o.Name))
+			b.WriteByte('=')
+			b.WriteString(escapeComponent(o.Value))
+		}
+	}
+	return b.String()
+}
+
+func escapeComponent(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.!~*'()", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }

@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/message"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestClaimsHaveOneWinnerAndReleaseHandsOver(t *testing.T) {
+	c := NewLocalClaims()
+	ctx := context.Background()
+	tok, won, err := c.Acquire(ctx, "k")
+	if !won || err != nil {
+		t.Fatal("the first caller must win")
+	}
+	var winners atomic.Int64
+	var replays atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk, w, err := c.Acquire(ctx, "k")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if w {
+				winners.Add(1)
+				c.Recorded("k", tk)
+			} else {
+				replays.Add(1)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	c.Release("k", tok) // the upstream failed: one waiter wins the retry
+	wg.Wait()
+	if winners.Load() != 1 || replays.Load() != 15 {
+		t.Fatalf("winners %d, replays %d; want 1 and 15", winners.Load(), replays.Load())
+	}
+	if _, won, _ := c.Acquire(ctx, "k"); won {
+		t.Fatal("a recorded claim must replay")
+	}
+	c.Forget("k")
+	if _, won, _ := c.Acquire(ctx, "k"); !won {
+		t.Fatal("a forgotten claim is unclaimed again")
+	}
+}
+
+func TestAcquireHonoursContext(t *testing.T) {
+	c := NewLocalClaims()
+	if _, _, err := c.Acquire(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.Acquire(ctx, "k"); err == nil {
+		t.Fatal("a waiter must give up when its context ends")
+	}
+}
+
+func TestGenerate(t *testing.T) {
+	r := &message.Request{Method: "GET", Path: "/p", Query: []message.KV{{"q", "1"}, {"r", "2"}},
+		Headers: []message.KV{{"X-A", "a"}}, Body: []byte(`{"id":7}`)}
+	for _, tc := range []struct{ gens, want string }{
+		{`[{"matches":{"path":true,"method":true}}]`, `[{"deepEquals":{"path":"/p"}},{"deepEquals":{"method":"GET"}}]`},
+		{`[{"matches":{"query":{"q":true,"zz":true}}}]`, `[{"equals":{"query":{"q":"1"}}}]`},
+		{`[{"matches":{"query":true},"ignore":{"query":["r"]}}]`, `[{"deepEquals":{"query":{"q":"1"}}}]`},
+		{`[{"matches":{"body":true},"jsonpath":{"selector":"$.id"}}]`, `[{"deepEquals":{"body":7},"jsonpath":{"selector":"$.id"}}]`},
+		{`[{"matches":{"headers":{"X-A":true}},"predicateOperator":"exists"}]`, `[{"exists":{"headers":{"X-A":true}}}]`},
+		{`[]`, `null`},
+	} {
+		var raws []json.RawMessage
+		if err := json.Unmarshal([]byte(tc.gens), &raws); err != nil {
+			t.Fatal(err)
+		}
+		gens, err := parseGenerators(raws)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.gens, err)
+		}
+		preds, err := generate(gens, r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(preds)
+		if string(got) != tc.want {
+			t.Errorf("%s: generated %s, want %s", tc.gens, got, tc.want)
+		}
+	}
+}
+
+func TestQueryStringKeepsOrderAndEscapesLikeNode(t *testing.T) {
+	got := queryString([]message.KV{{"b", "x y"}, {"a", "1"}, {"b", "&"}})
+	if want := "b=x%20y&b=%26&a=1"; got != want {
+		t.Fatalf("queryString = %s, want %s", got, want)
+	}
+}
+
+func FuzzParseGenerators(f *testing.F) {
+	f.Add([]byte(`[{"matches":{"path":true},"caseSensitive":true}]`))
+	f.Add([]byte(`[{"matches":{"body":true},"xpath":{"selector":"//a","ns":{"x":"urn:x"}}}]`))
+	f.Add([]byte(`[{"inject":"function(c){return []}"}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var raws []json.RawMessage
+		if json.Unmarshal(data, &raws) != nil {
+			return
+		}
+		gens, err := parseGenerators(raws)
+		if err != nil {
+			return
+		}
+		_, _ = generate(gens, &message.Request{Method: "GET", Path: "/"}, nil)
+	})
+}

@@ -64,12 +64,6 @@ func (l *seqLog) AnyExpired(cutoffMs uint64) bool {
 	return l.f.AnyExpired(cutoffMs)
 }
 
-func (l *seqLog) get(key string, now uint64) (Record, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Get(key, now)
-}
-
 // fataler is what testing.TB and *rapid.T share.
 type fataler interface {
 	Helper()

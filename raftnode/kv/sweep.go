@@ -71,10 +71,11 @@ type SweeperConfig struct {
 	Logger   *slog.Logger  // nil: slog.Default()
 }
 
-// RunSweeper sweeps t every Interval until ctx is done, then returns nil.
-// Run it from the leader-task watcher's factory: eviction is a write, so
-// only the leader should propose it. A failed sweep is logged and retried at
-// the next tick with a fresh cutoff.
+// RunSweeper sweeps t at once and then every Interval until ctx is done,
+// then returns nil. Run it from the leader-task watcher's factory: eviction
+// is a write, so only the leader should propose it, and a new leader starts
+// on any backlog straight away. A failed sweep is logged and retried at the
+// next tick with a fresh cutoff.
 func RunSweeper(ctx context.Context, t SweepTarget, cfg SweeperConfig) error {
 	if cfg.Interval <= 0 || cfg.Limit == 0 || cfg.NowMs == nil {
 		return fmt.Errorf("kv: sweeper needs a positive Interval and Limit and a clock")
@@ -85,11 +86,13 @@ func RunSweeper(ctx context.Context, t SweepTarget, cfg SweeperConfig) error {
 	}
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
 		}
 		cutoff := cfg.NowMs()
 		st, err := Sweep(ctx, t, cutoff, cfg.Limit)

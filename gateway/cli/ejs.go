@@ -90,21 +90,31 @@ type renderer struct {
 	depth int
 }
 
-// renderRoot renders the configfile itself, or a stringify()'d file, which
-// mountebank-formatters renders with the configfile as its filename.
+// renderRoot renders the configfile itself.
 func (r *renderer) renderRoot(contents string) (string, error) {
-	stringify := r.rt.ToValue(r.stringify)
-	locals := r.rt.NewObject()
-	for k, v := range map[string]goja.Value{
-		"filename":  r.rt.ToValue(r.root),
-		"stringify": stringify,
-		"inject":    stringify, // mb's original name for stringify
-	} {
-		if err := locals.Set(k, v); err != nil {
-			return "", fmt.Errorf("set local %s: %w", k, err)
-		}
+	locals, err := r.rootLocals(nil)
+	if err != nil {
+		return "", err
 	}
 	return r.render(contents, r.root, locals)
+}
+
+// rootLocals are the locals mountebank-formatters gives the configfile and
+// every stringify()'d file: `filename` (the configfile, as given),
+// `stringify` and its original name `inject`, and for stringify its `data`.
+func (r *renderer) rootLocals(data goja.Value) (*goja.Object, error) {
+	stringify := r.rt.ToValue(r.stringify)
+	values := map[string]goja.Value{"filename": r.rt.ToValue(r.root), "stringify": stringify, "inject": stringify}
+	if data != nil {
+		values["data"] = data
+	}
+	locals := r.rt.NewObject()
+	for k, v := range values {
+		if err := locals.Set(k, v); err != nil {
+			return nil, fmt.Errorf("set local %s: %w", k, err)
+		}
+	}
+	return locals, nil
 }
 
 // render compiles a template whose own file is filename and runs it with locals.
@@ -216,17 +226,9 @@ func (r *renderer) stringify(call goja.FunctionCall) goja.Value {
 	if err != nil {
 		r.throw(err)
 	}
-	locals := r.rt.NewObject()
-	stringify := r.rt.ToValue(r.stringify)
-	for k, v := range map[string]goja.Value{
-		"data":      call.Argument(2),
-		"filename":  r.rt.ToValue(r.root),
-		"stringify": stringify,
-		"inject":    stringify,
-	} {
-		if err := locals.Set(k, v); err != nil {
-			r.throw(err)
-		}
+	locals, err := r.rootLocals(call.Argument(2))
+	if err != nil {
+		r.throw(err)
 	}
 	out, err := r.render(contents, r.root, locals)
 	if err != nil {

@@ -364,7 +364,7 @@ func (t *transport) reply(w http.ResponseWriter, path string, body []byte) {
 // message into the local node.
 func (t *transport) handleMessages(path string, limit int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		_, body, ok := t.authenticated(w, r, path, limit)
+		from, body, ok := t.authenticated(w, r, path, limit)
 		if !ok {
 			return
 		}
@@ -372,6 +372,14 @@ func (t *transport) handleMessages(path string, limit int64) http.HandlerFunc {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		for _, m := range msgs {
+			// A sender speaks only for itself, only to us, and proposes
+			// through /propose: raft would otherwise append a stepped MsgProp.
+			if m.GetFrom() != from || m.GetTo() != t.self || m.GetType() == pb.MsgProp || raft.IsLocalMsg(m.GetType()) {
+				http.Error(w, "message not acceptable from this sender", http.StatusBadRequest)
+				return
+			}
 		}
 		for _, m := range msgs {
 			if err := t.step(r.Context(), m); err != nil {

@@ -27,6 +27,10 @@ func TestTransportRefusesUnauthenticatedAndOversized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	spoofed, _ := encodeFrame([]*pb.Message{{Type: pb.MsgHeartbeat.Enum(), To: new(n1.g.ID()), From: new(uint64(78))}})
+	misaddressed, _ := encodeFrame([]*pb.Message{{Type: pb.MsgHeartbeat.Enum(), To: new(uint64(5)), From: new(uint64(77))}})
+	injected, _ := encodeFrame([]*pb.Message{{Type: pb.MsgProp.Enum(), To: new(n1.g.ID()), From: new(uint64(77)),
+		Entries: []*pb.Entry{{Data: []byte("x")}}}})
 	post := func(path string, body []byte, secret []byte, group string) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
@@ -58,6 +62,9 @@ func TestTransportRefusesUnauthenticatedAndOversized(t *testing.T) {
 		{"over the body cap", pathMessage, make([]byte, 65<<10), testSecret, "counter", http.StatusRequestEntityTooLarge},
 		{"forwarded proposal over its cap", pathPropose, make([]byte, 32<<10), testSecret, "counter", http.StatusRequestEntityTooLarge},
 		{"garbage frame", pathMessage, []byte{9, 9}, testSecret, "counter", http.StatusBadRequest},
+		{"speaks for another node", pathMessage, spoofed, testSecret, "counter", http.StatusBadRequest},
+		{"addressed to another node", pathMessage, misaddressed, testSecret, "counter", http.StatusBadRequest},
+		{"proposal smuggled as a message", pathMessage, injected, testSecret, "counter", http.StatusBadRequest},
 		{"authenticated", pathMessage, frame, testSecret, "counter", http.StatusOK},
 	} {
 		path := tc.path

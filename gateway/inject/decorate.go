@@ -176,10 +176,7 @@ func (d *decorator) Decorate(ctx context.Context, req *message.Request, resp *be
 		if err != nil {
 			return script(err)
 		}
-		config, err := v.config(req, state, false)
-		if err != nil {
-			return err
-		}
+		config := v.config(req, state, false)
 		r, err := v.fromJSON(responseText(resp))
 		if err != nil {
 			return fmt.Errorf("inject: response JSON: %w", err)

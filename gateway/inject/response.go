@@ -85,19 +85,11 @@ func refuse(msg, source string, err error) error {
 // config builds mb's injection config: {request, state, logger[, callback]}
 // plus, as mb's downcastInjectionConfig does for the older call form, the
 // request's own fields on config itself.
-func (v *vm) config(req *message.Request, state *goja.Object, callback bool) (*goja.Object, error) {
+func (v *vm) config(req *message.Request, state *goja.Object, callback bool) *goja.Object {
 	if req == nil {
 		req = &message.Request{}
 	}
-	raw, err := req.MarshalJSON()
-	if err != nil {
-		return nil, fmt.Errorf("inject: request JSON: %w", err)
-	}
-	r, err := v.fromJSON(string(raw))
-	if err != nil {
-		return nil, fmt.Errorf("inject: request JSON: %w", err)
-	}
-	ro := r.ToObject(v.rt)
+	ro := v.request(req)
 	c := v.rt.NewObject()
 	_ = c.Set("request", ro)
 	if state != nil {
@@ -112,7 +104,64 @@ func (v *vm) config(req *message.Request, state *goja.Object, callback bool) (*g
 			_ = c.Set(k, ro.Get(k))
 		}
 	}
-	return c, nil
+	return c
+}
+
+// request builds mb's request object, the one message.Request.MarshalJSON
+// renders, directly: parsing that JSON in goja would cost most of a
+// script's run.
+func (v *vm) request(r *message.Request) *goja.Object {
+	o := v.rt.NewObject()
+	_ = o.Set("requestFrom", r.RequestFrom())
+	_ = o.Set("method", r.Method)
+	_ = o.Set("path", r.Path)
+	_ = o.Set("query", v.multiMap(r.Query))
+	_ = o.Set("headers", v.multiMap(r.Headers))
+	_ = o.Set("body", string(r.Body))
+	_ = o.Set("ip", r.IP())
+	if form := r.Form(); form != nil {
+		_ = o.Set("form", v.multiMap(form))
+	}
+	if !r.Timestamp.IsZero() {
+		_ = o.Set("timestamp", r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	return o
+}
+
+// multiMap is message.WriteMultiMap's object: names in first-seen order, a
+// repeated name with an array of its values.
+func (v *vm) multiMap(kvs []message.KV) *goja.Object {
+	o := v.rt.NewObject()
+	for i, kv := range kvs {
+		if seenBefore(kvs[:i], kv.Name) {
+			arr := o.Get(kv.Name).(*goja.Object) // a repeated name's array
+			_ = arr.Set(fmt.Sprint(arr.Get("length").ToInteger()), kv.Value)
+			continue
+		}
+		n := 0
+		for _, kv2 := range kvs[i:] {
+			if kv2.Name == kv.Name {
+				n++
+			}
+		}
+		// Defined, not assigned, so that a name such as __proto__ is an
+		// own property, as JSON.parse would make it.
+		var val goja.Value = v.rt.ToValue(kv.Value)
+		if n > 1 {
+			val = v.rt.NewArray(kv.Value)
+		}
+		_ = o.DefineDataProperty(kv.Name, val, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+	}
+	return o
+}
+
+func seenBefore(kvs []message.KV, name string) bool {
+	for _, kv := range kvs {
+		if kv.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Program is a compiled response injection.
@@ -148,10 +197,7 @@ func (p *Program) Respond(ctx context.Context, env Env) (json.RawMessage, error)
 		if err != nil {
 			return script(err)
 		}
-		config, err := v.config(env.Request, state, true)
-		if err != nil {
-			return err
-		}
+		config := v.config(env.Request, state, true)
 		ret, err := fn(goja.Undefined(), config, state, v.logger, v.callback, state)
 		if err != nil {
 			return script(err)
@@ -234,10 +280,7 @@ func (p *Predicate) Match(ctx context.Context, env Env) (bool, error) {
 		if err != nil {
 			return script(err)
 		}
-		config, err := v.config(env.Request, state, false)
-		if err != nil {
-			return err
-		}
+		config := v.config(env.Request, state, false)
 		ret, err := fn(goja.Undefined(), config, v.logger, state)
 		if err != nil {
 			return script(err)

@@ -34,9 +34,6 @@ func NewFragment(p Policy) (*Fragment, error) {
 	return &Fragment{policy: p, records: map[string]*entry{}}, nil
 }
 
-// Policy returns the policy the fragment enforces.
-func (f *Fragment) Policy() Policy { return f.policy }
-
 // Floor is the logical-time floor: the latest instant at which the fragment
 // reclaimed anything. Every decision is made at max(now, Floor()).
 func (f *Fragment) Floor() uint64 { return f.floor }

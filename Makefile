@@ -15,6 +15,7 @@ GOSRC := $(shell find . -name '*.go' -not -path './build/*' -not -path './sdk/*'
 
 # Fragments add their modules to WASM (the list of .wasm files to build).
 WASM :=
+.DEFAULT_GOAL := all
 include $(sort $(wildcard */*.mk))
 
 .PHONY: all build run test test-short bench lint wasm node clean

@@ -22,7 +22,7 @@ type behaviors struct {
 	jsonBody   bool
 }
 
-func (e *engine) compileBehaviors(response json.RawMessage) (imposter.Behaviors, error) {
+func (e *engine) compileBehaviors(response json.RawMessage, imp *imposter.Imposter) (imposter.Behaviors, error) {
 	b, err := behavior.Compile(response, behavior.Options{
 		Inject: e.injectHooks(),
 		Wasm: func(spec json.RawMessage) (behavior.Decorator, error) {
@@ -30,7 +30,7 @@ func (e *engine) compileBehaviors(response json.RawMessage) (imposter.Behaviors,
 			if err != nil {
 				return nil, err
 			}
-			return wasmDecorator{c}, nil
+			return wasmDecorator{c, imp}, nil
 		},
 	})
 	if err != nil {
@@ -75,11 +75,15 @@ func (b *behaviors) Apply(ctx context.Context, req *message.Request, resp *messa
 	return nil
 }
 
-// wasmDecorator is riftgate's {"decorate": {"wasm": ...}} behavior.
-type wasmDecorator struct{ c *wasmCall }
+// wasmDecorator is riftgate's {"decorate": {"wasm": ...}} behavior; it runs
+// against the request's flow like any plugin call.
+type wasmDecorator struct {
+	c   *wasmCall
+	imp *imposter.Imposter
+}
 
 func (d wasmDecorator) Decorate(ctx context.Context, req *message.Request, resp *behavior.Response) error {
-	in := d.c.input(nil, req, "", resp.Response)
+	in := d.c.input(d.imp, req, d.imp.FlowID(req), resp.Response)
 	out, err := d.c.e.plugins.Call(ctx, d.c.module, d.c.export, in)
 	if err := pluginFailure(out, err, "decorate plugin"); err != nil {
 		return err

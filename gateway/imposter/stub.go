@@ -67,7 +67,7 @@ type Compiler struct {
 	PathHint func(m Matcher) (path string, ok bool)
 	// Behaviors compiles the behaviors of a response, given the whole
 	// response object (mb's behaviors read its `is` fields).
-	Behaviors  func(response json.RawMessage) (Behaviors, error)
+	Behaviors  func(response json.RawMessage, imp *Imposter) (Behaviors, error)
 	Responders map[string]func(raw json.RawMessage, imp *Imposter) (Responder, error)
 }
 
@@ -188,7 +188,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults jso
 		if c.Behaviors == nil {
 			return nil, mberr.New(mberr.BadData, "behaviors are not supported").WithSource(rs.obj)
 		}
-		b, err := c.Behaviors(mustJSON(rs.obj))
+		b, err := c.Behaviors(mustJSON(rs.obj), imp)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLogRingKeepsAbsoluteIndexes(t *testing.T) {
+	r := newLogRing(3)
+	for _, m := range []string{"a", "b", "c", "d", "e"} {
+		r.add(LogEntry{Message: m})
+	}
+	for _, tc := range []struct {
+		start, end int
+		want       string
+	}{
+		{0, -1, "cde"}, {3, 3, "d"}, {4, 100, "e"}, {0, 1, ""}, {5, -1, ""},
+	} {
+		got := ""
+		for _, e := range r.slice(tc.start, tc.end) {
+			got += e.Message
+		}
+		if got != tc.want {
+			t.Errorf("slice(%d, %d) = %q, want %q", tc.start, tc.end, got, tc.want)
+		}
+	}
+}
+
+func TestAccessRules(t *testing.T) {
+	if _, err := newAccess(false, []string{"nonsense"}, slog.Default()); err == nil {
+		t.Fatal("a whitelist entry that is not an IP must be refused")
+	}
+	for _, tc := range []struct {
+		local bool
+		list  []string
+		ip    string
+		want  bool
+	}{
+		{false, nil, "10.0.0.1", true},
+		{false, []string{"*"}, "10.0.0.1", true},
+		{true, nil, "10.0.0.1", false},
+		{true, nil, "127.0.0.1", true},
+		{true, nil, "::1", true},
+		{false, []string{"127.0.0.1", "::1"}, "127.0.0.2", false},
+		{false, []string{"127.0.0.1"}, "::ffff:127.0.0.1", true},
+	} {
+		a, err := newAccess(tc.local, tc.list, slog.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.permits(net.ParseIP(tc.ip)); got != tc.want {
+			t.Errorf("localOnly=%v whitelist=%v: %s permitted=%v, want %v", tc.local, tc.list, tc.ip, got, tc.want)
+		}
+	}
+}

@@ -374,9 +374,10 @@ func (t *transport) handleMessages(path string, limit int64) http.HandlerFunc {
 			return
 		}
 		for _, m := range msgs {
-			// A sender speaks only for itself, only to us, and proposes
-			// through /propose: raft would otherwise append a stepped MsgProp.
-			if m.GetFrom() != from || m.GetTo() != t.self || m.GetType() == pb.MsgProp || raft.IsLocalMsg(m.GetType()) {
+			// A sender speaks only for itself (a forwarded transfer request
+			// names the transferee instead), only to us, and proposes through
+			// /propose: raft would otherwise append a stepped MsgProp.
+			if (m.GetFrom() != from && m.GetType() != pb.MsgTransferLeader) || m.GetTo() != t.self || m.GetType() == pb.MsgProp || raft.IsLocalMsg(m.GetType()) {
 				http.Error(w, "message not acceptable from this sender", http.StatusBadRequest)
 				return
 			}

@@ -27,7 +27,11 @@ func genReq(t *rapid.T) req {
 	for _, n := range rapid.SliceOfN(rapid.SampledFrom([]string{"X-A", "x-a", "X-B"}), 0, 2).Draw(t, "h") {
 		r.headers = append(r.headers, [2]string{n, strings.ReplaceAll(genWord.Draw(t, "hv"), "\t", " ")})
 	}
-	switch rapid.IntRange(0, 3).Draw(t, "body") {
+	switch rapid.IntRange(0, 4).Draw(t, "body") {
+	case 4:
+		// Keys out of sorted order, to check document order.
+		w := func(l string) string { b, _ := json.Marshal(genWord.Draw(t, l)); return string(b) }
+		r.body = fmt.Sprintf(`{"z":{"t":%s},"a":{"t":%s,"k":{"t":%s}},"m":[{"t":%s}],"b":[%s]}`, w("t0"), w("t1"), w("t2"), w("t3"), w("t4"))
 	case 1:
 		r.body = genWord.Draw(t, "text")
 	case 2:
@@ -52,7 +56,7 @@ func genCopy(t *rapid.T) string {
 		}
 	case 1:
 		using["method"] = "jsonpath"
-		using["selector"] = rapid.SampledFrom([]string{"$.a", "$..b", "$.b[1]", "$.b", "a"}).Draw(t, "jp")
+		using["selector"] = rapid.SampledFrom([]string{"$.a", "$..b", "$.b[1]", "$.b", "a", "$..t", "$.*", "$.*.t", "$..*"}).Draw(t, "jp")
 	case 2:
 		using["method"] = "xpath"
 		using["selector"] = rapid.SampledFrom([]string{"//a", "//b", "count(//b)", "//b/text()"}).Draw(t, "xp")

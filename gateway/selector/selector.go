@@ -20,8 +20,10 @@ import (
 
 // JSONPath is a compiled jsonpath selector.
 type JSONPath struct {
-	src  string
-	path *jsonpath.Path
+	src      string
+	path     *jsonpath.Path
+	docOrder bool
+	after    int // see docOrder
 }
 
 // CompileJSONPath compiles expr. mb's jsonpath-plus accepts a selector
@@ -39,7 +41,9 @@ func CompileJSONPath(expr string) (*JSONPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsonpath %q: %w", src, err)
 	}
-	return &JSONPath{src: src, path: p}, nil
+	jp := &JSONPath{src: src, path: p}
+	jp.docOrder, jp.after = docOrder(p.Query())
+	return jp, nil
 }
 
 // String returns the selector as written.
@@ -47,7 +51,8 @@ func (p *JSONPath) String() string { return p.src }
 
 // Select returns the values expr selects from doc, a value decoded by
 // encoding/json (numbers as json.Number). It returns nil when nothing
-// matches.
+// matches. Members of an object come in no particular order: use
+// SelectText where order matters.
 func (p *JSONPath) Select(doc any) []any {
 	nodes := p.path.Select(doc)
 	if len(nodes) == 0 {
@@ -56,9 +61,12 @@ func (p *JSONPath) Select(doc any) []any {
 	return []any(nodes)
 }
 
-// SelectText parses text as JSON and selects from it; text that is not JSON
-// selects nothing, as in mb.
+// SelectText parses text as JSON and selects from it, in mb's order; text
+// that is not JSON selects nothing, as in mb.
 func (p *JSONPath) SelectText(text string) []any {
+	if p.docOrder {
+		return p.selectOrdered(text)
+	}
 	doc, ok := ParseJSON(text)
 	if !ok {
 		return nil

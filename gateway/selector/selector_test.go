@@ -165,3 +165,33 @@ func TestConcurrentSelect(t *testing.T) {
 		<-done
 	}
 }
+
+// Matches over an object's members come in document order, as
+// jsonpath-plus gives them; unions keep their own order.
+func TestJSONPathOrder(t *testing.T) {
+	const text = `{"z":{"t":"1","p":1},"a":{"t":"2"},"m":{"t":"3","p":2,"k":{"t":"4"}}}`
+	for _, c := range []struct {
+		expr, in string
+		want     []any
+	}{
+		{"$.*.t", text, []any{"1", "2", "3"}},
+		{"$..t", text, []any{"1", "2", "3", "4"}},
+		{"$[?(@.p)].t", text, []any{"1", "3"}},
+		{"$['m','z'].t", text, []any{"3", "1"}},
+		{"$.m.*", text, []any{"3", json.Number("2"), map[string]any{"t": "4"}}},
+		// A node's own match comes before matches under it, whatever the
+		// key order: mb answers 2 before 1 here.
+		{"$.x..t", `{"x":{"k":{"t":"1"},"t":"2"}}`, []any{"2", "1"}},
+		{"$..*", `{"b":{"c":"1"},"a":"2"}`, []any{map[string]any{"c": "1"}, "2", "1"}},
+	} {
+		p, err := CompileJSONPath(c.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 { // map iteration order varies from run to run
+			if got := p.SelectText(c.in); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("%s: %#v, want %#v", c.expr, got, c.want)
+			}
+		}
+	}
+}

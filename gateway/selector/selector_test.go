@@ -195,3 +195,18 @@ func TestJSONPathOrder(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseOrdered checks that the order-keeping JSON parser reads exactly
+// what encoding/json reads.
+func FuzzParseOrdered(f *testing.F) {
+	for _, s := range []string{books, `{"a":1,"a":2}`, `[1,{"b":[null,true]}]`, `"x"`, `{"a":}`, `1 2`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		v1, ok1 := ParseJSON(text)
+		v2, _, ok2 := parseOrdered(text)
+		if ok1 != ok2 || !reflect.DeepEqual(v1, v2) {
+			t.Fatalf("%q: ParseJSON %v %#v, parseOrdered %v %#v", text, ok1, v1, ok2, v2)
+		}
+	})
+}

@@ -314,6 +314,9 @@ func TestScriptFailures(t *testing.T) {
 			if !errors.As(err, &ie) {
 				t.Fatalf("err = %v, want *Error", err)
 			}
+			if tt.name == "throws" && ie.Data != "boom" {
+				t.Errorf("data %q, want mb's error.message", ie.Data)
+			}
 			if !strings.Contains(strings.ToLower(ie.Cause.Error()), strings.ToLower(tt.cause)) {
 				t.Errorf("cause %q, want it to mention %q", ie.Cause, tt.cause)
 			}

@@ -15,11 +15,13 @@ import (
 )
 
 // Error is a script's failure: Mountebank's error for the client (code
-// "invalid injection", mb's message and source) and the JavaScript error
-// behind it, which mb reports as the error's "data".
+// "invalid injection", mb's message and source) and the error behind it.
 type Error struct {
 	MB    *mberr.Error
 	Cause error
+	// Data is what mb puts in the error's "data" field: the JavaScript
+	// error's message ("boom" for `throw new Error('boom')`).
+	Data string
 }
 
 func (e *Error) Error() string { return e.MB.Error() + ": " + e.Cause.Error() }
@@ -45,17 +47,25 @@ func script(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ex):
-		return scriptErr{jsError{ex.Value().String(), err}}
+		j := jsError{text: ex.Value().String(), err: err}
+		j.message = j.text
+		if o, ok := ex.Value().(*goja.Object); ok {
+			if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
+				j.message = m.String()
+			}
+		}
+		return scriptErr{j}
 	case errors.As(err, &so):
-		return scriptErr{jsError{"RangeError: Maximum call stack size exceeded", err}}
+		return scriptErr{jsError{"RangeError: Maximum call stack size exceeded", "Maximum call stack size exceeded", err}}
 	}
 	return scriptErr{err}
 }
 
-// jsError is a JavaScript error's text, keeping goja's error beneath it.
+// jsError is a JavaScript error's text and message, keeping goja's error
+// beneath it.
 type jsError struct {
-	text string
-	err  error
+	text, message string
+	err           error
 }
 
 func (j jsError) Error() string { return j.text }
@@ -73,13 +83,18 @@ func (e *Engine) fail(msg, source string, err error) error {
 	e.log.Error("injection X=> "+err.Error(), "message", msg, "source", source)
 	mb := mberr.New(mberr.InvalidInjection, msg).WithSource(source)
 	mb.Status = http.StatusInternalServerError
-	return &Error{MB: mb, Cause: err}
+	data := err.Error()
+	var j jsError
+	if errors.As(err, &j) {
+		data = j.message
+	}
+	return &Error{MB: mb, Cause: err, Data: data}
 }
 
 // refuse is the error for source that does not compile, when a stub is
 // added.
 func refuse(msg, source string, err error) error {
-	return &Error{MB: mberr.New(mberr.InvalidInjection, msg).WithSource(source), Cause: err}
+	return &Error{MB: mberr.New(mberr.InvalidInjection, msg).WithSource(source), Cause: err, Data: err.Error()}
 }
 
 // config builds mb's injection config: {request, state, logger[, callback]}

@@ -124,10 +124,11 @@ func (r *Ring) Len() int { return len(r.voters) }
 // Owner is the voter with the highest (Score, node id) for (class, key), or
 // 0 when the ring has no voters. It does not allocate.
 func (r *Ring) Owner(class, key string) uint64 {
+	// (0, 0) loses to every voter, since voter ids are non-zero.
 	var best, bestScore uint64
 	for _, id := range r.voters {
 		s := Score(id, class, key)
-		if best == 0 || outranks(s, id, bestScore, best) {
+		if outranks(s, id, bestScore, best) {
 			best, bestScore = id, s
 		}
 	}

@@ -140,6 +140,8 @@ func (c *Config) electionTimeout() time.Duration {
 	return time.Duration(c.ElectionTick) * c.TickInterval
 }
 
+type readState = raft.ReadState
+
 // Errors returned by proposals and admin calls.
 var (
 	ErrNoLeader         = errors.New("raftnode: no leader")
@@ -182,6 +184,9 @@ type Group[S, C, R any] struct {
 	subMu sync.Mutex
 	subs  map[chan struct{}]struct{}
 
+	readMu sync.Mutex
+	reads  map[uint64]chan uint64 // ReadBarrier waiters by request seq
+
 	confMu    sync.Mutex // one membership change at a time from this node
 	snapIndex uint64     // Ready loop only
 	campaign  bool       // Ready loop only: campaign once bootstrapped
@@ -215,6 +220,7 @@ func Bootstrap[S, C, R any](ctx context.Context, cfg Config, app AppStateMachine
 	g := &Group[S, C, R]{
 		cfg: cfg, id: id, log: log, store: store, sm: sm,
 		waiters:   map[uint64]chan Result[R]{},
+		reads:     map[uint64]chan uint64{},
 		appliedCh: make(chan struct{}),
 		subs:      map[chan struct{}]struct{}{},
 	}
@@ -356,6 +362,9 @@ func (g *Group[S, C, R]) handleReady(rd raft.Ready) error {
 		return err
 	}
 	g.tr.send(rd.Messages)
+	if len(rd.ReadStates) > 0 {
+		g.deliverReads(rd.ReadStates)
+	}
 	if len(rd.CommittedEntries) == 0 {
 		return nil
 	}

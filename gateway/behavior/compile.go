@@ -244,17 +244,7 @@ func compileUsing(raw json.RawMessage, path string, fail func(string, string) er
 	}
 	switch method {
 	case "regex":
-		flags := ""
-		if u.Options.IgnoreCase {
-			flags += "i"
-		}
-		if u.Options.Multiline {
-			flags += "m"
-		}
-		if flags != "" {
-			flags = "(?" + flags + ")"
-		}
-		re, err := regexp.Compile(flags + sel)
+		re, err := selector.CompileRegex(sel, u.Options.IgnoreCase, u.Options.Multiline)
 		if err != nil {
 			return selection{}, fail(path+".selector", fmt.Sprintf("is not a valid regular expression: %v", err))
 		}

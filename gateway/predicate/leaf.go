@@ -75,11 +75,7 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	}
 	l.existsCfg = truthy(params["exists"])
 	if ex := params["except"]; truthy(ex) {
-		flags := "(?i)"
-		if cs || l.op == opMatches {
-			flags = ""
-		}
-		re, err := regexp.Compile(flags + jsString(ex))
+		re, err := selector.CompileRegex(jsString(ex), !cs && l.op != opMatches, false)
 		if err != nil {
 			return nil, badData(fmt.Sprintf("invalid regular expression in except: %v", err), raw)
 		}
@@ -102,11 +98,7 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	case opMatches:
 		l.expected = l.normalizeKeysOnly(exp)
 		l.regexes = map[string]*regexp.Regexp{}
-		flags := "(?i)"
-		if cs {
-			flags = ""
-		}
-		if err := collectRegexes(l.expected, flags, l.regexes); err != nil {
+		if err := collectRegexes(l.expected, !cs, l.regexes); err != nil {
 			return nil, badData(err.Error(), raw)
 		}
 	default:
@@ -259,18 +251,18 @@ func (l *leaf) normalizeKeysOnly(v any) any {
 	return v
 }
 
-func collectRegexes(v any, flags string, into map[string]*regexp.Regexp) error {
+func collectRegexes(v any, ignoreCase bool, into map[string]*regexp.Regexp) error {
 	switch v := v.(type) {
 	case []any:
 		for _, e := range v {
-			if err := collectRegexes(e, flags, into); err != nil {
+			if err := collectRegexes(e, ignoreCase, into); err != nil {
 				return err
 			}
 		}
 		return nil
 	case map[string]any:
 		for _, e := range v {
-			if err := collectRegexes(e, flags, into); err != nil {
+			if err := collectRegexes(e, ignoreCase, into); err != nil {
 				return err
 			}
 		}
@@ -280,9 +272,9 @@ func collectRegexes(v any, flags string, into map[string]*regexp.Regexp) error {
 	if _, ok := into[src]; ok {
 		return nil
 	}
-	re, err := regexp.Compile(flags + src)
+	re, err := selector.CompileRegex(src, ignoreCase, false)
 	if err != nil {
-		return fmt.Errorf("invalid regular expression %q: %w", src, err)
+		return fmt.Errorf("invalid regular expression: %w", err)
 	}
 	into[src] = re
 	return nil

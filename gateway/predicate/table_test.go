@@ -144,6 +144,7 @@ var table = []row{
 	{"matches upper metachar", `{"matches":{"body":"^\\S+$"}}`, req{body: "hello"}, true},
 	{"matches header key ci", `{"matches":{"headers":{"X-ID":"^[0-9]+$"}}}`, req{headers: [][2]string{{"x-id", "123"}}}, true},
 	{"matches header key cs", `{"matches":{"headers":{"X-ID":"^[0-9]+$"}},"caseSensitive":true}`, req{headers: [][2]string{{"x-id", "123"}}}, false},
+	{"matches unicode escape", `{"matches":{"body":"^caf\\u00e9 \\u00C9T\\u00c9$"}}`, req{body: "café été"}, true},
 	{"matches except", `{"matches":{"body":"^world"},"except":"^hello "}`, req{body: "hello world"}, true},
 	{"matches json", `{"matches":{"body":{"name":"^B"}}}`, req{body: jsonBody}, true},
 	{"matches query absent", `{"matches":{"query":{"q":"^$"}}}`, req{}, true},

@@ -210,3 +210,30 @@ func FuzzParseOrdered(f *testing.F) {
 		}
 	})
 }
+
+func TestCompileRegex(t *testing.T) {
+	for _, c := range []struct {
+		src              string
+		ignoreCase, mult bool
+		in               string
+		want             bool
+	}{
+		{`^caf\u00e9$`, false, false, "café", true},
+		{`[\u0041-\u0043]+`, false, false, "ABC", true},
+		{`^abc$`, true, false, "ABC", true},
+		{`^b$`, false, true, "a\nb", true},
+		{`^b$`, false, false, "a\nb", false},
+		{`\\u0041`, false, false, `\u0041`, true}, // an escaped backslash stays one
+	} {
+		re, err := CompileRegex(c.src, c.ignoreCase, c.mult)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := re.MatchString(c.in); got != c.want {
+			t.Errorf("%s on %q: %v, want %v", c.src, c.in, got, c.want)
+		}
+	}
+	if _, err := CompileRegex(`(?=a)`, false, false); err == nil {
+		t.Error("compiled a lookahead")
+	}
+}

@@ -18,7 +18,8 @@
 // the state back cannot deadlock or see a half-applied batch.
 //
 // ReadOnlyState[S] (Group.State) is the local, advisory read model:
-// Read blocks for the read lock, TryRead does not.
+// Read blocks for the read lock, TryRead does not. Group.ReadBarrier
+// (ReadIndex) makes the reads after it linearizable.
 //
 // SnapshotCodec offers magic bytes + u16 version + CBOR body for
 // applications that want a version to migrate from; the adapter stores

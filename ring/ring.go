@@ -144,8 +144,8 @@ func (r *Ring) Successors(class, key string, n int) []uint64 {
 	if n <= 0 {
 		return nil
 	}
-	// Keep the best n+1 (owner included) by insertion: n is small, and
-	// this costs one allocation, the result.
+	// Keep the best n+1 (owner included) by insertion: n is small, and up
+	// to 7 successors this costs one allocation, the result.
 	ids := make([]uint64, 0, n+1)
 	var scores [8]uint64
 	sc := scores[:0]

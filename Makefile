@@ -29,7 +29,8 @@ $(BIN)/riftgate: $(GOSRC)
 wasm: $(WASM)
 
 run: $(BIN)/riftgate
-	$(BIN)/riftgate start --demo --allowInjection
+	mkdir -p $(BUILD)
+	$(BIN)/riftgate start --demo --allowInjection --pidfile $(BUILD)/riftgate.pid --logfile $(BUILD)/riftgate.log
 
 # Mountebank 2.9.1 (the reference for differential tests and benchmarks) and
 # AssemblyScript, installed from npm into build/node.

@@ -24,7 +24,7 @@ type behaviors struct {
 
 func (e *engine) compileBehaviors(response json.RawMessage, imp *imposter.Imposter) (imposter.Behaviors, error) {
 	b, err := behavior.Compile(response, behavior.Options{
-		Inject: e.injectHooks(),
+		Inject: e.injectHooks(imp),
 		Wasm: func(spec json.RawMessage) (behavior.Decorator, error) {
 			c, err := e.compileWasm(spec, "decorate")
 			if err != nil {
@@ -95,9 +95,4 @@ func (d wasmDecorator) Decorate(ctx context.Context, req *message.Request, resp 
 		*resp.Response = *fromPlugin(&out.Response)
 	}
 	return nil
-}
-
-// injectHooks wires JavaScript behaviors when --allowInjection is on.
-func (e *engine) injectHooks() behavior.InjectHooks {
-	return behavior.InjectHooks{}
 }

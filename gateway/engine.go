@@ -14,6 +14,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/flowlocal"
 	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/inject"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/riftgate/riftgate/gateway/proxy"
@@ -30,7 +31,8 @@ type engine struct {
 	flows    flow.Store
 	plugins  *plugins.Host
 	proxies  *proxy.Factory
-	tmpDir   string // the plugin cache when there is no --datadir
+	inject   *inject.Engine // nil without --allowInjection
+	tmpDir   string         // the plugin cache when there is no --datadir
 }
 
 func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
@@ -57,6 +59,10 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
 	e.proxies = &proxy.Factory{Claims: proxy.NewLocalClaims()}
+	if opts.AllowInjection {
+		e.inject = inject.New(inject.Options{Logger: opts.Logger, Flows: e.flows})
+		e.proxies.Inject = e.inject.Generate
+	}
 	e.compiler = &imposter.Compiler{
 		Predicates: e.compilePredicates,
 		Behaviors:  e.compileBehaviors,
@@ -68,6 +74,9 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 			"wasm":  e.wasmResponder,
 			"proxy": e.proxies.New,
 		},
+	}
+	if e.inject != nil {
+		e.compiler.Responders["inject"] = e.injectResponder
 	}
 	return e, nil
 }
@@ -149,6 +158,9 @@ func (e *engine) forget(ctx context.Context, imp *imposter.Imposter) {
 }
 
 func (e *engine) close(ctx context.Context) {
+	if e.inject != nil {
+		e.inject.Close()
+	}
 	if e.proxies != nil {
 		e.proxies.Close()
 	}
@@ -169,6 +181,7 @@ func (e *engine) close(ctx context.Context) {
 // run against imp's flows.
 func (e *engine) compilePredicates(raws []json.RawMessage, imp *imposter.Imposter) (imposter.Matcher, error) {
 	return predicate.CompileAll(raws, predicate.Options{
+		Inject: e.injectPredicate(imp),
 		Wasm: func(spec json.RawMessage) (predicate.Predicate, error) {
 			c, err := e.compileWasm(spec, "matches")
 			if err != nil {

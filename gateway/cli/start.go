@@ -98,6 +98,7 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		APIKey:         s.str("apikey"),
 		Mock:           s.boolean("mock"),
 		Debug:          s.boolean("debug"),
+		MaxFlows:       s.integer("maxFlows"),
 	}
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {
 		opts.IPWhitelist = strings.Split(wl, "|")

@@ -144,3 +144,31 @@ func TestDeletingAnImposterDeletesItsFlows(t *testing.T) {
 		t.Fatalf("a recreated imposter sees its predecessor's flow (%d)", status)
 	}
 }
+
+func TestLRUShedsWholeFlows(t *testing.T) {
+	rg := gatewaytest.Start(t, "--maxFlows", "3")
+	port := rg.PostImposter(`{"protocol":"http"}`)
+	key := func(flow, k string) string { return fmt.Sprintf("/imposters/%d/flows/%s/%s", port, flow, k) }
+	for _, f := range []string{"a", "b", "c"} {
+		for _, k := range []string{"k1", "k2"} {
+			if status, _ := rg.Do("PUT", key(f, k), "v"); status != 200 {
+				t.Fatalf("PUT %s/%s = %d", f, k, status)
+			}
+		}
+	}
+	rg.Do("GET", key("a", "k1"), nil) // a is now more recent than b
+	rg.Do("PUT", key("d", "k1"), "v") // a fourth flow sheds the least recent: b
+	for _, tc := range []struct {
+		flow string
+		want int
+	}{{"a", 200}, {"b", 404}, {"c", 200}, {"d", 200}} {
+		for _, k := range []string{"k1", "k2"} {
+			if tc.flow == "d" && k == "k2" {
+				continue
+			}
+			if status, _ := rg.Do("GET", key(tc.flow, k), nil); status != tc.want {
+				t.Errorf("%s/%s = %d, want %d", tc.flow, k, status, tc.want)
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 )
 
@@ -65,6 +66,16 @@ func buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) 
 	}
 	r.Body = body
 	return r, isJSON, nil
+}
+
+// BuildResponse computes the response an `is`-shaped object gives (what an
+// inject script returns), with defaults filling what it leaves out.
+func BuildResponse(is, defaults json.RawMessage) (*message.Response, error) {
+	r, _, err := buildIs(is, defaults)
+	if err != nil {
+		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error()).WithSource(is)
+	}
+	return r, nil
 }
 
 // pick returns the stub's value unless it is missing or falsy, in which case

@@ -1,0 +1,108 @@
+package e2e_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
+)
+
+const counterInject = `function (config) {
+	config.state.count = (config.state.count || 0) + 1;
+	return { statusCode: 200, headers: {"Content-Type": "application/json"}, body: { count: config.state.count } };
+}`
+
+func TestInjectionIsOffWithoutTheFlag(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	for _, imp := range []string{
+		fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"inject":%q}]}]}`, counterInject),
+		`{"protocol":"http","stubs":[{"predicates":[{"inject":"function(){return true}"}]}]}`,
+		`{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"decorate":"function(){}"}]}]}]}`,
+		`{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"shellTransform":"cat"}]}]}]}`,
+	} {
+		status, body := rg.Do("POST", "/imposters", imp)
+		if status != 400 || errorCode(t, body) != "invalid injection" {
+			t.Errorf("%.60s: %d %s, want 400 invalid injection", imp, status, body)
+		}
+	}
+}
+
+func TestInjectStateIsTheFlow(t *testing.T) {
+	rg := gatewaytest.Start(t, "--allowInjection")
+	port := rg.PostImposter(fmt.Sprintf(`{"protocol":"http","_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},
+		"stubs":[{"responses":[{"inject":%q}]}]}`, counterInject))
+	for i := 1; i <= 3; i++ {
+		if _, body := flowGet(t, port, "alice", "/"); !strings.Contains(body, fmt.Sprintf(`"count": %d`, i)) {
+			t.Fatalf("call %d: %s", i, body)
+		}
+	}
+	if _, body := flowGet(t, port, "bob", "/"); !strings.Contains(body, `"count": 1`) {
+		t.Fatalf("a second flow shares state: %s", body)
+	}
+	status, body := rg.Do("GET", fmt.Sprintf("/imposters/%d/flows/alice/count", port), nil)
+	if status != 200 || !strings.Contains(string(body), `"value": "3"`) {
+		t.Fatalf("the inject state is not the flow: %d %s", status, body)
+	}
+}
+
+func TestHostileScriptsCostOneRequest(t *testing.T) {
+	rg := gatewaytest.Start(t, "--allowInjection")
+	port := rg.PostImposter(`{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/loop"}}],"responses":[{"inject":"function(){ while(true){} }"}]},
+		{"predicates":[{"equals":{"path":"/throw"}}],"responses":[{"inject":"function(){ throw new Error('boom') }"}]},
+		{"predicates":[{"equals":{"path":"/garbage"}}],"responses":[{"inject":"function(){ return 42 }"}]},
+		{"predicates":[{"equals":{"path":"/ok"}}],"responses":[{"inject":"function(){ return {body: 'fine'} }"}]}]}`)
+	for _, path := range []string{"/loop", "/throw", "/garbage"} {
+		start := time.Now()
+		status, body := flowGet(t, port, "", path)
+		if status < 400 || !strings.Contains(body, "errors") {
+			t.Errorf("%s answered %d %s, want an error in mb's shape", path, status, body)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%s took %v", path, d)
+		}
+		if status, body := flowGet(t, port, "", "/ok"); status != 200 || body != "fine" {
+			t.Fatalf("after %s a healthy script answered %d %q", path, status, body)
+		}
+	}
+}
+
+func TestPredicateInjectAndDecorate(t *testing.T) {
+	rg := gatewaytest.Start(t, "--allowInjection")
+	port := rg.PostImposter(`{"protocol":"http","stubs":[
+		{"predicates":[{"inject":"function(config){ return config.request.path.indexOf('/vip') === 0 }"}],
+		 "responses":[{"is":{"body":"vip"},"behaviors":[{"decorate":"function(config){ config.response.body += ' ' + config.request.method }"},
+		 {"wait":"function(){ return 10 }"}]}]},
+		{"responses":[{"is":{"body":"plain"}}]}]}`)
+	if _, body := flowGet(t, port, "", "/vip/1"); body != "vip GET" {
+		t.Fatalf("predicate inject + decorate: %q", body)
+	}
+	if _, body := flowGet(t, port, "", "/other"); body != "plain" {
+		t.Fatalf("predicate inject let through: %q", body)
+	}
+}
+
+func TestInjectMatchesMountebank(t *testing.T) {
+	mb := mountebank(t, t.TempDir())
+	rg := gatewaytest.Start(t, "--allowInjection")
+	imposter := fmt.Sprintf(`"stubs":[{"responses":[{"inject":%q}]}]`, `function (request, state, logger) {
+		state.n = (state.n || 0) + 1;
+		return { statusCode: 201, headers: {"X-A": String(state.n)}, body: {path: request.path, q: request.query.q, n: state.n} };
+	}`)
+	mbPort, rgPort := gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	for url, port := range map[string]int{mb: mbPort, rg.URL: rgPort} {
+		imp := fmt.Sprintf(`{"protocol":"http","port":%d,%s}`, port, imposter)
+		if status, body := gatewaytest.Do(t, "POST", url+"/imposters", imp, nil); status != 201 {
+			t.Fatalf("POST to %s: %d %s", url, status, body)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		r := diffRequest{method: "GET", path: fmt.Sprintf("/p%d?q=v", i)}
+		want, got := ask(t, mbPort, r), ask(t, rgPort, r)
+		if want.status != got.status || want.body != got.body || want.header["X-A"] != got.header["X-A"] {
+			t.Fatalf("request %d:\n mb       %d %v %q\n riftgate %d %v %q", i, want.status, want.header, want.body, got.status, got.header, got.body)
+		}
+	}
+}

@@ -456,3 +456,66 @@ func TestClosedEngine(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestTimers(t *testing.T) {
+	e := newEngine(t, Options{Timeout: 300 * time.Millisecond})
+	env := Env{Request: testRequest()}
+	got := respond(t, e, `function (config) {
+		const a = setTimeout(function () { config.callback({ body: 'cleared' }); }, 1);
+		clearTimeout(a);
+		setTimeout(function (x) { config.callback({ body: x }); }, 5, 'second');
+	}`, env)
+	if got["body"] != "second" {
+		t.Errorf("body %v", got["body"])
+	}
+	// A timer due after the deadline costs the deadline, not the timer.
+	p, _ := e.Response(`function (config) { setTimeout(function () { config.callback({}); }, 60000); }`)
+	start := time.Now()
+	if _, err := p.Respond(context.Background(), env); !errors.Is(err, ErrTimeout) {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+func TestPoolBound(t *testing.T) {
+	// Registered first, so it runs after the engine's and store's cleanups.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	e := newEngine(t, Options{Runtimes: 1, Timeout: 2 * time.Second})
+	slow, _ := e.Response(`function (config) { setTimeout(function () { config.callback({ body: 'slow' }); }, 300); }`)
+	fast, _ := e.Response(`function () { return { body: 'fast' }; }`)
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		close(started)
+		_, err := slow.Respond(context.Background(), Env{Request: testRequest(), FlowID: "i1:a"})
+		done <- err
+	}()
+	<-started
+	time.Sleep(50 * time.Millisecond)
+	// The only runtime is busy: a caller that cannot wait gets its
+	// context's error, not a script error.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := fast.Respond(ctx, Env{Request: testRequest(), FlowID: "i1:b"})
+	var ie *Error
+	if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ie) {
+		t.Errorf("err = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Timeouts discard runtimes without leaking them or goroutines.
+	loop, _ := e.Response(`function () { for (;;) {} }`)
+	e.timeout = 50 * time.Millisecond
+	for range 3 {
+		if _, err := loop.Respond(context.Background(), Env{Request: testRequest()}); !errors.Is(err, ErrTimeout) {
+			t.Fatal(err)
+		}
+	}
+	if got := respond(t, e, `function () { return { body: 'ok' }; }`, Env{Request: testRequest()}); got["body"] != "ok" {
+		t.Errorf("body %v", got["body"])
+	}
+}

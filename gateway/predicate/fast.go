@@ -280,8 +280,19 @@ func foldContains(s, low string) bool {
 	if !isASCII(s) {
 		return bytesContains(lower(s), low)
 	}
+	if low == "" {
+		return true
+	}
+	first := low[0]
 	for i := 0; i+len(low) <= len(s); i++ {
-		if foldEq(s[i:i+len(low)], low) {
+		if lowerByte(s[i]) != first {
+			continue
+		}
+		j := 1
+		for j < len(low) && lowerByte(s[i+j]) == low[j] {
+			j++
+		}
+		if j == len(low) {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -593,19 +594,7 @@ func (l *leaf) test(e, a any, raw bool) bool {
 	return false
 }
 
-func bytesContains(s, sub string) bool {
-	return len(sub) == 0 || indexOf(s, sub) >= 0
-}
-
-func indexOf(s, sub string) int {
-	n := len(sub)
-	for i := 0; i+n <= len(s); i++ {
-		if s[i:i+n] == sub {
-			return i
-		}
-	}
-	return -1
-}
+func bytesContains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // matchDeep is mb's deepEquals: every expected field equal, as stable JSON
 // with arrays sorted, to the request's field with every value a string.

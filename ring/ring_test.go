@@ -237,9 +237,12 @@ func TestBalance(t *testing.T) {
 				count[r.Owner(class, k)]++
 			}
 			fair := float64(len(ks)) / float64(n)
+			// ±3% is about 5 standard deviations at 5 nodes (σ ≈ 0.63% of
+			// fair share); the keys are fixed, so this never flakes. v1
+			// measured a worst case of 0.74%.
 			for _, id := range r.Voters() {
-				if c := float64(count[id]); c < 0.9*fair || c > 1.1*fair {
-					t.Errorf("%d nodes, class %q: node %#x owns %d keys, fair share %.0f ±10%%", n, class, id, count[id], fair)
+				if c := float64(count[id]); c < 0.97*fair || c > 1.03*fair {
+					t.Errorf("%d nodes, class %q: node %#x owns %d keys, fair share %.0f ±3%%", n, class, id, count[id], fair)
 				}
 			}
 		}

@@ -26,9 +26,10 @@ var ErrNotInstalled = errors.New("mountebank is not installed under build/node")
 
 // MB is a running Mountebank.
 type MB struct {
-	cmd  *exec.Cmd
-	port int
-	done chan struct{}
+	cmd     *exec.Cmd
+	port    int
+	pidfile string
+	done    chan struct{}
 }
 
 // Start starts mb on a free 127.0.0.1 port: $RIFTGATE_MB (the Makefile
@@ -60,7 +61,7 @@ func Start(ctx context.Context, root string, allowInjection bool) (*MB, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start mb: %w", err)
 	}
-	m := &MB{cmd: cmd, port: port, done: make(chan struct{})}
+	m := &MB{cmd: cmd, port: port, pidfile: pid, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(m.done) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -83,10 +84,11 @@ func Start(ctx context.Context, root string, allowInjection bool) (*MB, error) {
 
 func (m *MB) addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-// Stop kills mb and waits for it.
+// Stop kills mb, waits for it and removes its pidfile.
 func (m *MB) Stop() {
 	_ = m.cmd.Process.Kill()
 	<-m.done
+	_ = os.Remove(m.pidfile)
 }
 
 // FreePort returns a port that was free a moment ago.

@@ -98,6 +98,8 @@ func TestResponseCallForms(t *testing.T) {
 			map[string]any{"body": `{"id":7}`}},
 		{"positional imposterState", `function (request, state, logger, callback, imposterState) { return { body: String(state === imposterState) }; }`,
 			map[string]any{"body": "true"}},
+		{"throw after callback", `function (config) { config.callback({ body: 'kept' }); throw new Error('late'); }`,
+			map[string]any{"body": "kept"}},
 		{"callback wins over return", `function (config) { config.callback({ body: 'cb' }); return { body: 'ret' }; }`,
 			map[string]any{"body": "cb"}},
 		{"object body", `function (config) { return { headers: { 'X-A': ['1', '2'] }, body: { ok: true } }; }`,
@@ -302,6 +304,8 @@ func TestScriptFailures(t *testing.T) {
 		{"pending promise", `function () { return new Promise(function () {}); }`, "never settled"},
 		{"deep recursion", `function f() { return f(); }`, "call stack"},
 		{"strict mode", `function () { undeclared = 1; return {}; }`, "undeclared is not defined"},
+		{"cyclic state", `function (config) { config.state.me = config.state; return {}; }`, "state.me"},
+		{"state value too large", `function (config) { config.state.big = 'x'.repeat(70000); return {}; }`, "too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

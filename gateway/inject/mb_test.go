@@ -124,6 +124,9 @@ func TestAgainstMountebank(t *testing.T) {
 		{"form", `function (config) { return { body: config.request.form.a + '|' + config.request.form.b }; }`,
 			[]call{{method: "POST", target: "/", contentType: "application/x-www-form-urlencoded", body: "a=1&b=two%20words"}}},
 		{"throws", `function () { throw new Error('boom'); }`, []call{get("/")}},
+		{"throw after callback", `function (config) { config.callback({ body: 'kept' }); throw new Error('late'); }`, []call{get("/")}},
+		{"async", `async function (config) { const n = await Promise.resolve(config.request.path.length); return { body: 'len ' + n }; }`, []call{get("/four")}},
+		{"timer", `function (config) { setTimeout(function () { config.callback({ statusCode: 202, body: 'later' }); }, 10); }`, []call{get("/")}},
 		{"undeclared variable", `function () { missing.x = 1; return {}; }`, []call{get("/")}},
 	}
 	for i, tt := range responses {

@@ -214,7 +214,10 @@ func (p *Program) Respond(ctx context.Context, env Env) (json.RawMessage, error)
 		}
 		config := v.config(env.Request, state, true)
 		ret, err := fn(goja.Undefined(), config, state, v.logger, v.callback, state)
-		if err != nil {
+		var ex *goja.Exception
+		if err != nil && !(v.answered && errors.As(err, &ex)) {
+			// A throw after the callback answered does not undo the
+			// answer, as a Promise resolved before it is rejected.
 			return script(err)
 		}
 		if !v.answered && !goja.IsUndefined(ret) {

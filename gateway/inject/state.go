@@ -187,6 +187,11 @@ func (e *Engine) save(ctx context.Context, env Env, ws []write) error {
 		} else if err = e.flows.Delete(ctx, env.FlowID, w.key, env.Policy); errors.Is(err, flow.ErrNotFound) {
 			err = nil
 		}
+		if errors.Is(err, flow.ErrTooLarge) || errors.Is(err, flow.ErrBadKey) {
+			// The script's doing: an mb-shaped error, still matching
+			// the flow error.
+			return scriptErr{fmt.Errorf("state.%s: %w", w.key, err)}
+		}
 		if err != nil {
 			return fmt.Errorf("inject: save state.%s of %q: %w", w.key, env.FlowID, err)
 		}
@@ -221,7 +226,7 @@ func (e *Engine) withState(ctx context.Context, env Env, body func(v *vm, state 
 			return bodyErr
 		}
 		if ws, err = v.diff(snap, state); err != nil {
-			return err
+			return scriptErr{err}
 		}
 		return bodyErr
 	})

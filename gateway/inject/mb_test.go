@@ -187,6 +187,45 @@ func TestAgainstMountebank(t *testing.T) {
 	}
 }
 
+func TestShellTransformAgainstMountebank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("differential test against mb skipped in -short mode")
+	}
+	mb, err := mbtest.Start(context.Background(), "../..", true)
+	if errors.Is(err, mbtest.ErrNotInstalled) {
+		t.Skip("Mountebank is not installed under build/node (make mb)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Stop()
+	e := newEngine(t, Options{})
+	for _, body := range []string{
+		// The response as mb hands it over, with one word changed.
+		`printf '%s' "$MB_RESPONSE" | sed 's/hello/bye/'`,
+		// The request's path, read from the first argument.
+		`printf '{"statusCode": 299, "body": %s}' "$(printf '%s' "$1" | sed -n 's/.*"path":\("[^"]*"\).*/\1/p')"`,
+	} {
+		cmd := shellScript(t, body)
+		stub := map[string]any{"is": map[string]any{"statusCode": 201, "body": "hello there", "headers": map[string]any{"X-A": "1"}},
+			"behaviors": []any{map[string]any{"shellTransform": cmd}}}
+		port, err := mb.Imposter("[" + mbtest.Stub("", stub) + "]")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := call{method: "GET", target: "/where"}
+		mbStatus, mbBody := c.send(t, mb, port)
+		d, _ := e.ShellTransform(cmd)
+		r := &behavior.Response{Response: &message.Response{StatusCode: 201, Headers: []message.KV{{Name: "X-A", Value: "1"}}, Body: []byte("hello there")}}
+		if err := d.Decorate(context.Background(), c.message(), r); err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode != mbStatus || string(r.Body) != mbBody {
+			t.Errorf("%s: riftgate %d %q, mb %d %q", body, r.StatusCode, r.Body, mbStatus, mbBody)
+		}
+	}
+}
+
 // riftgateAnswer is what an imposter answers for a response injection: the
 // object with mb's defaults (200, empty body), or mb's error body with 500.
 func riftgateAnswer(t *testing.T, p *Program, c call, flowID string) (int, string) {

@@ -38,7 +38,10 @@ func genReq(t *rapid.T) req {
 		}
 		r.headers = append(r.headers, [2]string{name, genWord.Draw(t, "hv")})
 	}
-	switch rapid.IntRange(0, 3).Draw(t, "bodykind") {
+	switch rapid.IntRange(0, 4).Draw(t, "bodykind") {
+	case 4:
+		r.headers = append(r.headers, [2]string{"Content-Type", "application/x-www-form-urlencoded"})
+		r.body = "a=" + genWord.Draw(t, "fa") + "&b=" + genWord.Draw(t, "fb")
 	case 1:
 		r.body = genWord.Draw(t, "body")
 	case 2:
@@ -47,6 +50,7 @@ func genReq(t *rapid.T) req {
 			"b": []string{genWord.Draw(t, "jb0"), genWord.Draw(t, "jb1")},
 			"c": map[string]any{"d": genWord.Draw(t, "jd")},
 			"n": rapid.IntRange(0, 2).Draw(t, "jn"),
+			"o": []any{map[string]any{"k": genWord.Draw(t, "jk0")}, map[string]any{"k": genWord.Draw(t, "jk1")}},
 		})
 		r.body = string(b)
 	case 3:
@@ -70,7 +74,7 @@ func genLeaf(t *rapid.T) string {
 		return genWord.Draw(t, label)
 	}
 	fields := map[string]any{}
-	for _, f := range rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"method", "path", "query", "headers", "body", "Path"}), 1, 3, rapid.ID).Draw(t, "fields") {
+	for _, f := range rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"method", "path", "query", "headers", "body", "Path", "form"}), 1, 3, rapid.ID).Draw(t, "fields") {
 		switch f {
 		case "method":
 			if op == "matches" || op == "exists" {
@@ -84,7 +88,7 @@ func genLeaf(t *rapid.T) string {
 			} else {
 				fields[f] = genPath.Draw(t, "p")
 			}
-		case "query", "headers":
+		case "query", "headers", "form":
 			sub := map[string]any{}
 			for _, n := range rapid.SliceOfNDistinct(genName, 0, 2, rapid.ID).Draw(t, "names") {
 				if f == "headers" {
@@ -96,7 +100,9 @@ func genLeaf(t *rapid.T) string {
 			}
 			fields[f] = sub
 		case "body":
-			switch rapid.IntRange(0, 4).Draw(t, "bodyexp") {
+			switch rapid.IntRange(0, 5).Draw(t, "bodyexp") {
+			case 4:
+				fields[f] = map[string]any{"o": []any{map[string]any{"k": val("jk")}}}
 			case 0:
 				fields[f] = map[string]any{"a": val("ja")}
 			case 1:

@@ -14,6 +14,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/proxy"
 )
 
 func TestPredicateMatch(t *testing.T) {
@@ -177,7 +178,6 @@ func TestWait(t *testing.T) {
 			t.Errorf("%s: %d, %v; want %d", tt.src, got, err, tt.want)
 		}
 	}
-	var _ behavior.Waiter = (*Waiter)(nil)
 	for _, src := range []string{`function () { throw new Error('w'); }`, `function () { while (1) {} }`} {
 		w, _ := e.Wait(src)
 		_, err := w.WaitMillis(ctx, testRequest())
@@ -189,6 +189,8 @@ func TestWait(t *testing.T) {
 
 func TestGenerate(t *testing.T) {
 	e := newEngine(t, Options{})
+	// gateway/proxy's hook takes the engine's method as it is.
+	var _ proxy.InjectGenerator = e.Generate
 	req := map[string]any{"method": "GET", "path": "/x", "query": map[string]any{"a": "1"}}
 	got, err := e.Generate(`function (config) {
 		config.logger.info('generating');
@@ -270,5 +272,40 @@ func TestShellTransform(t *testing.T) {
 				t.Errorf("took %v", d)
 			}
 		})
+	}
+}
+
+// TestBehaviorHooks wires the engine into gateway/behavior as the engine
+// does, and runs a stub's decorate, wait function and shellTransform in
+// order.
+func TestBehaviorHooks(t *testing.T) {
+	e := newEngine(t, Options{})
+	hooks := behavior.InjectHooks{
+		Decorate: func(src string) (behavior.Decorator, error) {
+			return e.Decorate(src, func(*message.Request) (string, flow.Policy) { return "i1:hooks", flow.Policy{} })
+		},
+		ShellTransform: e.ShellTransform,
+		Wait:           e.Wait,
+	}
+	cmd := shellScript(t, `printf '%s' "$MB_RESPONSE" | sed 's/decorated/transformed/'`)
+	stub, _ := json.Marshal(map[string]any{
+		"is": map[string]any{"body": "plain"},
+		"behaviors": []any{
+			map[string]any{"decorate": "function (config) { config.state.hits = (config.state.hits || 0) + 1; config.response.body = 'decorated ' + config.state.hits; }"},
+			map[string]any{"wait": "function () { return 40; }"},
+			map[string]any{"shellTransform": cmd},
+		},
+	})
+	b, err := behavior.Compile(stub, behavior.Options{Inject: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &behavior.Response{Response: &message.Response{Body: []byte("plain")}}
+	wait, err := b.ApplyDeferred(context.Background(), testRequest(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Body) != "transformed 1" || wait != 40*time.Millisecond {
+		t.Errorf("body %q, wait %v", r.Body, wait)
 	}
 }

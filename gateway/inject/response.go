@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/dop251/goja"
+	"github.com/riftgate/riftgate/gateway/behavior"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -336,25 +337,25 @@ func (m matcher) Match(r *message.Request) bool {
 	return ok
 }
 
-// Waiter is a compiled "wait" function.
-type Waiter struct {
+// waiter is a compiled "wait" function.
+type waiter struct {
 	e    *Engine
 	prog *goja.Program
 	src  string
 }
 
 // Wait compiles a "wait" behavior's function.
-func (e *Engine) Wait(src string) (*Waiter, error) {
+func (e *Engine) Wait(src string) (behavior.Waiter, error) {
 	p, err := e.compile(src)
 	if err != nil {
 		return nil, refuse("invalid wait injection", src, err)
 	}
-	return &Waiter{e: e, prog: p, src: src}, nil
+	return &waiter{e: e, prog: p, src: src}, nil
 }
 
 // WaitMillis calls the function with no arguments, as mb does, and returns
 // its result as whole milliseconds (NaN and negatives are 0).
-func (w *Waiter) WaitMillis(ctx context.Context, _ *message.Request) (int, error) {
+func (w *waiter) WaitMillis(ctx context.Context, _ *message.Request) (int, error) {
 	var ms int
 	err := w.e.run(ctx, func(v *vm) error {
 		fn, err := v.function(w.prog)

@@ -42,6 +42,12 @@ var marshalOpts = proto.MarshalOptions{Deterministic: true}
 type Storage struct {
 	db *bolt.DB
 
+	// wmu serialises writers (and bbolt's NoSync toggle). Save writes
+	// without holding mu, so raft's reads are not stalled behind an fsync:
+	// raft never reads back entries it is still appending.
+	wmu sync.Mutex
+	// mu guards the cached fields below; whole-log rewrites (snapshots,
+	// compaction) hold it for the write as well.
 	mu sync.RWMutex
 	// offIndex/offTerm identify the entry just before the first one kept;
 	// raft asks for its term (Term(FirstIndex()-1)).
@@ -230,7 +236,7 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 }
 
 // update runs fn in one bbolt transaction, fsynced only when sync is set.
-// Callers hold s.mu for writing, which also serialises the NoSync toggle.
+// Callers hold s.wmu, which also serialises the NoSync toggle.
 func (s *Storage) update(sync bool, fn func(tx *bolt.Tx) error) error {
 	s.db.NoSync = !sync
 	return s.db.Update(fn)
@@ -239,21 +245,23 @@ func (s *Storage) update(sync bool, fn func(tx *bolt.Tx) error) error {
 // Save persists a Ready's hard state and entries in one transaction,
 // truncating any conflicting tail. It fsyncs only when mustSync is set.
 func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, mustSync bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.RLock()
+	off, last := s.offIndex, s.last
+	s.mu.RUnlock()
 	// Entries at or below the compaction point are already covered by the
 	// snapshot.
-	for len(ents) > 0 && ents[0].GetIndex() <= s.offIndex {
+	for len(ents) > 0 && ents[0].GetIndex() <= off {
 		ents = ents[1:]
 	}
-	if len(ents) > 0 && ents[0].GetIndex() > s.last+1 {
-		return fmt.Errorf("raftnode: append at %d leaves a gap after %d", ents[0].GetIndex(), s.last)
+	if len(ents) > 0 && ents[0].GetIndex() > last+1 {
+		return fmt.Errorf("raftnode: append at %d leaves a gap after %d", ents[0].GetIndex(), last)
 	}
 	hsEmpty := raft.IsEmptyHardState(hs)
 	if hsEmpty && len(ents) == 0 {
 		return nil
 	}
-	last := s.last
 	err := s.update(mustSync, func(tx *bolt.Tx) error {
 		if !hsEmpty {
 			b, err := marshalOpts.Marshal(hs)
@@ -291,10 +299,12 @@ func (s *Storage) Save(hs *pb.HardState, ents []*pb.Entry, mustSync bool) error 
 	if err != nil {
 		return fmt.Errorf("raftnode: save ready: %w", err)
 	}
+	s.mu.Lock()
 	if !hsEmpty {
 		s.hard = proto.Clone(hs).(*pb.HardState)
 	}
 	s.last = last
+	s.mu.Unlock()
 	return nil
 }
 
@@ -304,6 +314,8 @@ var ErrSnapOutOfDate = raft.ErrSnapOutOfDate
 // ApplySnapshot persists snap (fsynced) and discards the whole log: after
 // it, FirstIndex is snap's index + 1 and Term(snap index) is snap's term.
 func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.snapFault != nil {
@@ -351,6 +363,8 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 // CreateSnapshot records a snapshot of the applied state at index (whose
 // entry had term) without touching the log; Compact trims it separately.
 func (s *Storage) CreateSnapshot(index, term uint64, cs *pb.ConfState, data []byte) (*pb.Snapshot, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.snapFault != nil {
@@ -401,6 +415,8 @@ var ErrCompactBeyondSnapshot = errors.New("raftnode: compaction past the latest 
 // by the stored snapshot. Compacting at or below the current point is
 // raft.ErrCompacted.
 func (s *Storage) Compact(index uint64) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if index <= s.offIndex {

@@ -22,6 +22,11 @@
 // and a minimal timer queue until the script answers or its deadline
 // passes. Node's require, process and Buffer do not exist.
 //
+// Runtimes are reused, so a script that writes to globalThis or to a
+// built-in prototype leaves that behind for later scripts on the same
+// runtime (strict mode, as in mb, already refuses undeclared variables).
+// Keep state in `state`, which is per flow and survives restarts.
+//
 // Mountebank's endOfRequestResolver is used by tcp imposters only; http
 // imposters never call it, so this package does not implement it.
 package inject

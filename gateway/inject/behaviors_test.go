@@ -247,6 +247,13 @@ func TestShellTransform(t *testing.T) {
 			t.Errorf("got %d %q", r.StatusCode, r.Body)
 		}
 	})
+	t.Run("chatty stderr", func(t *testing.T) {
+		d, _ := e.ShellTransform(shellScript(t, `head -c 200000 /dev/zero >&2; printf '{"body": "quiet"}'`))
+		r := resp()
+		if err := d.Decorate(ctx, testRequest(), r); err != nil || string(r.Body) != "quiet" {
+			t.Errorf("got %q, %v", r.Body, err)
+		}
+	})
 	for _, tt := range []struct {
 		name, body, msg string
 		timeout         bool

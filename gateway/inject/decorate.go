@@ -238,17 +238,23 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// capped is a writer that fails past its limit.
+// capped is a writer that fails past its limit, or with drop set, keeps
+// only what fits (stderr is only logged).
 type capped struct {
-	b   bytes.Buffer
-	max int
+	b    bytes.Buffer
+	max  int
+	drop bool
 }
 
 var errTooMuchOutput = errors.New("shellTransform output exceeds 1 MiB")
 
 func (c *capped) Write(p []byte) (int, error) {
-	if c.b.Len()+len(p) > c.max {
-		return 0, errTooMuchOutput
+	if room := c.max - c.b.Len(); len(p) > room {
+		if !c.drop {
+			return 0, errTooMuchOutput
+		}
+		c.b.Write(p[:max(room, 0)])
+		return len(p), nil
 	}
 	return c.b.Write(p)
 }
@@ -277,9 +283,8 @@ func (s *shell) Decorate(ctx context.Context, req *message.Request, resp *behavi
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 100 * time.Millisecond
 	out := &capped{max: maxShellOutput}
-	var stderr capped
-	stderr.max = 64 << 10
-	c.Stdout, c.Stderr = out, &stderr
+	stderr := &capped{max: 64 << 10, drop: true}
+	c.Stdout, c.Stderr = out, stderr
 	if err := c.Run(); err != nil {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", ErrTimeout, err)

@@ -12,7 +12,7 @@ import (
 
 // forwardRequest is a follower's proposal sent to the leader.
 type forwardRequest struct {
-	Cmd  cbor.RawMessage `cbor:"1,keyasint"`
+	Cmd  cbor.RawMessage `cbor:"1,keyasint,omitempty"`
 	Wait bool            `cbor:"2,keyasint,omitempty"`
 }
 

@@ -35,18 +35,24 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 		resp.Body = []byte(rep(string(resp.Body)))
 		return
 	}
-	// In JSON text, tokens and values appear escaped inside strings.
-	body := resp.Body
+	// In JSON text, a token appears escaped; only a body that holds one
+	// is rewritten.
+	found := false
 	for _, p := range pairs {
-		if p[0] == p[1] {
-			continue
-		}
-		tok, val := jsonContent(p[0]), jsonContent(p[1])
-		if bytes.Contains(body, tok) {
-			body = bytes.ReplaceAll(body, tok, val)
-		}
+		found = found || (p[0] != p[1] && bytes.Contains(resp.Body, jsonContent(p[0])))
 	}
-	resp.Body = body
+	if !found {
+		return
+	}
+	v, err := parseBody(resp.Body)
+	if err != nil {
+		// Not the engine's JSON: fall back to plain text.
+		resp.Body = []byte(rep(string(resp.Body)))
+		return
+	}
+	var b bytes.Buffer
+	writeBody(&b, replaceIn(v, rep), "")
+	resp.Body = b.Bytes()
 }
 
 // jsonContent escapes s as JSON.stringify does inside a string literal,

@@ -3,6 +3,7 @@ package selector
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -63,7 +64,7 @@ func parseOrdered(text string) (any, keyOrder, bool) {
 	if err != nil {
 		return nil, nil, false
 	}
-	if _, err := d.Token(); err == nil {
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return nil, nil, false // trailing data
 	}
 	return v, order, true

@@ -8,7 +8,9 @@ package selector
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strings"
 	"sync"
@@ -83,7 +85,7 @@ func ParseJSON(text string) (any, bool) {
 	if err := d.Decode(&v); err != nil {
 		return nil, false
 	}
-	if _, err := d.Token(); err == nil {
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return nil, false // trailing data
 	}
 	return v, true

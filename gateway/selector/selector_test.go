@@ -199,7 +199,7 @@ func TestJSONPathOrder(t *testing.T) {
 // FuzzParseOrdered checks that the order-keeping JSON parser reads exactly
 // what encoding/json reads.
 func FuzzParseOrdered(f *testing.F) {
-	for _, s := range []string{books, `{"a":1,"a":2}`, `[1,{"b":[null,true]}]`, `"x"`, `{"a":}`, `1 2`} {
+	for _, s := range []string{books, `{"a":1,"a":2}`, `[1,{"b":[null,true]}]`, `"x"`, `{"a":}`, `1 2`, `0A`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {

@@ -26,11 +26,13 @@ import (
 // Response is what behaviors transform.
 //
 // Tokens are replaced in StatusText, in every header name and value, and in
-// Body. When the stub's body is a JSON object the engine renders it first
-// (as mb does after behaviors: JSON.stringify(body, null, 4)) and sets
-// JSONBody: replacement values are then written escaped as JSON string
-// content, so the text stays the JSON of the object mb would have
-// rendered. A Binary body is left alone.
+// Body. When the stub's body is a JSON object the engine renders it first,
+// as mb renders it after behaviors (JSON.stringify(body, null, 4)), and sets
+// JSONBody: a body that holds a token is then parsed, replaced string by
+// string and key by key as mb replaces the object (a renamed key moves to
+// the end of its object), and written back in the same format. The result
+// is byte for byte what mb sends, provided the engine's rendering is
+// JSON.stringify's. A Binary body is left alone.
 type Response struct {
 	*message.Response
 	// StatusText is the stub's statusCode when it was given as a string

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"encoding/hex"
+	"errors"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -49,6 +50,22 @@ func TestEnvelopeGolden(t *testing.T) {
 	v, err := c.Decode(b)
 	if err != nil || v != (goldenBody{A: 7, B: "x"}) {
 		t.Fatalf("decode golden envelope: %+v %v", v, err)
+	}
+	// A later version migrates from the pinned v1 bytes through Upgrade.
+	v2 := SnapshotCodec[goldenBody]{Magic: c.Magic, Version: 2, Upgrade: func(ver uint16, body []byte) (goldenBody, error) {
+		var old goldenBody
+		err := UnmarshalCBOR(body, &old)
+		old.B += "-from-v" + string(rune('0'+ver))
+		return old, err
+	}}
+	if v, err := v2.Decode(b); err != nil || v.B != "x-from-v1" {
+		t.Fatalf("upgrade from v1: %+v %v", v, err)
+	}
+	if _, err := (SnapshotCodec[goldenBody]{Magic: c.Magic, Version: 2}).Decode(b); !errors.Is(err, ErrBadEnvelope) {
+		t.Fatalf("v1 bytes without an Upgrade: %v", err)
+	}
+	if _, err := (SnapshotCodec[goldenBody]{Magic: [4]byte{'N', 'O', 'P', 'E'}, Version: 1}).Decode(b); !errors.Is(err, ErrBadEnvelope) {
+		t.Fatalf("wrong magic: %v", err)
 	}
 }
 

@@ -24,6 +24,9 @@ type LeaderTaskFactory func(gen uint64) []LeaderTask
 //
 // The returned stop cancels the watcher and waits for it; Close does too.
 func (g *Group[S, C, R]) WatchLeader(factory LeaderTaskFactory) (stop func()) {
+	if g.closed.Load() {
+		return func() {}
+	}
 	ctx, cancel := context.WithCancel(g.ctx)
 	ch, unsubscribe := g.subscribeLeadership()
 	done := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/riftgate/riftgate/gateway/proxy"
 )
 
@@ -314,5 +315,28 @@ func TestBehaviorHooks(t *testing.T) {
 	}
 	if string(r.Body) != "transformed 1" || wait != 40*time.Millisecond {
 		t.Errorf("body %q, wait %v", r.Body, wait)
+	}
+}
+
+// TestPredicateHook wires the engine into gateway/predicate as the engine
+// does.
+func TestPredicateHook(t *testing.T) {
+	e := newEngine(t, Options{})
+	opts := predicate.Options{Inject: func(src string) (predicate.Predicate, error) {
+		p, err := e.Predicate(src)
+		if err != nil {
+			return nil, err
+		}
+		return p.Matcher(func(*message.Request) (string, flow.Policy) { return "i1:hook", flow.Policy{} }), nil
+	}}
+	p, err := predicate.Compile(json.RawMessage(`{"inject": "function (config) { return config.request.path === '/orders'; }"}`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Match(testRequest()) || p.Match(&message.Request{Method: "GET", Path: "/other"}) {
+		t.Error("inject predicate through gateway/predicate")
+	}
+	if _, err := predicate.Compile(json.RawMessage(`{"inject": "function ("}`), opts); mberr.As(err).Message != "invalid predicate injection" {
+		t.Errorf("err %v", err)
 	}
 }

@@ -76,3 +76,49 @@ func genCopy(t *rapid.T) string {
 	b, _ := json.Marshal(resp)
 	return string(b)
 }
+
+// genLookup draws a response with a lookup into people.csv (see writeCSV)
+// keyed by a value selected from the request.
+func genLookup(t *rapid.T, csvPath string) string {
+	from := rapid.SampledFrom([]any{"path", "body", map[string]any{"query": "a"}, map[string]any{"headers": "X-A"}}).Draw(t, "from")
+	using := map[string]any{}
+	switch rapid.IntRange(0, 2).Draw(t, "method") {
+	case 0:
+		using["method"] = "regex"
+		using["selector"] = rapid.SampledFrom([]string{`\d+`, `(\d)(\d+)`, `.*`}).Draw(t, "re")
+	case 1:
+		using["method"] = "jsonpath"
+		using["selector"] = rapid.SampledFrom([]string{"$.a", "$.b", "$..t"}).Draw(t, "jp")
+	case 2:
+		using["method"] = "xpath"
+		using["selector"] = rapid.SampledFrom([]string{"//a", "//b"}).Draw(t, "xp")
+	}
+	key := map[string]any{"from": from, "using": using}
+	if rapid.Bool().Draw(t, "index") {
+		key["index"] = rapid.IntRange(0, 2).Draw(t, "i")
+	}
+	resp := map[string]any{
+		"is": map[string]any{"body": `${r}['name']|${r}["age"]|${r}[city]|${r}[id]`},
+		"behaviors": []any{map[string]any{"lookup": map[string]any{
+			"key":            key,
+			"fromDataSource": map[string]any{"csv": map[string]any{"path": csvPath, "keyColumn": "id"}},
+			"into":           "${r}",
+		}}},
+	}
+	b, _ := json.Marshal(resp)
+	return string(b)
+}
+
+// genKeyReq draws a request that often carries a key of people.csv.
+func genKeyReq(t *rapid.T) req {
+	id := rapid.SampledFrom([]string{"123", "456", "999", ""}).Draw(t, "id")
+	r := req{method: "POST", target: "/p/" + id + "?a=" + id}
+	r.headers = [][2]string{{"X-A", id}}
+	switch rapid.IntRange(0, 2).Draw(t, "body") {
+	case 1:
+		r.body = fmt.Sprintf(`{"a":%q,"b":[%s],"z":{"t":"456"}}`, id, rapid.SampledFrom([]string{"123", `"123"`, "1"}).Draw(t, "b"))
+	case 2:
+		r.body = fmt.Sprintf("<r><a>%s</a><b>456</b><b>123</b></r>", id)
+	}
+	return r
+}

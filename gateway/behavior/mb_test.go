@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/predicate/mbtest"
@@ -76,6 +77,31 @@ func TestAgainstMountebank(t *testing.T) {
 		out, _ := resp.Header("X-Out")
 		if string(body) != string(resp.Body) || mresp.Header.Get("X-Out") != out {
 			rt.Fatalf("%s on %+v: riftgate %q / %q, mb %q / %q", src, r, resp.Body, out, body, mresp.Header.Get("X-Out"))
+		}
+	})
+	csvDir := writeCSV(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		src, r := genLookup(rt, filepath.Join(csvDir, "people.csv")), genKeyReq(rt)
+		b, err := Compile(json.RawMessage(src), Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		resp := render(rt, src)
+		if err := b.Apply(context.Background(), r.message(), resp); err != nil {
+			rt.Fatal(err)
+		}
+		port, err := mb.Imposter(fmt.Sprintf(`[{"responses":[%s]}]`, src))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer func() { _ = mb.Delete(port) }()
+		m, target, hs := r.wire()
+		mresp, body, err := mb.Send(port, m, target, hs, r.body)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if mresp.StatusCode == 200 && string(body) != string(resp.Body) {
+			rt.Fatalf("%s on %+v: riftgate %q, mb %q", src, r, resp.Body, body)
 		}
 	})
 	for _, c := range errorTable {

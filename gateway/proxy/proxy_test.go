@@ -69,8 +69,8 @@ func TestAcquireHonoursContext(t *testing.T) {
 }
 
 func TestGenerate(t *testing.T) {
-	r := &message.Request{Method: "GET", Path: "/p", Query: []message.KV{{"q", "1"}, {"r", "2"}},
-		Headers: []message.KV{{"X-A", "a"}}, Body: []byte(`{"id":7}`)}
+	r := &message.Request{Method: "GET", Path: "/p", Query: []message.KV{{Name: "q", Value: "1"}, {Name: "r", Value: "2"}},
+		Headers: []message.KV{{Name: "X-A", Value: "a"}}, Body: []byte(`{"id":7}`)}
 	for _, tc := range []struct{ gens, want string }{
 		{`[{"matches":{"path":true,"method":true}}]`, `[{"deepEquals":{"path":"/p"}},{"deepEquals":{"method":"GET"}}]`},
 		{`[{"matches":{"query":{"q":true,"zz":true}}}]`, `[{"equals":{"query":{"q":"1"}}}]`},
@@ -99,7 +99,7 @@ func TestGenerate(t *testing.T) {
 }
 
 func TestQueryStringKeepsOrderAndEscapesLikeNode(t *testing.T) {
-	got := queryString([]message.KV{{"b", "x y"}, {"a", "1"}, {"b", "&"}})
+	got := queryString([]message.KV{{Name: "b", Value: "x y"}, {Name: "a", Value: "1"}, {Name: "b", Value: "&"}})
 	if want := "b=x%20y&b=%26&a=1"; got != want {
 		t.Fatalf("queryString = %s, want %s", got, want)
 	}

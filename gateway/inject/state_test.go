@@ -155,3 +155,35 @@ func TestStateModel(t *testing.T) {
 		}
 	})
 }
+
+// TestStateGoldenBytes pins what a script's state values are stored as:
+// JSON.stringify's text, the format plugins and other scripts read.
+func TestStateGoldenBytes(t *testing.T) {
+	store := newStore(t)
+	e := newEngine(t, Options{Flows: store})
+	respond(t, e, `function (config) {
+		const s = config.state;
+		s.int = 3; s.float = 2.50; s.neg0 = -0; s.big = 1e21; s.str = 'é"\n<'; s.t = true; s.n = null;
+		s.arr = [1, 'a', null, undefined]; s.obj = { b: 1, a: { c: [] } }; s.date = new Date(0); s.nan = NaN;
+		s.undef = undefined; s.fn = function () {};
+		return {};
+	}`, Env{Request: testRequest(), FlowID: "i1:golden"})
+	want := map[string]string{
+		"int": `3`, "float": `2.5`, "neg0": `0`, "big": `1e+21`, "str": `"é\"\n<"`, "t": `true`, "n": `null`,
+		"arr": `[1,"a",null,null]`, "obj": `{"b":1,"a":{"c":[]}}`, "date": `"1970-01-01T00:00:00.000Z"`, "nan": `null`,
+	}
+	ctx := context.Background()
+	keys, err := store.Keys(ctx, "i1:golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(want) {
+		t.Errorf("keys %v", keys)
+	}
+	for k, w := range want {
+		ent, err := store.Get(ctx, "i1:golden", k)
+		if err != nil || string(ent.Value) != w {
+			t.Errorf("%s = %q, %v; want %q", k, ent.Value, err, w)
+		}
+	}
+}

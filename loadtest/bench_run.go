@@ -42,6 +42,7 @@ type measurement struct {
 	requests      int64
 	errors        int64
 	rate          float64 // open loop only
+	unsent        int64   // open loop: due but never sent
 	round         int
 }
 
@@ -200,7 +201,7 @@ func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, 
 		return
 	}
 	m := measurement{rps: res.Throughput, p50: res.Latency.P50, p99: res.Latency.P99,
-		requests: res.Requests, errors: res.Errors, rate: o.Rate, round: round}
+		requests: res.Requests, errors: res.Errors, rate: o.Rate, unsent: res.Unsent, round: round}
 	cl.runs = append(cl.runs, m)
 	b.log.Info("measured", "round", round+1, "case", c.id, "system", sys,
 		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors)
@@ -362,23 +363,26 @@ func (b *bench) report() string {
 		}
 		p("\n## p99 at 50%% of peak (open loop)\n\n")
 		p("Each round, each system is driven at half the throughput it reached on the static case in that round.\n\n")
-		p("| system | rate req/s | p50 ms | p99 ms | target | note |\n|---|---|---|---|---|---|\n")
+		p("A high p50 here means the system (or the machine) could not keep up even half its peak at that moment: the open loop charges the queueing to every request; `unsent` counts requests that were due but found every connection busy until the end.\n\n")
+		p("| system | rate req/s | p50 ms | p99 ms | unsent per round | target | note |\n|---|---|---|---|---|---|---|\n")
 		for _, sys := range c.systems {
 			cl := cells[sys]
 			if len(cl.runs) == 0 {
-				p("| %s | - | - | - | | %s |\n", sys, mdEscape(noteOr(cl)))
+				p("| %s | - | - | - | - | | %s |\n", sys, mdEscape(noteOr(cl)))
 				continue
 			}
 			var rates []float64
+			var unsent []string
 			for _, m := range cl.runs {
 				rates = append(rates, m.rate)
+				unsent = append(unsent, strconv.FormatInt(m.unsent, 10))
 			}
 			_, p50, p99 := cl.medians()
 			target := ""
 			if sys == sysRift && c.p99Target > 0 {
 				target = fmt.Sprintf("< %g ms: %s", c.p99Target, mark(p99 < c.p99Target && cl.ok()))
 			}
-			p("| %s | %.0f | %.3f | %.3f | %s | %s |\n", sys, median(rates), p50, p99, target, mdEscape(cl.errNote))
+			p("| %s | %.0f | %.3f | %.3f | %s | %s | %s |\n", sys, median(rates), p50, p99, strings.Join(unsent, ", "), target, mdEscape(cl.errNote))
 		}
 	}
 

@@ -118,6 +118,18 @@ func TestCounterGroupWorkedExample(t *testing.T) {
 	if r := propose(t, c.get("n3"), 1); r.Value != 19 {
 		t.Fatalf("after leader changes: %+v", r)
 	}
+	// Fire-and-forget proposals, from a follower (forwarded) and the leader.
+	l = c.leader(10 * time.Second)
+	for _, m := range []*member{l, c.get("n1"), c.get("n2"), c.get("n3")} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := m.g.Propose(ctx, counterCmd{Add: 100, Op: "fire-" + m.name})
+		cancel()
+		if err != nil {
+			t.Fatalf("Propose on %s: %v", m.name, err)
+		}
+	}
+	// l is also one of n1..n3, so its second proposal is a duplicate op.
+	c.waitValue(319, "n1", "n2", "n3")
 }
 
 // taskRecorder logs leader-task starts and stops per node.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -130,6 +131,12 @@ func (g *Group[S, C, R]) changeMembership(ctx context.Context, req adminRequest)
 	default:
 		return cur, fmt.Errorf("%w: unknown operation %d", ErrMembershipChange, req.Op)
 	}
+	// Raft silently turns a conf change into an empty entry while it thinks
+	// an earlier one is unapplied, and it learns of our applies only when
+	// the Ready loop advances, just after the previous change answered.
+	if err := g.waitRaftApplied(ctx, cur.Index); err != nil {
+		return cur, err
+	}
 	seq := g.seq.Add(1)
 	cctx, err := encMode.Marshal(confContext{Name: req.Name, URL: req.URL, Origin: g.id, Seq: seq})
 	if err != nil {
@@ -161,6 +168,20 @@ func (g *Group[S, C, R]) changeMembership(ctx context.Context, req adminRequest)
 	case <-g.ctx.Done():
 		return cur, ErrClosed
 	}
+}
+
+// waitRaftApplied waits until raft itself counts index as applied.
+func (g *Group[S, C, R]) waitRaftApplied(ctx context.Context, index uint64) error {
+	for g.node.Status().Applied < index {
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("raftnode: waiting for raft to apply %d: %w", index, ctx.Err())
+		case <-g.ctx.Done():
+			return ErrClosed
+		}
+	}
+	return nil
 }
 
 func (g *Group[S, C, R]) handleAdmin(w http.ResponseWriter, r *http.Request) {

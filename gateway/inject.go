@@ -54,6 +54,12 @@ func injectError(err error) error {
 	if errors.Is(err, flow.ErrUnavailable) {
 		return mberr.New(mberr.FlowUnavailable, "the flow's owner is unavailable")
 	}
+	var ie *inject.Error
+	if errors.As(err, &ie) && ie.MB != nil {
+		e := *ie.MB
+		e.Data = ie.Data
+		return &e
+	}
 	return err
 }
 

@@ -31,6 +31,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Source  any    `json:"source,omitempty"`
+	// Data is mb's extra detail, such as the message a script threw.
+	Data string `json:"data,omitempty"`
 	// Status is the HTTP status the error is answered with.
 	Status int `json:"-"`
 }

@@ -20,7 +20,7 @@ func TestAgainstMountebank(t *testing.T) {
 	}
 	mb, err := mbtest.Start(context.Background(), "../..", false)
 	if errors.Is(err, mbtest.ErrNotInstalled) {
-		t.Skip("Mountebank is not installed under build/node (make mb)")
+		t.Fatal("Mountebank is not installed under build/node: run `make node`")
 	}
 	if err != nil {
 		t.Fatal(err)

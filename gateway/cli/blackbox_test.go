@@ -154,7 +154,7 @@ func mbBinary(t *testing.T) string {
 		p = filepath.Join(root, "build", "node", "node_modules", ".bin", "mb")
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("Mountebank is not installed (make node): %v", err)
+		t.Fatalf("Mountebank is not installed: run `make node`: %v", err)
 	}
 	return p
 }

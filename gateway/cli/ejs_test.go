@@ -234,10 +234,10 @@ func mbFormatter(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("Mountebank is not installed (make node): %v", err)
+		t.Fatalf("Mountebank is not installed: run `make node`: %v", err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
+		t.Fatal("node is not installed: make test needs Node.js")
 	}
 	return p
 }

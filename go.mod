@@ -3,28 +3,33 @@ module github.com/riftgate/riftgate
 go 1.26.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/antchfx/xmlquery v1.5.2
+	github.com/antchfx/xpath v1.3.9
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b
+	github.com/fxamacker/cbor/v2 v2.10.0
+	github.com/tetratelabs/wazero v1.12.0
+	github.com/theory/jsonpath v0.12.3
+	github.com/valyala/fasthttp v1.78.0
+	go.etcd.io/bbolt v1.5.0
+	go.etcd.io/raft/v3 v3.7.0
+	go.uber.org/goleak v1.3.0
+	google.golang.org/protobuf v1.36.11
+	pgregory.net/rapid v1.3.0
+)
+
+require (
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
-	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/antchfx/xmlquery v1.5.2 // indirect
-	github.com/antchfx/xpath v1.3.9 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dlclark/regexp2/v2 v2.5.2 // indirect
-	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b // indirect
-	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
 	github.com/go-sourcemap/sourcemap v2.1.3+incompatible // indirect
 	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
 	github.com/google/pprof v0.0.0-20230207041349-798e818bf904 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
-	github.com/tetratelabs/wazero v1.12.0 // indirect
-	github.com/theory/jsonpath v0.12.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.78.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
-	go.etcd.io/raft/v3 v3.7.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
@@ -32,9 +37,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
 	honnef.co/go/tools v0.8.2 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
 
 tool honnef.co/go/tools/cmd/staticcheck

@@ -52,7 +52,7 @@ bench: build node
 	./loadtest/bench/run.sh
 
 lint:
-	gofmt -l . | grep -v '^build/' | tee /dev/stderr | (! read)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 

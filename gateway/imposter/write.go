@@ -1,23 +1,23 @@
 package imposter
 
 import (
-	"bytes"
 	"net"
 	"strings"
-	"sync"
 
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/valyala/fasthttp"
 )
 
-// writeResponse writes r the way mb's http server does: the stub's headers
-// as given, `Connection: close` unless the stub sets Connection, a
-// Content-Length only when the stub names one (recomputed), and chunked
-// transfer encoding otherwise. It allocates nothing.
+// writeResponse writes r as mb's http server does in every way a client can
+// rely on: the stub's headers as given, and `Connection: close` unless the
+// stub sets Connection. The body always goes with a Content-Length, where mb
+// would use chunked encoding when the stub names no length: see
+// docs/RATIONALE.md ("Bodies are framed with Content-Length"). It allocates
+// nothing.
 func writeResponse(ctx *fasthttp.RequestCtx, r *message.Response) {
 	resp := &ctx.Response
 	resp.SetStatusCode(r.StatusCode)
-	hasConnection, hasLength := false, false
+	hasConnection := false
 	for i := range r.Headers {
 		kv := &r.Headers[i]
 		switch {
@@ -28,10 +28,8 @@ func writeResponse(ctx *fasthttp.RequestCtx, r *message.Response) {
 			} else {
 				resp.Header.Set(kv.Name, kv.Value)
 			}
-		case strings.EqualFold(kv.Name, "Content-Length"):
-			hasLength = true
-		case strings.EqualFold(kv.Name, "Transfer-Encoding"):
-			// fasthttp frames the body itself.
+		case strings.EqualFold(kv.Name, "Content-Length"), strings.EqualFold(kv.Name, "Transfer-Encoding"):
+			// fasthttp frames the body itself, with the length it has.
 		case strings.EqualFold(kv.Name, "Content-Type"):
 			resp.Header.SetContentType(kv.Value)
 		default:
@@ -41,26 +39,8 @@ func writeResponse(ctx *fasthttp.RequestCtx, r *message.Response) {
 	if !hasConnection {
 		resp.SetConnectionClose()
 	}
-	if hasLength || len(r.Body) == 0 && ctx.IsHead() {
-		resp.SetBodyRaw(r.Body)
-		return
-	}
-	br := readerPool.Get().(*bodyReader)
-	br.Reset(r.Body)
-	resp.SetBodyStream(br, -1)
+	resp.SetBodyRaw(r.Body)
 }
-
-// bodyReader streams a body as chunks and goes back to its pool when
-// fasthttp closes it after writing.
-type bodyReader struct{ bytes.Reader }
-
-func (b *bodyReader) Close() error {
-	b.Reset(nil)
-	readerPool.Put(b)
-	return nil
-}
-
-var readerPool = sync.Pool{New: func() any { return new(bodyReader) }}
 
 // randomThenClose is what mb writes for RANDOM_DATA_THEN_CLOSE; any garbage
 // would do, but the same bytes make the two comparable.

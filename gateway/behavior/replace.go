@@ -3,6 +3,8 @@ package behavior
 import (
 	"bytes"
 	"strings"
+
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // replaceTokens replaces each pair's token with its value, in order, in
@@ -58,31 +60,6 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 // jsonContent escapes s as JSON.stringify does inside a string literal,
 // without the quotes.
 func jsonContent(s string) []byte {
-	const hex = "0123456789abcdef"
-	var b bytes.Buffer
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c == '\r':
-			b.WriteString(`\r`)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '\b':
-			b.WriteString(`\b`)
-		case c == '\f':
-			b.WriteString(`\f`)
-		case c < 0x20:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.Bytes()
+	q := message.AppendJSONString(nil, s)
+	return q[1 : len(q)-1]
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // The configfile templating reproduces what `mb --configfile` does with
@@ -465,35 +466,7 @@ func jsString(s string) string {
 
 // jsonQuote quotes s as JavaScript's JSON.stringify does (no HTML escaping).
 func jsonQuote(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, c := range s {
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				fmt.Fprintf(&b, `\u%04x`, c)
-			} else {
-				b.WriteRune(c)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	return string(message.AppendJSONString(nil, s))
 }
 
 func isJSSpace(c rune) bool {

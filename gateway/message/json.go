@@ -209,41 +209,46 @@ func scalarString(v any) string {
 }
 
 // writeString writes s as a JSON string the way JavaScript's JSON.stringify
-// does: unlike encoding/json, it leaves <, > and & alone.
+// does.
 func writeString(b *bytes.Buffer, s string) {
+	b.Write(AppendJSONString(b.AvailableBuffer(), s))
+}
+
+// AppendJSONString appends s as JavaScript's JSON.stringify writes a string:
+// quoted, with only '"', '\\' and control characters escaped (no HTML
+// escaping, unlike encoding/json). Invalid UTF-8 becomes U+FFFD, as it does
+// once a JavaScript engine has decoded it.
+func AppendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	b.WriteByte('"')
+	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		b.WriteString(s[start:i])
+		dst = append(dst, s[start:i]...)
 		switch c {
 		case '"', '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			dst = append(dst, '\\', c)
 		case '\n':
-			b.WriteString(`\n`)
+			dst = append(dst, '\\', 'n')
 		case '\r':
-			b.WriteString(`\r`)
+			dst = append(dst, '\\', 'r')
 		case '\t':
-			b.WriteString(`\t`)
+			dst = append(dst, '\\', 't')
 		case '\b':
-			b.WriteString(`\b`)
+			dst = append(dst, '\\', 'b')
 		case '\f':
-			b.WriteString(`\f`)
+			dst = append(dst, '\\', 'f')
 		default:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 		start = i + 1
 	}
-	b.WriteString(s[start:])
-	b.WriteByte('"')
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/selector"
 )
 
@@ -181,33 +182,7 @@ func writeStable(b *bytes.Buffer, v any) {
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {
-	const hex = "0123456789abcdef"
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c == '\r':
-			b.WriteString(`\r`)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '\b':
-			b.WriteString(`\b`)
-		case c == '\f':
-			b.WriteString(`\f`)
-		case c < 0x20:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
+	b.Write(message.AppendJSONString(b.AvailableBuffer(), s))
 }
 
 // sortValues sorts an array as mb's sortObjects does: objects by their

@@ -456,30 +456,14 @@ func (s selection) values(v any) []string {
 
 // decodeObject decodes a JSON object, returning its keys in order too.
 func decodeObject(raw json.RawMessage) ([]string, map[string]json.RawMessage, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := d.Token()
+	fields, err := message.ObjectFields(raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	if tok != json.Delim('{') {
-		return nil, nil, fmt.Errorf("not an object")
-	}
-	var keys []string
-	obj := map[string]json.RawMessage{}
-	for d.More() {
-		kt, err := d.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		k, _ := kt.(string)
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, nil, err
-		}
-		if _, dup := obj[k]; !dup {
-			keys = append(keys, k)
-		}
-		obj[k] = v
+	keys := make([]string, len(fields))
+	obj := make(map[string]json.RawMessage, len(fields))
+	for i, f := range fields {
+		keys[i], obj[f.Key] = f.Key, f.Value
 	}
 	return keys, obj, nil
 }

@@ -3,48 +3,20 @@ package imposter
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // object is a JSON object that keeps its fields in the order they came in,
 // so that what a user stored is what GET shows them, as mb does.
 type object []field
 
-type field struct {
-	Key   string
-	Value json.RawMessage
-}
+type field = message.Field
 
-// decodeObject reads a JSON object, keeping field order. Duplicate keys keep
-// the last value, as JavaScript does.
+// decodeObject reads a JSON object, keeping field order.
 func decodeObject(data []byte) (object, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, fmt.Errorf("expected an object")
-	}
-	var o object
-	for d.More() {
-		kt, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		o = o.with(kt.(string), v)
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err == nil {
-		return nil, fmt.Errorf("unexpected data after the object")
-	}
-	return o, nil
+	fields, err := message.ObjectFields(data)
+	return object(fields), err
 }
 
 // get returns the raw value of key, or nil.
@@ -66,7 +38,7 @@ func (o object) with(key string, v json.RawMessage) object {
 			return out
 		}
 	}
-	return append(o[:len(o):len(o)], field{key, v})
+	return append(o[:len(o):len(o)], field{Key: key, Value: v})
 }
 
 // without returns o without the given keys.

@@ -19,29 +19,29 @@ type View struct {
 func (imp *Imposter) JSON(v View) json.RawMessage {
 	s := imp.spec
 	self := v.BaseURL + "/imposters/" + strconv.Itoa(s.Port)
-	o := object{{"protocol", raw(s.Protocol)}, {"port", raw(s.Port)}}
+	o := object{{Key: "protocol", Value: raw(s.Protocol)}, {Key: "port", Value: raw(s.Port)}}
 	if s.Name != "" {
-		o = append(o, field{"name", raw(s.Name)})
+		o = append(o, field{Key: "name", Value: raw(s.Name)})
 	}
 	if s.DefaultResponse != nil {
-		o = append(o, field{"defaultResponse", s.DefaultResponse})
+		o = append(o, field{Key: "defaultResponse", Value: s.DefaultResponse})
 	}
 	if !v.Replayable {
-		o = append(o, field{"numberOfRequests", raw(imp.numReqs.Load())})
+		o = append(o, field{Key: "numberOfRequests", Value: raw(imp.numReqs.Load())})
 	}
 	if !v.List {
-		o = append(o, field{"recordRequests", raw(s.RecordRequests)})
+		o = append(o, field{Key: "recordRequests", Value: raw(s.RecordRequests)})
 		if s.Protocol == "https" {
-			o = append(o, field{"key", raw(s.Key)}, field{"cert", raw(s.Cert)}, field{"mutualAuth", raw(s.MutualAuth)})
+			o = append(o, field{Key: "key", Value: raw(s.Key)}, field{Key: "cert", Value: raw(s.Cert)}, field{Key: "mutualAuth", Value: raw(s.MutualAuth)})
 		}
 	}
 	for _, k := range []string{"endOfRequestResolver", "host", "allowCORS", "_rift"} {
 		if r := s.header.get(k); r != nil {
-			o = append(o, field{k, r})
+			o = append(o, field{Key: k, Value: r})
 		}
 	}
 	links := func(o object) object {
-		return append(o, field{"_links", raw(map[string]any{
+		return append(o, field{Key: "_links", Value: raw(map[string]any{
 			"self":  map[string]string{"href": self},
 			"stubs": map[string]string{"href": self + "/stubs"},
 		})})
@@ -55,7 +55,7 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		for i, r := range reqs {
 			list[i], _ = r.MarshalJSON()
 		}
-		o = append(o, field{"requests", raw(list)})
+		o = append(o, field{Key: "requests", Value: raw(list)})
 	}
 	stubs := []json.RawMessage{}
 	for i, st := range imp.Stubs() {
@@ -74,7 +74,7 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		}
 		stubs = append(stubs, mustJSON(so))
 	}
-	o = append(o, field{"stubs", raw(stubs)})
+	o = append(o, field{Key: "stubs", Value: raw(stubs)})
 	if !v.Replayable {
 		o = links(o)
 	}

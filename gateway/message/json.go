@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -251,4 +252,53 @@ func AppendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// Field is one member of a JSON object, its value still encoded.
+type Field struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// ObjectFields decodes a JSON object into its members in the order written.
+// A repeated key keeps its first position and its last value, as
+// JavaScript's JSON.parse does. Trailing data after the object is an error.
+func ObjectFields(raw []byte) ([]Field, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	var out []Field
+	for d.More() {
+		kt, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := kt.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		dup := false
+		for i := range out {
+			if out[i].Key == k {
+				out[i].Value, dup = v, true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, Field{k, v})
+		}
+	}
+	if _, err := d.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("unexpected data after the JSON object")
+	}
+	return out, nil
 }

@@ -16,15 +16,10 @@ type generator struct {
 	order    []string                   // matches' fields in the order given
 	operator string                     // predicateOperator; "" is deepEquals/equals
 	ignore   map[string]json.RawMessage
-	params   []paramField // every other key, copied into each predicate
+	params   []message.Field // every other key, copied into each predicate
 	jsonpath *selector.JSONPath
 	xpath    *selector.XPath
 	inject   string
-}
-
-type paramField struct {
-	key string
-	raw json.RawMessage
 }
 
 func parseGenerators(raws []json.RawMessage) ([]*generator, error) {
@@ -40,37 +35,37 @@ func parseGenerators(raws []json.RawMessage) ([]*generator, error) {
 }
 
 func parseGenerator(raw json.RawMessage) (*generator, error) {
-	fields, err := orderedFields(raw)
+	fields, err := message.ObjectFields(raw)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each predicateGenerator must be an object").WithSource(raw)
 	}
 	g := &generator{}
 	for _, f := range fields {
-		switch f.key {
+		switch f.Key {
 		case "matches":
-			mf, err := orderedFields(f.raw)
+			mf, err := message.ObjectFields(f.Value)
 			if err != nil {
 				return nil, mberr.New(mberr.BadData, "predicateGenerator 'matches' must be an object").WithSource(raw)
 			}
 			g.matches = map[string]json.RawMessage{}
 			for _, m := range mf {
-				g.matches[m.key] = m.raw
-				g.order = append(g.order, m.key)
+				g.matches[m.Key] = m.Value
+				g.order = append(g.order, m.Key)
 			}
 		case "predicateOperator":
-			if err := json.Unmarshal(f.raw, &g.operator); err != nil {
+			if err := json.Unmarshal(f.Value, &g.operator); err != nil {
 				return nil, mberr.New(mberr.BadData, "predicateOperator must be a string").WithSource(raw)
 			}
 		case "ignore":
-			if err := json.Unmarshal(f.raw, &g.ignore); err != nil {
+			if err := json.Unmarshal(f.Value, &g.ignore); err != nil {
 				return nil, mberr.New(mberr.BadData, "predicateGenerator 'ignore' must be an object").WithSource(raw)
 			}
 		case "inject":
-			if err := json.Unmarshal(f.raw, &g.inject); err != nil {
+			if err := json.Unmarshal(f.Value, &g.inject); err != nil {
 				return nil, mberr.New(mberr.BadData, "predicateGenerator 'inject' must be a function's source").WithSource(raw)
 			}
 		default:
-			g.params = append(g.params, paramField{f.key, f.raw})
+			g.params = append(g.params, f)
 			if err := g.selector(f); err != nil {
 				return nil, err
 			}
@@ -82,28 +77,28 @@ func parseGenerator(raw json.RawMessage) (*generator, error) {
 	return g, nil
 }
 
-func (g *generator) selector(f paramField) error {
+func (g *generator) selector(f message.Field) error {
 	var sel struct {
 		Selector string            `json:"selector"`
 		NS       map[string]string `json:"ns"`
 	}
-	switch f.key {
+	switch f.Key {
 	case "jsonpath":
-		if err := json.Unmarshal(f.raw, &sel); err != nil {
-			return mberr.New(mberr.BadData, "jsonpath must be an object with a selector").WithSource(f.raw)
+		if err := json.Unmarshal(f.Value, &sel); err != nil {
+			return mberr.New(mberr.BadData, "jsonpath must be an object with a selector").WithSource(f.Value)
 		}
 		p, err := selector.CompileJSONPath(sel.Selector)
 		if err != nil {
-			return mberr.New(mberr.BadData, "invalid jsonpath: "+err.Error()).WithSource(f.raw)
+			return mberr.New(mberr.BadData, "invalid jsonpath: "+err.Error()).WithSource(f.Value)
 		}
 		g.jsonpath = p
 	case "xpath":
-		if err := json.Unmarshal(f.raw, &sel); err != nil {
-			return mberr.New(mberr.BadData, "xpath must be an object with a selector").WithSource(f.raw)
+		if err := json.Unmarshal(f.Value, &sel); err != nil {
+			return mberr.New(mberr.BadData, "xpath must be an object with a selector").WithSource(f.Value)
 		}
 		p, err := selector.CompileXPath(sel.Selector, sel.NS)
 		if err != nil {
-			return mberr.New(mberr.BadData, "invalid xpath: "+err.Error()).WithSource(f.raw)
+			return mberr.New(mberr.BadData, "invalid xpath: "+err.Error()).WithSource(f.Value)
 		}
 		g.xpath = p
 	}
@@ -156,7 +151,7 @@ func generate(gens []*generator, r *message.Request, inject InjectGenerator) ([]
 			}
 			p := map[string]any{op: map[string]any{field: value}}
 			for _, pf := range g.params {
-				p[pf.key] = pf.raw
+				p[pf.Key] = pf.Value
 			}
 			b, err := json.Marshal(p)
 			if err != nil {
@@ -240,29 +235,4 @@ func existsShape(v any) any {
 		return out
 	}
 	return true
-}
-
-// orderedFields reads a JSON object's fields in order.
-func orderedFields(raw json.RawMessage) ([]paramField, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, fmt.Errorf("not an object")
-	}
-	var out []paramField
-	for d.More() {
-		kt, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, paramField{kt.(string), v})
-	}
-	return out, nil
 }

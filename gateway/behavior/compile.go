@@ -20,7 +20,7 @@ var known = map[string]bool{"wait": true, "copy": true, "lookup": true, "shellTr
 // compileOne validates one behavior object as mb's behaviorsValidator does
 // (reporting the first of its errors) and compiles it.
 func (b *Behaviors) compileOne(raw json.RawMessage, opts Options) (step, error) {
-	keys, obj, err := decodeObject(raw)
+	keys, obj, err := message.ObjectMap(raw)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each behavior must be an object").WithSource(source(raw))
 	}
@@ -452,18 +452,4 @@ func (s selection) values(v any) []string {
 		return out
 	}
 	return nil
-}
-
-// decodeObject decodes a JSON object, returning its keys in order too.
-func decodeObject(raw json.RawMessage) ([]string, map[string]json.RawMessage, error) {
-	fields, err := message.ObjectFields(raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	keys := make([]string, len(fields))
-	obj := make(map[string]json.RawMessage, len(fields))
-	for i, f := range fields {
-		keys[i], obj[f.Key] = f.Key, f.Value
-	}
-	return keys, obj, nil
 }

@@ -302,3 +302,18 @@ func ObjectFields(raw []byte) ([]Field, error) {
 	}
 	return out, nil
 }
+
+// ObjectMap decodes a JSON object into its keys, in order, and its members
+// by key.
+func ObjectMap(raw []byte) ([]string, map[string]json.RawMessage, error) {
+	fields, err := ObjectFields(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, len(fields))
+	obj := make(map[string]json.RawMessage, len(fields))
+	for i, f := range fields {
+		keys[i], obj[f.Key] = f.Key, f.Value
+	}
+	return keys, obj, nil
+}

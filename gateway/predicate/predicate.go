@@ -48,7 +48,7 @@ var operators = map[string]bool{
 
 // Compile compiles one predicate.
 func Compile(raw json.RawMessage, opts Options) (Predicate, error) {
-	keys, obj, err := decodeObject(raw)
+	keys, obj, err := message.ObjectMap(raw)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "missing predicate").WithSource(sourceOf(raw))
 	}
@@ -150,20 +150,6 @@ func (ps allP) Match(r *message.Request) bool {
 		}
 	}
 	return true
-}
-
-// decodeObject decodes a JSON object, returning its keys in order too.
-func decodeObject(raw json.RawMessage) ([]string, map[string]json.RawMessage, error) {
-	fields, err := message.ObjectFields(raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	keys := make([]string, len(fields))
-	obj := make(map[string]json.RawMessage, len(fields))
-	for i, f := range fields {
-		keys[i], obj[f.Key] = f.Key, f.Value
-	}
-	return keys, obj, nil
 }
 
 // sourceOf returns raw as mb echoes an offending fragment: the JSON value

@@ -350,23 +350,45 @@ func requestValue(r *message.Request, f from) any {
 	if f.name == "" {
 		// The whole object, as mb's request holds it: a repeated name
 		// has an array (a header's empty values before a non-empty one
-		// are dropped, as mb's `current ? concat : value` does).
-		m := map[string]any{}
+		// are dropped, as mb's `current ? concat : value` does). It is
+		// kept as JSON text in the request's order, because a jsonpath
+		// wildcard over it yields values in key order.
+		var names []string
+		vals := map[string][]string{}
 		for _, kv := range kvs {
-			switch prev := m[kv.Name].(type) {
-			case nil:
-				m[kv.Name] = kv.Value
-			case string:
-				if prev == "" && field == "headers" {
-					m[kv.Name] = kv.Value
-				} else {
-					m[kv.Name] = []any{prev, kv.Value}
-				}
-			case []any:
-				m[kv.Name] = append(prev, kv.Value)
+			prev, seen := vals[kv.Name]
+			switch {
+			case !seen:
+				names = append(names, kv.Name)
+				vals[kv.Name] = []string{kv.Value}
+			case len(prev) == 1 && prev[0] == "" && field == "headers":
+				vals[kv.Name] = []string{kv.Value}
+			default:
+				vals[kv.Name] = append(prev, kv.Value)
 			}
 		}
-		return m
+		b := []byte{'{'}
+		for i, n := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = message.AppendJSONString(b, n)
+			b = append(b, ':')
+			v := vals[n]
+			if len(v) == 1 {
+				b = message.AppendJSONString(b, v[0])
+				continue
+			}
+			b = append(b, '[')
+			for j, x := range v {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = message.AppendJSONString(b, x)
+			}
+			b = append(b, ']')
+		}
+		return objectText(append(b, '}'))
 	}
 	for i, kv := range kvs {
 		if !strings.EqualFold(kv.Name, f.name) {
@@ -385,6 +407,10 @@ func requestValue(r *message.Request, f from) any {
 	}
 	return nil
 }
+
+// objectText is a request object field (query, headers, form) as JSON text
+// in the request's order.
+type objectText string
 
 // validField holds the simplified request's field names as mb spells them.
 var validField = map[string]bool{"requestFrom": true, "method": true, "path": true, "query": true, "headers": true, "body": true, "ip": true, "form": true}
@@ -405,7 +431,7 @@ func (s selection) values(v any) []string {
 		switch v := v.(type) {
 		case string:
 			text = v
-		case map[string]any:
+		case objectText:
 			text = "[object Object]"
 		}
 		m := s.re.FindStringSubmatchIndex(text)
@@ -442,8 +468,8 @@ func (s selection) values(v any) []string {
 		switch v := v.(type) {
 		case string:
 			vals = s.jp.SelectText(v)
-		case map[string]any:
-			vals = s.jp.Select(v)
+		case objectText:
+			vals = s.jp.SelectText(string(v))
 		}
 		out := make([]string, len(vals))
 		for i, e := range vals {

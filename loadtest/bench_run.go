@@ -240,25 +240,38 @@ func (b *bench) caseByID(id string) benchCase {
 var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
 // compareWrk measures the load generator against wrk on the raw server,
-// alternating, with the same connection count and time.
+// with the same connection count and time, alternating which goes first.
 func (b *bench) compareWrk(ctx context.Context, rawURL string) {
 	for round := range b.cfg.rounds {
 		var r wrkRound
-		out, err := exec.CommandContext(ctx, b.cfg.wrk, "-t1", "-c"+strconv.Itoa(b.cfg.conns),
-			"-d"+strconv.Itoa(int(b.cfg.duration.Seconds()+0.5))+"s", rawURL+"/hello").CombinedOutput()
-		if m := wrkRPS.FindSubmatch(out); err == nil && m != nil {
+		runWrk := func() bool {
+			out, err := exec.CommandContext(ctx, b.cfg.wrk, "-t1", "-c"+strconv.Itoa(b.cfg.conns),
+				"-d"+strconv.Itoa(int(b.cfg.duration.Seconds()+0.5))+"s", rawURL+"/hello").CombinedOutput()
+			m := wrkRPS.FindSubmatch(out)
+			if err != nil || m == nil {
+				b.log.Warn("wrk failed", "err", err, "out", oneLine(string(out)))
+				return false
+			}
 			r.wrk, _ = strconv.ParseFloat(string(m[1]), 64)
-		} else {
-			b.log.Warn("wrk failed", "err", err, "out", oneLine(string(out)))
+			return true
+		}
+		runOwn := func() bool {
+			res, err := Run(ctx, Options{Targets: []string{rawURL}, Connections: b.cfg.conns,
+				Duration: b.cfg.duration, Scenario: get("/hello")})
+			if err != nil {
+				b.log.Warn("riftload failed", "err", err)
+				return false
+			}
+			r.riftload = res.Throughput
+			return true
+		}
+		first, second := runWrk, runOwn
+		if round%2 == 1 {
+			first, second = runOwn, runWrk
+		}
+		if !first() || !second() {
 			return
 		}
-		res, err := Run(ctx, Options{Targets: []string{rawURL}, Connections: b.cfg.conns,
-			Duration: b.cfg.duration, Scenario: get("/hello")})
-		if err != nil {
-			b.log.Warn("riftload failed", "err", err)
-			return
-		}
-		r.riftload = res.Throughput
 		b.log.Info("wrk vs riftload", "round", round+1, "wrk", int(r.wrk), "riftload", int(r.riftload))
 		b.wrk = append(b.wrk, r)
 	}
@@ -317,7 +330,7 @@ func (b *bench) report() string {
 
 	if len(b.wrk) > 0 {
 		p("## The load generator against wrk\n\n")
-		p("Raw fasthttp server, %d connections, %v each, alternating (wrk `-t1`).\n\n", b.cfg.conns, b.cfg.duration)
+		p("Raw fasthttp server, %d connections, %v each, back to back, which goes first alternating by round (wrk `-t1`, on the same core as riftload).\n\n", b.cfg.conns, b.cfg.duration)
 		p("| round | wrk req/s | riftload req/s | riftload/wrk |\n|---|---|---|---|\n")
 		var rs []float64
 		for i, r := range b.wrk {

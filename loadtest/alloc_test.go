@@ -10,12 +10,10 @@ import (
 
 // loopWorker is one virtual user of a scenario that uses every template
 // variable, a header and a body, against a real server on 127.0.0.1.
-func loopWorker(tb testing.TB) *worker {
+func loopWorker(tb testing.TB, scenario string) *worker {
 	tb.Helper()
 	url := startServer(tb, func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") })
-	sc, err := ParseScenario([]byte(`{"flowPerIteration":true,"steps":[
-		{"method":"POST","path":"/f/{{flowId}}?i={{iter}}","headers":{"X-Vu":"{{vu}}"},"body":"{\"f\":\"{{flowId}}\"}","expectStatus":200},
-		{"path":"/static","expectStatus":200}]}`))
+	sc, err := ParseScenario([]byte(scenario))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -31,8 +29,22 @@ func loopWorker(tb testing.TB) *worker {
 // The request loop (render, send, read, record) allocates nothing once its
 // buffers have grown: at tens of thousands of requests a second on two
 // cores, garbage would show up as throughput.
+// Requests rendered every iteration, and requests whose bytes are built once.
+var loopScenarios = map[string]string{
+	"templated": `{"flowPerIteration":true,"steps":[
+		{"method":"POST","path":"/f/{{flowId}}?i={{iter}}","headers":{"X-Vu":"{{vu}}"},"body":"{\"f\":\"{{flowId}}\"}","expectStatus":200},
+		{"path":"/static","expectStatus":200}]}`,
+	"prebuilt": `{"steps":[{"method":"POST","path":"/f/{{flowId}}","body":"x","expectStatus":200},{"path":"/static"}]}`,
+}
+
 func TestRequestLoopDoesNotAllocate(t *testing.T) {
-	w := loopWorker(t)
+	for name, sc := range loopScenarios {
+		t.Run(name, func(t *testing.T) { testLoopAllocs(t, sc) })
+	}
+}
+
+func testLoopAllocs(t *testing.T, scenario string) {
+	w := loopWorker(t, scenario)
 	ctx := context.Background()
 	for range 200 { // grow buffers, dial both connections
 		w.once(ctx)
@@ -49,14 +61,18 @@ func TestRequestLoopDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkRequestLoop(b *testing.B) {
-	w := loopWorker(b)
-	ctx := context.Background()
-	for range 200 {
-		w.once(ctx)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		w.once(ctx)
+	for _, name := range []string{"templated", "prebuilt"} {
+		b.Run(name, func(b *testing.B) {
+			w := loopWorker(b, loopScenarios[name])
+			ctx := context.Background()
+			for range 200 {
+				w.once(ctx)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				w.once(ctx)
+			}
+		})
 	}
 }

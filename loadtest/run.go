@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,7 +42,8 @@ type Options struct {
 	// Warmup runs the load for this long before measuring; its requests are
 	// counted apart and not in the latencies.
 	Warmup time.Duration
-	// Timeout bounds each request (default 5 s).
+	// Timeout bounds each request, connecting included (default 5 s); a
+	// request gets between 7/8 of it and all of it.
 	Timeout time.Duration
 	// Scenario is the request sequence each virtual user runs.
 	Scenario *Scenario
@@ -204,7 +206,8 @@ type worker struct {
 	r      *runner
 	id     int64
 	shard  *shard
-	conns  []conn // by target index, dialled on first use
+	conns  []conn   // by target index, dialled on first use
+	wire   [][]byte // by step and target: request bytes built once
 	req    *fasthttp.Request
 	resp   *fasthttp.Response
 	vars   vars
@@ -290,8 +293,11 @@ func (w *worker) once(ctx context.Context) bool {
 		return false
 	}
 	st := &r.steps[w.step]
-	w.prepare(st, &r.targets[w.rr])
-	err := w.do(ctx, w.rr)
+	wire := w.wireFor(st)
+	if wire == nil {
+		w.prepare(st, &r.targets[w.rr])
+	}
+	err := w.do(ctx, w.rr, wire)
 	if err != nil && ctx.Err() != nil {
 		return false // cut short by cancellation: not the server's error
 	}
@@ -337,6 +343,29 @@ func (w *worker) advance() {
 	}
 }
 
+// wireFor returns the request bytes of step st to the current target when
+// they are the same every iteration (no {{iter}}, one flow per user),
+// serialised once by fasthttp, as wrk prepares its request; nil otherwise.
+func (w *worker) wireFor(st *compiledStep) []byte {
+	if w.r.opts.Scenario.FlowPerIteration || st.perIteration() {
+		return nil
+	}
+	i := w.step*len(w.r.targets) + w.rr
+	if w.wire == nil {
+		w.wire = make([][]byte, len(w.r.steps)*len(w.r.targets))
+	}
+	if w.wire[i] == nil {
+		w.prepare(st, &w.r.targets[w.rr])
+		var b bytes.Buffer
+		bw := bufio.NewWriter(&b)
+		if w.req.Write(bw) != nil || bw.Flush() != nil {
+			return nil // let do report the error on the real connection
+		}
+		w.wire[i] = b.Bytes()
+	}
+	return w.wire[i]
+}
+
 // prepare fills the reused request for step st. Every template is rendered
 // into w.buf, which grows to its high-water mark and then stays.
 func (w *worker) prepare(st *compiledStep, t *target) {
@@ -368,10 +397,11 @@ func (w *worker) prepare(st *compiledStep, t *target) {
 // conn is one keep-alive connection with its buffers. fasthttp's Request and
 // Response do the HTTP on it; see do for why not HostClient.
 type conn struct {
-	c      net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	unwake func() bool // stops the cancellation hook
+	c        net.Conn
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	unwake   func() bool // stops the cancellation hook
+	deadline time.Time
 }
 
 func (c *conn) close() {
@@ -390,7 +420,7 @@ const connBufSize = 16 << 10
 // the concurrency exact and the path free of pool locks, and leaves no
 // idle-connection cleaner goroutine running after the run, as
 // fasthttp.HostClient would.
-func (w *worker) do(ctx context.Context, t int) error {
+func (w *worker) do(ctx context.Context, t int, wire []byte) error {
 	cn := &w.conns[t]
 	timeout := w.r.opts.Timeout
 	if cn.c == nil {
@@ -400,6 +430,7 @@ func (w *worker) do(ctx context.Context, t int) error {
 			return fmt.Errorf("dial %s: %w", w.r.targets[t].addr, err)
 		}
 		cn.c = c
+		cn.deadline = time.Time{}
 		// A cancelled run (Ctrl-C) must not wait out a stalled server's
 		// timeout: expire the connection's deadline at once.
 		cn.unwake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
@@ -411,9 +442,20 @@ func (w *worker) do(ctx context.Context, t int) error {
 			cn.bw.Reset(c)
 		}
 	}
-	err := cn.c.SetDeadline(time.Now().Add(timeout))
+	// Moving the deadline is a timer update in the runtime: do it only
+	// when an eighth of the timeout has been used, so a request gets
+	// between 7/8 of the timeout and all of it.
+	var err error
+	if now := time.Now(); cn.deadline.Sub(now) < timeout-timeout/8 {
+		cn.deadline = now.Add(timeout)
+		err = cn.c.SetDeadline(cn.deadline)
+	}
 	if err == nil {
-		err = w.req.Write(cn.bw)
+		if wire != nil {
+			_, err = cn.bw.Write(wire)
+		} else {
+			err = w.req.Write(cn.bw)
+		}
 	}
 	if err == nil {
 		err = cn.bw.Flush()

@@ -295,3 +295,27 @@ func (t tmpl) render(dst []byte, v *vars) []byte {
 	}
 	return dst
 }
+
+// uses reports whether t contains variable v.
+func (t tmpl) uses(v tmplVar) bool {
+	for _, p := range t {
+		if p.v == v {
+			return true
+		}
+	}
+	return false
+}
+
+// perIteration reports whether the step's bytes change from one iteration
+// of a virtual user to the next; if not, they can be built once.
+func (c *compiledStep) perIteration() bool {
+	if c.path.uses(varIter) || c.body.uses(varIter) {
+		return true
+	}
+	for _, h := range c.headers {
+		if h.value.uses(varIter) {
+			return true
+		}
+	}
+	return false
+}

@@ -53,8 +53,11 @@
 //     flow lock is taken). In time, that is at most one commit interval: the
 //     time one bbolt commit of such a batch takes: on an idle machine here
 //     about 1.6 ms for one op and about 9 ms for 1000 (FACTS.md), and
-//     several times that when the disk is busy (see docs/flowshard.md). When the queue is full, Async
-//     writers wait for the writer, so the bound holds under overload too.
+//     several times that when the disk is busy (see docs/flowshard.md),
+//     plus AsyncInterval (5 ms): a batch of Async writes alone waits that
+//     long for more before it commits, so that Async does not pay a commit
+//     (and its fsync) per write. When the queue is full, Async writers wait
+//     for the writer, so the bound holds under overload too.
 //
 //   - Sync: acknowledged only after the bbolt commit that contains the write
 //     has returned, including its fsyncs. Concurrent Sync writes share a

@@ -142,6 +142,12 @@ func (e *engine) metrics(b *strings.Builder, metric func(name, kind, help string
 	for _, m := range ms {
 		fmt.Fprintf(b, "riftgate_plugin_calls_total{module=%q} %d\n", m.Name, m.Calls)
 	}
+	metric("riftgate_plugin_instances_total", "counter", "Plugin instances made, recycled and discarded, by module")
+	for _, m := range ms {
+		fmt.Fprintf(b, "riftgate_plugin_instances_total{module=%q,event=\"instantiated\"} %d\n", m.Name, m.Instantiated)
+		fmt.Fprintf(b, "riftgate_plugin_instances_total{module=%q,event=\"recycled\"} %d\n", m.Name, m.Recycled)
+		fmt.Fprintf(b, "riftgate_plugin_instances_total{module=%q,event=\"discarded\"} %d\n", m.Name, m.Discarded)
+	}
 	metric("riftgate_plugin_errors_total", "counter", "Failed plugin calls by module and kind")
 	for _, m := range ms {
 		for kind, n := range m.Errors {

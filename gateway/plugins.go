@@ -126,7 +126,14 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 	if out.Result != 0 || !out.Wrote {
 		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.module, w.export, out.Result))
 	}
-	return fromPlugin(&out.Response), nil
+	resp := fromPlugin(&out.Response)
+	// mb's `Connection: close` default exists for mb's own responses; a
+	// plugin response, which mb never had, keeps the connection unless the
+	// plugin says otherwise.
+	if _, ok := resp.Header("Connection"); !ok {
+		resp.Headers = append(resp.Headers, message.KV{Name: "Connection", Value: "keep-alive"})
+	}
+	return resp, nil
 }
 
 // pluginFailure maps a failed call to the error the client sees: 503 when

@@ -143,6 +143,21 @@ func benchCases(wasmDir, upstream string) []benchCase {
 			},
 		},
 	}
+	// The plugin ABI's own yardstick: a Go plugin doing one flow_get and one
+	// flow_put per request, beside the same answer from an `is` stub and
+	// from the raw server (whose answer is the same two bytes, "ok" here).
+	if fb := filepath.Join(wasmDir, "examples", "flowbench.wasm"); fileExists(fb) {
+		abs, _ := filepath.Abs(fb)
+		cases = append(cases, benchCase{
+			id: "wasm-flowbench", title: "WASM Go plugin: one flow_get + one flow_put", systems: []string{sysRift},
+			wasm: abs,
+			imposter: func(p int) string {
+				return imposter(p, "", []string{fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, abs)})
+			},
+			scenario: get("/flowbench"),
+			probe:    []probeStep{{method: "GET", path: "/flowbench", status: 200, body: "ok"}},
+		})
+	}
 	for _, mode := range []string{"memory", "async", "sync"} {
 		cases = append(cases, benchCase{
 			id: "flow-" + mode, title: "stateful flow, durability " + mode + " (login/logout per virtual user)", systems: []string{sysRift},
@@ -184,4 +199,9 @@ func benchCases(wasmDir, upstream string) []benchCase {
 		},
 	)
 	return cases
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

@@ -11,7 +11,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/url"
@@ -138,7 +140,11 @@ func (f *Factory) client(u *url.URL, s spec) (*fasthttp.HostClient, error) {
 		// mb does not verify upstream certificates (rejectUnauthorized: false).
 		cfg := &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()} //nolint:gosec // as mb
 		if s.Cert != "" || s.Key != "" {
-			pair, err := tls.X509KeyPair([]byte(s.Cert), []byte(s.Key))
+			key, err := decryptKey(s.Key, s.Passphrase)
+			if err != nil {
+				return nil, err
+			}
+			pair, err := tls.X509KeyPair([]byte(s.Cert), key)
 			if err != nil {
 				return nil, fmt.Errorf("proxy cert/key: %w", err)
 			}
@@ -544,4 +550,21 @@ func escapeComponent(s string) string {
 		b.WriteByte(hex[c&15])
 	}
 	return b.String()
+}
+
+// decryptKey returns a PEM private key, decrypted with passphrase when it is
+// a legacy encrypted PEM block ("Proc-Type: 4,ENCRYPTED"), which is what
+// node's `passphrase` option opens for mb. PKCS#8-encrypted keys are refused.
+func decryptKey(keyPEM, passphrase string) ([]byte, error) {
+	block, _ := pem.Decode([]byte(keyPEM))
+	//lint:ignore SA1019 legacy PEM encryption is what mb users have; it is the only format node's passphrase and Go both read
+	if passphrase == "" || block == nil || !x509.IsEncryptedPEMBlock(block) {
+		return []byte(keyPEM), nil
+	}
+	//lint:ignore SA1019 see above
+	der, err := x509.DecryptPEMBlock(block, []byte(passphrase))
+	if err != nil {
+		return nil, fmt.Errorf("proxy key passphrase: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der}), nil
 }

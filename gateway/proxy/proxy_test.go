@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,4 +125,32 @@ func FuzzParseGenerators(f *testing.F) {
 		}
 		_, _ = generate(gens, &message.Request{Method: "GET", Path: "/"}, nil)
 	})
+}
+
+func TestDecryptKeyOpensLegacyEncryptedPEM(t *testing.T) {
+	priv, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der := x509.MarshalPKCS1PrivateKey(priv)
+	//lint:ignore SA1019 the legacy format is what the test needs
+	block, err := x509.EncryptPEMBlock(rand.Reader, "RSA PRIVATE KEY", der, []byte("s3cret"), x509.PEMCipherAES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := string(pem.EncodeToMemory(block))
+	plain, err := decryptKey(enc, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := pem.Decode(plain)
+	if got == nil || !bytes.Equal(got.Bytes, der) {
+		t.Fatal("the decrypted key differs")
+	}
+	if _, err := decryptKey(enc, "wrong"); err == nil {
+		t.Fatal("a wrong passphrase must fail")
+	}
+	if same, _ := decryptKey("not pem", "x"); string(same) != "not pem" {
+		t.Fatal("a key without encryption passes through")
+	}
 }

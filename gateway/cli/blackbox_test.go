@@ -143,21 +143,7 @@ func getJSON(t *testing.T, url string, header http.Header) (int, []byte) {
 }
 
 // mbBinary is the installed Mountebank 2.9.1, the reference.
-func mbBinary(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("RIFTGATE_MB")
-	if p == "" {
-		root, err := gatewaytest.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p = filepath.Join(root, "build", "node", "node_modules", ".bin", "mb")
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("Mountebank is not installed: run `make node`: %v", err)
-	}
-	return p
-}
+func mbBinary(t *testing.T) string { return gatewaytest.Mountebank(t) }
 
 // startMB runs mb on a free loopback port and waits for its pidfile, which
 // mb writes once it is ready.

@@ -20,17 +20,7 @@ import (
 // failure, not a skip.
 func mountebank(t *testing.T, dir string) string {
 	t.Helper()
-	bin := os.Getenv("RIFTGATE_MB")
-	if bin == "" {
-		root, err := gatewaytest.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = filepath.Join(root, "build", "node", "node_modules", ".bin", "mb")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("Mountebank is not installed at %s: run `make node`", bin)
-	}
+	bin := gatewaytest.Mountebank(t)
 	port := gatewaytest.FreePort(t)
 	cmd := exec.Command(bin, "start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
 		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid"), "--allowInjection")

@@ -281,3 +281,23 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Mountebank returns the installed Mountebank 2.9.1 (the reference for
+// differential tests): $RIFTGATE_MB when set (the Makefile sets it), else
+// build/node under the repository. Its absence fails the test: `make test`
+// installs it.
+func Mountebank(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv("RIFTGATE_MB")
+	if p == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = filepath.Join(root, "build", "node", "node_modules", ".bin", "mb")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("Mountebank is not installed: run `make node`: %v", err)
+	}
+	return p
+}

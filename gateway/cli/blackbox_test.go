@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,33 +49,16 @@ func run(t *testing.T, bin, dir string, args ...string) (stdout, stderr string, 
 // proc is a long-running server process started by a test.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *gatewaytest.LockedBuffer
 	done chan struct{}
 	err  error // Wait's result, once done is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startProc starts a server and reaps it as soon as it exits, so that a
 // stopped process never lingers as a zombie that `stop` would see alive.
 func startProc(t *testing.T, dir, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), out: &gatewaytest.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

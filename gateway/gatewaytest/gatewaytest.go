@@ -98,7 +98,7 @@ type Instance struct {
 	t    testing.TB
 	args []string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *LockedBuffer
 	done chan struct{}
 }
 
@@ -128,7 +128,7 @@ func Start(t testing.TB, args ...string) *Instance {
 
 func (in *Instance) start() {
 	in.t.Helper()
-	in.out = &lockedBuffer{}
+	in.out = &LockedBuffer{}
 	in.cmd = exec.Command(Binary(in.t), in.args...)
 	in.cmd.Stdout, in.cmd.Stderr = in.out, in.out
 	in.cmd.Dir = in.Dir
@@ -265,18 +265,22 @@ func FreePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer safe for one writer and concurrent readers:
+// a process's output, read while it runs.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+// Write implements io.Writer.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns what was written so far.
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -16,6 +16,7 @@ import (
 	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/flowlocal"
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"go.uber.org/goleak"
@@ -422,7 +423,7 @@ func (u unavailable) Keys(ctx context.Context, id string) ([]string, error) {
 }
 
 func TestLoggerWritesSlog(t *testing.T) {
-	var b syncBuffer
+	var b gatewaytest.LockedBuffer
 	e := newEngine(t, Options{Logger: slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	respond(t, e, `function (config) {
 		config.logger.debug('d %s', 1); config.logger.info('i'); config.logger.warn({a: 1}); config.logger.error('e', 'x');
@@ -435,23 +436,6 @@ func TestLoggerWritesSlog(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestClosedEngine(t *testing.T) {

@@ -210,12 +210,17 @@ func (d *decoder) uint() uint64 {
 	return n
 }
 
-func (d *decoder) textMap() map[string]string {
+// mapLen reads a map's head and returns how many pairs it holds.
+func (d *decoder) mapLen() int {
 	m, n := d.head()
 	if d.err == nil && m != majMap {
 		d.fail("want map")
 	}
-	c := d.count(n, 2)
+	return d.count(n, 2)
+}
+
+func (d *decoder) textMap() map[string]string {
+	c := d.mapLen()
 	if d.err != nil {
 		return nil
 	}
@@ -278,11 +283,7 @@ func (d *decoder) key() (k uint64, ok bool) {
 func DecodeRequest(b []byte) (*Request, error) {
 	d := decoder{b: b}
 	r := &Request{}
-	m, n := d.head()
-	if d.err == nil && m != majMap {
-		d.fail("want map")
-	}
-	c := d.count(n, 2)
+	c := d.mapLen()
 	for i := 0; i < c && d.err == nil; i++ {
 		k, ok := d.key()
 		if !ok {
@@ -321,11 +322,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 
 func (d *decoder) response() *Response {
 	r := &Response{}
-	m, n := d.head()
-	if d.err == nil && m != majMap {
-		d.fail("want map")
-	}
-	c := d.count(n, 2)
+	c := d.mapLen()
 	for i := 0; i < c && d.err == nil; i++ {
 		k, ok := d.key()
 		if !ok {

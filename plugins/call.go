@@ -153,6 +153,10 @@ type instance struct {
 	// memory grew to its ceiling is discarded after the call.
 	startPages uint32
 	cs         callState
+	cc         *callCtx
+	// doomed is set when the watchdog fired as a call returned: the
+	// instance is discarded even though the call succeeded.
+	doomed bool
 }
 
 // instantiate makes an instance and runs _initialize if the module has it.
@@ -170,6 +174,7 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 		mem:   mem,
 		fns:   make([]api.Function, len(v.c.entry)),
 		stack: make([]uint64, 1),
+		cc:    newCallCtx(),
 	}
 	inst.cs.v = v
 	v.h.insts.Store(mod, inst)
@@ -250,7 +255,7 @@ func (h *Host) Call(ctx context.Context, module, export string, in *Input) (Outp
 		inst.close()
 		v.stats.discarded.Add(1)
 		inst = nil
-	case inst.atCeiling():
+	case inst.atCeiling(), inst.doomed:
 		inst.close()
 		v.stats.discarded.Add(1)
 		inst = nil
@@ -313,14 +318,16 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	cs := &i.cs
 	cs.begin(in)
 	callCtx := ctx
-	cancel := context.CancelFunc(nil)
-	if i.v.lim.Deadline > 0 {
-		callCtx, cancel = context.WithTimeout(ctx, i.v.lim.Deadline)
+	if lim := i.v.lim.Deadline; lim > 0 {
+		i.cc.begin(ctx, i.v.h.wd.now()+lim)
+		callCtx = i.cc
 	}
 	i.stack[0] = uint64(uint32(len(cs.req)))
 	err := fn.CallWithStack(callCtx, i.stack)
-	if cancel != nil {
-		cancel()
+	if callCtx == i.cc && i.cc.end() {
+		// The watchdog fired: wazero closes the module, if not already
+		// during the call, so the instance cannot serve another.
+		i.doomed = true
 	}
 	i.calls++
 	out := Output{Unavailable: cs.unavailable}

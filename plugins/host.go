@@ -78,6 +78,8 @@ type Host struct {
 	// that call must not wait for someone else's compilation.
 	cmu      sync.Mutex
 	compiled map[compiledKey]*compiledModule
+
+	wd watchdog
 }
 
 // rtKey names a runtime: wazero fixes the memory limit and the deadline
@@ -116,6 +118,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 		runtimes: make(map[rtKey]wazero.Runtime),
 		compiled: make(map[compiledKey]*compiledModule),
 		stats:    make(map[string]*stats),
+		wd:       watchdog{epoch: time.Now()},
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -298,6 +301,9 @@ func (h *Host) Register(ctx context.Context, name string, wasm []byte, lim Limit
 		h.mu.Unlock()
 		return old.info, nil
 	}
+	if lim.Deadline > 0 {
+		h.startWatchdog()
+	}
 	key := compiledKey{hash: sum, rt: rtKey{pages: lim.MemoryPages, deadline: lim.Deadline > 0}}
 	rt, err := h.runtime(ctx, key.rt)
 	if err != nil {
@@ -450,6 +456,7 @@ force:
 		errs = append(errs, rt.Close(bg))
 	}
 	errs = append(errs, h.cache.Close(bg))
+	h.stopWatchdog()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("plugins: close: %w", err)
 	}

@@ -437,6 +437,26 @@ func TestCallerCancelWhileWaiting(t *testing.T) {
 	wg.Wait()
 }
 
+// TestCallerCancelStopsRunningCall: a caller that gives up stops a guest
+// that would never return (the watchdog sees the caller's context end), the
+// call fails as canceled, and the module serves the next call on a fresh
+// instance.
+func TestCallerCancelStopsRunningCall(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "loop", "loop", Limits{Deadline: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := h.Call(ctx, "loop", "handle", sampleInput(nil))
+	wantKind(t, err, KindCanceled)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the call stopped %s after it began", took)
+	}
+	if st := statsOf(t, h, "loop"); st.Discarded != 1 {
+		t.Fatalf("the stopped instance was not discarded: %+v", st)
+	}
+}
+
 func TestRecycle(t *testing.T) {
 	h, _ := newTestHost(t, Limits{})
 	register(t, h, "good", "good", Limits{RecycleAfter: 3, PoolSize: 1})

@@ -29,7 +29,7 @@ func cart(req *rift.Request) *rift.Response {
 	if err := json.Unmarshal(rift.Config(), &cfg); err != nil || cfg.Key == "" {
 		return reply(500, "text/plain", "cart-go: config must be {\"key\": \"<flow key>\"}")
 	}
-	switch req.Method {
+	switch req.Method() {
 	case "GET":
 		items, _, err := rift.FlowGet(cfg.Key)
 		if errors.Is(err, rift.ErrNotFound) {
@@ -39,7 +39,7 @@ func cart(req *rift.Request) *rift.Response {
 		}
 		return list(200, items)
 	case "POST":
-		return add(cfg.Key, item(req.Body))
+		return add(cfg.Key, item(req.Body()))
 	case "DELETE":
 		if err := rift.FlowDelete(cfg.Key); err != nil && !errors.Is(err, rift.ErrNotFound) {
 			return giveUp(err)
@@ -92,7 +92,7 @@ func add(key string, it []byte) *rift.Response {
 
 func list(status int, items []byte) *rift.Response {
 	body := append(append([]byte(`{"items":`), items...), '}')
-	return &rift.Response{Status: status, Headers: map[string]string{"Content-Type": "application/json"}, Body: body}
+	return &rift.Response{Status: status, Headers: []rift.Header{{Name: "Content-Type", Value: "application/json"}}, Body: body}
 }
 
 // giveUp writes no response: the host answers 503 when the flow's owner is
@@ -103,5 +103,5 @@ func giveUp(err error) *rift.Response {
 }
 
 func reply(status int, ctype, msg string) *rift.Response {
-	return &rift.Response{Status: status, Headers: map[string]string{"Content-Type": ctype}, Body: []byte(msg)}
+	return &rift.Response{Status: status, Headers: []rift.Header{{Name: "Content-Type", Value: ctype}}, Body: []byte(msg)}
 }

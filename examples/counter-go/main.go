@@ -34,12 +34,7 @@ func init() {
 	rift.Handle(count)
 	rift.Match(func(req *rift.Request) bool { return req.Header("X-Flow-Id") != "" })
 	rift.Decorate(func(req *rift.Request, resp *rift.Response) *rift.Response {
-		h := make(map[string]string, len(resp.Headers)+1)
-		for k, v := range resp.Headers {
-			h[k] = v
-		}
-		h["X-Rift-Flow"] = req.Flow
-		resp.Headers = h
+		resp.SetHeader("X-Rift-Flow", req.Flow())
 		return resp
 	})
 }
@@ -72,7 +67,7 @@ func count(req *rift.Request) *rift.Response {
 		}
 		body := strconv.AppendInt([]byte(`{"count":`), n, 10)
 		return &rift.Response{
-			Headers: map[string]string{"Content-Type": "application/json"},
+			Headers: []rift.Header{{Name: "Content-Type", Value: "application/json"}},
 			Body:    append(body, '}'),
 		}
 	}
@@ -87,5 +82,5 @@ func unavailable(err error) *rift.Response {
 }
 
 func text(status int, msg string) *rift.Response {
-	return &rift.Response{Status: status, Headers: map[string]string{"Content-Type": "text/plain"}, Body: []byte(msg)}
+	return &rift.Response{Status: status, Headers: []rift.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte(msg)}
 }

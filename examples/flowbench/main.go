@@ -12,7 +12,7 @@ import (
 var (
 	key   = "bench"
 	value = []byte("01234567")
-	ok    = &rift.Response{Headers: map[string]string{"Content-Type": "text/plain"}, Body: []byte("ok")}
+	ok    = &rift.Response{Headers: []rift.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")}
 )
 
 func main() {}

@@ -1,60 +1,48 @@
 package rift
 
-import (
-	"slices"
-	"strconv"
-)
+import "strconv"
 
-// Request is the decoded request envelope (ABI v1 section 5).
-type Request struct {
-	Method      string
-	Path        string            // without the query string
-	Query       map[string]string // repeated parameters joined with ","
-	Headers     map[string]string // names as received
-	Body        []byte
-	Flow        string    // the scoped flow id
-	RequestFrom string    // ip:port of the client
-	Response    *Response // the response being decorated; nil unless decorating
+// Response is the response envelope. A zero Status means 200.
+type Response struct {
+	Status int
+	// Headers are sent in order; a name may repeat, as Set-Cookie does. A
+	// slice, not a map: it needs no sorting to encode the same way every
+	// time, and costs a Go guest a fraction of what a map does.
+	Headers []Header
+	Body    []byte
 }
 
-// Header returns the value of the header named name, compared without
-// regard to case, since the envelope keeps names as the client sent them.
-func (r *Request) Header(name string) string {
-	if v, ok := r.Headers[name]; ok {
-		return v
-	}
-	for k, v := range r.Headers {
-		if equalFold(k, name) {
-			return v
-		}
+// Header is one response header.
+type Header struct {
+	Name, Value string
+}
+
+// Header returns the value of the first header named name, compared
+// without regard to case, or "".
+func (r *Response) Header(name string) string {
+	if i := r.headerIndex(name); i >= 0 {
+		return r.Headers[i].Value
 	}
 	return ""
 }
 
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
+// SetHeader replaces the value of the first header named name, compared
+// without regard to case, or adds the header.
+func (r *Response) SetHeader(name, value string) {
+	if i := r.headerIndex(name); i >= 0 {
+		r.Headers[i].Value = value
+		return
 	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
+	r.Headers = append(r.Headers, Header{name, value})
 }
 
-// Response is the response envelope. A zero Status means 200.
-type Response struct {
-	Status  int
-	Headers map[string]string
-	Body    []byte
+func (r *Response) headerIndex(name string) int {
+	for i, h := range r.Headers {
+		if equalFold(h.Name, name) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Envelope keys, ABI v1 section 5.
@@ -181,25 +169,36 @@ func (d *decoder) count(n uint64, minItemBytes int) int {
 	return int(n)
 }
 
-func (d *decoder) text() string {
+// textView returns a text string's bytes without copying.
+func (d *decoder) textView() []byte {
 	m, n := d.head()
 	if d.err == nil && m != majText {
 		d.fail("want text")
 	}
-	return string(d.payload(n))
+	return d.payload(n)
 }
 
-// bytesOrText reads a byte or text string into a fresh slice.
-func (d *decoder) bytesOrText() []byte {
+func (d *decoder) text() string { return string(d.textView()) }
+
+// bytesView returns a byte or text string's bytes without copying.
+func (d *decoder) bytesView() []byte {
 	m, n := d.head()
 	if d.err == nil && m != majBytes && m != majText {
 		d.fail("want bytes")
 	}
 	p := d.payload(n)
-	if d.err != nil || len(p) == 0 {
+	if len(p) == 0 {
 		return nil
 	}
-	return append([]byte(nil), p...)
+	return p
+}
+
+// bytesOrText reads a byte or text string into a fresh slice.
+func (d *decoder) bytesOrText() []byte {
+	if p := d.bytesView(); p != nil {
+		return append([]byte(nil), p...)
+	}
+	return nil
 }
 
 func (d *decoder) uint() uint64 {
@@ -219,15 +218,15 @@ func (d *decoder) mapLen() int {
 	return d.count(n, 2)
 }
 
-func (d *decoder) textMap() map[string]string {
+func (d *decoder) headers() []Header {
 	c := d.mapLen()
-	if d.err != nil {
+	if d.err != nil || c == 0 {
 		return nil
 	}
-	out := make(map[string]string, c)
+	out := make([]Header, 0, c)
 	for i := 0; i < c && d.err == nil; i++ {
 		k := d.text()
-		out[k] = d.text()
+		out = append(out, Header{k, d.text()})
 	}
 	return out
 }
@@ -278,48 +277,6 @@ func (d *decoder) key() (k uint64, ok bool) {
 	return d.uint(), true
 }
 
-// DecodeRequest decodes a request envelope. Keys may come in any order and
-// unknown keys are skipped, as ABI v1 requires of a guest.
-func DecodeRequest(b []byte) (*Request, error) {
-	d := decoder{b: b}
-	r := &Request{}
-	c := d.mapLen()
-	for i := 0; i < c && d.err == nil; i++ {
-		k, ok := d.key()
-		if !ok {
-			d.skip(1)
-			continue
-		}
-		switch k {
-		case keyMethod:
-			r.Method = d.text()
-		case keyPath:
-			r.Path = d.text()
-		case keyQuery:
-			r.Query = d.textMap()
-		case keyHeaders:
-			r.Headers = d.textMap()
-		case keyBody:
-			r.Body = d.bytesOrText()
-		case keyFlow:
-			r.Flow = d.text()
-		case keyRequestFrom:
-			r.RequestFrom = d.text()
-		case keyResponse:
-			r.Response = d.response()
-		default:
-			d.skip(1)
-		}
-	}
-	if d.err == nil && d.off != len(b) {
-		d.fail("trailing bytes")
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	return r, nil
-}
-
 func (d *decoder) response() *Response {
 	r := &Response{}
 	c := d.mapLen()
@@ -337,7 +294,7 @@ func (d *decoder) response() *Response {
 			}
 			r.Status = int(s)
 		case keyRespHeader:
-			r.Headers = d.textMap()
+			r.Headers = d.headers()
 		case keyRespBody:
 			r.Body = d.bytesOrText()
 		default:
@@ -367,16 +324,10 @@ func appendText(b []byte, s string) []byte {
 	return append(appendHead(b, majText, uint64(len(s))), s...)
 }
 
-func appendTextMap(b []byte, m map[string]string) []byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	// Sorted so that the same response always encodes to the same bytes.
-	slices.Sort(keys)
-	b = appendHead(b, majMap, uint64(len(keys)))
-	for _, k := range keys {
-		b = appendText(appendText(b, k), m[k])
+func appendHeaders(b []byte, hs []Header) []byte {
+	b = appendHead(b, majMap, uint64(len(hs)))
+	for _, h := range hs {
+		b = appendText(appendText(b, h.Name), h.Value)
 	}
 	return b
 }
@@ -399,34 +350,11 @@ func (r *Response) AppendCBOR(b []byte) []byte {
 		b = appendHead(appendHead(b, majUint, keyStatus), majUint, uint64(r.Status))
 	}
 	if len(r.Headers) > 0 {
-		b = appendTextMap(appendHead(b, majUint, keyRespHeader), r.Headers)
+		b = appendHeaders(appendHead(b, majUint, keyRespHeader), r.Headers)
 	}
 	if len(r.Body) > 0 {
 		b = appendHead(appendHead(b, majUint, keyRespBody), majBytes, uint64(len(r.Body)))
 		b = append(b, r.Body...)
-	}
-	return b
-}
-
-// AppendCBOR appends r's request envelope to b, with keys in ascending
-// order as the host writes them. Guests never need it; it lets tests and
-// tools build envelopes.
-func (r *Request) AppendCBOR(b []byte) []byte {
-	n := uint64(7)
-	if r.Response != nil {
-		n++
-	}
-	b = appendHead(b, majMap, n)
-	b = appendText(appendHead(b, majUint, keyMethod), r.Method)
-	b = appendText(appendHead(b, majUint, keyPath), r.Path)
-	b = appendTextMap(appendHead(b, majUint, keyQuery), r.Query)
-	b = appendTextMap(appendHead(b, majUint, keyHeaders), r.Headers)
-	b = appendHead(appendHead(b, majUint, keyBody), majBytes, uint64(len(r.Body)))
-	b = append(b, r.Body...)
-	b = appendText(appendHead(b, majUint, keyFlow), r.Flow)
-	b = appendText(appendHead(b, majUint, keyRequestFrom), r.RequestFrom)
-	if r.Response != nil {
-		b = r.Response.AppendCBOR(appendHead(b, majUint, keyResponse))
 	}
 	return b
 }

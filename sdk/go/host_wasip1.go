@@ -42,68 +42,83 @@ func statusErr(st int32) error {
 	return StatusError(st)
 }
 
-// scratch is reused across calls for envelopes and flow reads; everything
-// handed to a handler is copied out of it first. An instance runs one call
-// at a time, so one buffer is enough.
-var scratch = make([]byte, 4096)
+// scratch is reused across calls for config and flow reads and for the
+// response envelope; what a caller gets from it is copied first. reqBuf
+// holds the request, which a handler reads while it calls the flow. An
+// instance runs one call at a time, so one of each is enough.
+var (
+	scratch = make([]byte, 4096)
+	reqBuf  = make([]byte, 4096)
+	request Request
+	verOut  [8]byte
+)
 
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 func sptr(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
 
-// readGrowing calls read with scratch until the data fits, growing scratch
-// to the length the host reports. It returns the filled prefix, or the
-// host's negative result.
-func readGrowing(read func(buf []byte) int32) ([]byte, int32) {
-	for {
-		n := read(scratch)
-		if n < 0 {
-			return nil, n
-		}
-		if int(n) <= len(scratch) {
-			return scratch[:n], n
-		}
-		scratch = make([]byte, n)
+// grow makes scratch at least n bytes long, for a read the host said did
+// not fit.
+func grow(n int32) bool {
+	if int(n) <= len(scratch) {
+		return false
 	}
+	scratch = make([]byte, n)
+	return true
 }
 
+// readRequest reads the envelope, whose length the host passes to the
+// entry point, and points request at it; nothing is decoded yet.
 func readRequest(reqLen int32) (*Request, error) {
-	// The host passes the length, so one read is enough.
-	if int(reqLen) > len(scratch) {
-		scratch = make([]byte, reqLen)
+	if int(reqLen) > len(reqBuf) {
+		reqBuf = make([]byte, reqLen)
 	}
-	b, n := readGrowing(func(buf []byte) int32 { return hostRequestRead(ptr(buf), int32(len(buf))) })
+	n := hostRequestRead(ptr(reqBuf), int32(len(reqBuf)))
 	if n < 0 {
 		return nil, StatusError(-n)
 	}
-	return DecodeRequest(b)
+	if int(n) > len(reqBuf) {
+		return nil, ErrTooLarge // the host broke its promise about reqLen
+	}
+	request.reset(reqBuf[:n])
+	return &request, nil
 }
 
 // Config returns the stub's config value as JSON text ("null" when the stub
 // has none). It is read from the host on every call because one module may
 // serve several stubs, each with its own config.
 func Config() []byte {
-	b, n := readGrowing(func(buf []byte) int32 { return hostConfigRead(ptr(buf), int32(len(buf))) })
-	if n < 0 {
-		return nil
+	for {
+		n := hostConfigRead(ptr(scratch), int32(len(scratch)))
+		if n < 0 {
+			return nil
+		}
+		if !grow(n) {
+			return append([]byte(nil), scratch[:n]...)
+		}
 	}
-	return append([]byte(nil), b...)
 }
 
 // FlowGet reads key from the request's flow. It returns the value and its
 // version, ErrNotFound when the key is absent, or another *StatusError.
 func FlowGet(key string) (value []byte, version int64, err error) {
-	var ver [8]byte
-	b, n := readGrowing(func(buf []byte) int32 {
-		return hostFlowGet(sptr(key), int32(len(key)), ptr(buf), int32(len(buf)), unsafe.Pointer(&ver[0]))
-	})
-	if n == -1 {
-		return nil, 0, ErrNotFound
+	return AppendFlowGet(nil, key)
+}
+
+// AppendFlowGet is FlowGet appending the value to dst, so that a handler
+// that reuses dst reads without allocating.
+func AppendFlowGet(dst []byte, key string) ([]byte, int64, error) {
+	for {
+		n := hostFlowGet(sptr(key), int32(len(key)), ptr(scratch), int32(len(scratch)), unsafe.Pointer(&verOut[0]))
+		switch {
+		case n == -1:
+			return dst, 0, ErrNotFound
+		case n < 0:
+			return dst, 0, StatusError(-n)
+		case !grow(n):
+			return append(dst, scratch[:n]...), int64(binary.LittleEndian.Uint64(verOut[:])), nil
+		}
 	}
-	if n < 0 {
-		return nil, 0, StatusError(-n)
-	}
-	return append([]byte(nil), b...), int64(binary.LittleEndian.Uint64(ver[:])), nil
 }
 
 // FlowPut writes key = value unconditionally.
@@ -167,16 +182,27 @@ const (
 	resultPanic      = 4
 )
 
-// call runs fn, turning a panic into a failed call: the instance stays
-// usable, so the host need not replace it.
-func call(fn func() int32) (res int32) {
+// serve reads the request and runs fn on it. A panic, or a malformed
+// envelope the handler read, fails the call without a trap, so the
+// instance stays usable and the host need not replace it.
+func serve(reqLen int32, fn func(*Request) int32) (res int32) {
+	req, err := readRequest(reqLen)
+	if err != nil {
+		Log(LevelError, "rift: "+err.Error())
+		return resultBadRequest
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			Log(LevelError, "rift: handler panicked")
 			res = resultPanic
 		}
 	}()
-	return fn()
+	res = fn(req)
+	if err := req.Err(); err != nil {
+		Log(LevelError, "rift: "+err.Error())
+		return resultBadRequest
+	}
+	return res
 }
 
 //go:wasmexport rift_abi_v1
@@ -189,12 +215,7 @@ func handleExport(reqLen int32) int32 {
 	if handler == nil {
 		return resultNoHandler
 	}
-	return call(func() int32 {
-		req, err := readRequest(reqLen)
-		if err != nil {
-			Log(LevelError, "rift: "+err.Error())
-			return resultBadRequest
-		}
+	return serve(reqLen, func(req *Request) int32 {
 		resp := handler(req)
 		if resp == nil {
 			return 1
@@ -209,12 +230,7 @@ func matchesExport(reqLen int32) int32 {
 	if matcher == nil {
 		return resultNoHandler
 	}
-	return call(func() int32 {
-		req, err := readRequest(reqLen)
-		if err != nil {
-			Log(LevelError, "rift: "+err.Error())
-			return resultBadRequest
-		}
+	return serve(reqLen, func(req *Request) int32 {
 		if matcher(req) {
 			return 1
 		}
@@ -228,13 +244,8 @@ func decorateExport(reqLen int32) int32 {
 	if decorator == nil {
 		return resultNoHandler
 	}
-	return call(func() int32 {
-		req, err := readRequest(reqLen)
-		if err != nil {
-			Log(LevelError, "rift: "+err.Error())
-			return resultBadRequest
-		}
-		resp := req.Response
+	return serve(reqLen, func(req *Request) int32 {
+		resp := req.Response()
 		if resp == nil {
 			resp = &Response{}
 		}

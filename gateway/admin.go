@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime"
 	"strconv"
@@ -37,6 +38,14 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("GET /logs", g.getLogs)
 	mux.HandleFunc("GET /metrics", g.metrics)
 	g.engine.routes(mux)
+	if g.opts.Pprof {
+		// Go's profiler, for finding where a slow request goes; off by
+		// default, and behind the admin API's bind address and --apikey.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	}
 	return g.guard(mux)
 }
 

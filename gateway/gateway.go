@@ -36,6 +36,7 @@ type Options struct {
 	Debug          bool         // mb --debug: include matches in stub JSON
 	Imposters      []byte       // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
 	MaxFlows       int          // flows this node keeps before shedding whole flows by LRU (0: 100k)
+	Pprof          bool         // serve Go's profiler under /debug/pprof/ on the admin API
 	Logger         *slog.Logger // where logs go (stdout, --logfile); Run also keeps recent entries for GET /logs
 
 	// Ready, when set, is called once every listener is bound, with the admin API's address.

@@ -109,7 +109,7 @@ type runner struct {
 	measureFrom int64 // ns since base
 	end         int64 // ns since base; 0 when bounded by count only
 	intervalNs  float64
-	tickets     atomic.Int64 // open loop: the next schedule slot
+	slots       chan int64   // open loop: schedule slots, released on time by pace
 	measured    atomic.Int64 // requests sent in the measured phase
 	stopped     atomic.Bool
 	shards      []*shard
@@ -185,6 +185,10 @@ func (r *runner) run(ctx context.Context) *Result {
 		col.loop(ctx)
 	}()
 	var wg sync.WaitGroup
+	if r.intervalNs > 0 {
+		r.slots = make(chan int64, r.opts.Connections)
+		wg.Go(func() { r.pace(ctx) })
+	}
 	for i := range r.opts.Connections {
 		w := r.newWorker(i)
 		wg.Add(1)
@@ -214,7 +218,6 @@ type worker struct {
 	step   int
 	rr     int
 	buf    []byte // rendered path, header values and body, back to back
-	timer  *time.Timer
 	sample sample
 }
 
@@ -251,9 +254,6 @@ func (w *worker) close() {
 	}
 	fasthttp.ReleaseRequest(w.req)
 	fasthttp.ReleaseResponse(w.resp)
-	if w.timer != nil {
-		w.timer.Stop()
-	}
 }
 
 func (w *worker) loop(ctx context.Context) {
@@ -272,15 +272,20 @@ func (w *worker) once(ctx context.Context) bool {
 	now := r.now()
 	intended := now
 	if r.intervalNs > 0 {
-		slot := r.tickets.Add(1) - 1
-		intended = int64(float64(slot) * r.intervalNs)
-		// Stop at the end of the schedule, and at the end of the wall-clock
-		// time too: a server that cannot keep up must not stretch the run.
-		if r.end > 0 && (intended >= r.end || now >= r.end) {
-			r.stopped.Store(true)
-			return false
+		var slot int64
+		var ok bool
+		select {
+		case slot, ok = <-r.slots:
+		case <-ctx.Done():
 		}
-		if intended > now && !w.sleep(ctx, time.Duration(intended-now)) {
+		if !ok {
+			return false // the schedule is over
+		}
+		intended = int64(float64(slot) * r.intervalNs)
+		// Stop at the end of the wall-clock time too: a server that cannot
+		// keep up must not stretch the run.
+		if r.end > 0 && r.now() >= r.end {
+			r.stopped.Store(true)
 			return false
 		}
 	} else if r.end > 0 && now >= r.end {
@@ -314,17 +319,89 @@ func (w *worker) once(ctx context.Context) bool {
 	return true
 }
 
-func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
-	if w.timer == nil {
-		w.timer = time.NewTimer(d)
+// pace releases the open loop's schedule slots, each at its intended send
+// time, to whichever worker is free; when none is, slots wait in the
+// channel and their lateness counts as latency. One pacer, not a timer per
+// worker: a worker's sleep is as late as the Go timer that ends it, and
+// each timer costs the generator syscalls it needs for sending.
+func (r *runner) pace(ctx context.Context) {
+	defer close(r.slots)
+	var s sleeper
+	defer s.close()
+	for slot := int64(0); ; slot++ {
+		intended := int64(float64(slot) * r.intervalNs)
+		if (r.end > 0 && intended >= r.end) || r.stopped.Load() {
+			return
+		}
+		if d := intended - r.now(); d > 0 && !s.sleep(ctx, r, intended) {
+			return
+		}
+		select {
+		case r.slots <- slot:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// coarseSlack is how late a Go timer may fire: the pacer sleeps on one
+// until this close to a send time, and on a fineTimer after it.
+const coarseSlack = 2 * time.Millisecond
+
+// sleeper waits until a time on the run's clock.
+type sleeper struct {
+	timer *time.Timer
+	fine  *fineTimer
+}
+
+// sleep waits until the run's clock reads until, or ctx ends (false).
+func (s *sleeper) sleep(ctx context.Context, r *runner, until int64) bool {
+	for {
+		left := time.Duration(until - r.now())
+		switch {
+		case left <= 0:
+			return true
+		case ctx.Err() != nil:
+			return false
+		case left > coarseSlack:
+			if !s.coarse(ctx, left-coarseSlack) {
+				return false
+			}
+		default:
+			if s.fine == nil {
+				f, err := newFineTimer()
+				if err != nil {
+					return s.coarse(ctx, left) // no timerfd: late, but still paced
+				}
+				s.fine = f
+			}
+			if err := s.fine.sleep(left); err != nil {
+				return s.coarse(ctx, left)
+			}
+		}
+	}
+}
+
+func (s *sleeper) coarse(ctx context.Context, d time.Duration) bool {
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
 	} else {
-		w.timer.Reset(d)
+		s.timer.Reset(d)
 	}
 	select {
-	case <-w.timer.C:
+	case <-s.timer.C:
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+func (s *sleeper) close() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.fine != nil {
+		s.fine.close()
 	}
 }
 

@@ -55,6 +55,7 @@ var options = []option{
 	{name: "apikey", help: "An optional API key. When provided, a user must add an API key to the header."},
 	{name: "demo", kind: kBool, def: "false", help: "load the bundled demo imposters (riftgate only)"},
 	{name: "maxFlows", kind: kInt, def: "100000", help: "flows kept before whole flows are shed, least recently used first (riftgate only)"},
+	{name: "pprof", kind: kBool, def: "false", help: "serve Go's profiler under /debug/pprof/ on the admin API (riftgate only)"},
 	{name: "help", kind: kBool, def: "false", help: "Show help"},
 	{name: "version", kind: kBool, def: "false", help: "Show version number"},
 }
@@ -62,7 +63,7 @@ var options = []option{
 // commandOptions are the options each command's help lists (mb's yargs
 // sections). Parsing accepts every known option with every command, as mb does.
 var commandOptions = map[string][]string{
-	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "rcfile", "apikey", "demo", "maxFlows", "formatter", "impostersRepository", "protofile"},
+	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "rcfile", "apikey", "demo", "maxFlows", "pprof", "formatter", "impostersRepository", "protofile"},
 	"stop":    {"pidfile", "rcfile"},
 	"save":    {"port", "host", "savefile", "removeProxies", "apikey", "rcfile", "formatter"},
 	"replay":  {"port", "host", "apikey", "rcfile"},

@@ -99,6 +99,7 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		Mock:           s.boolean("mock"),
 		Debug:          s.boolean("debug"),
 		MaxFlows:       s.integer("maxFlows"),
+		Pprof:          s.boolean("pprof"),
 	}
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {
 		opts.IPWhitelist = strings.Split(wl, "|")

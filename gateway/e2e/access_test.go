@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,26 @@ func TestAPIKeyAndOrigin(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "http://ui.example" {
 		t.Fatalf("with key and origin: %d, CORS %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+// TestPprofOnlyWhenAsked: Go's profiler is on the admin API with --pprof,
+// and behind --apikey like the rest of it; without the flag it is not there.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	if status, _ := gatewaytest.Start(t).Do("GET", "/debug/pprof/", nil); status != 404 {
+		t.Fatalf("without --pprof: %d, want 404", status)
+	}
+	rg := gatewaytest.Start(t, "--pprof", "--apikey", "k")
+	if status, _ := rg.Do("GET", "/debug/pprof/", nil); status != 401 {
+		t.Fatalf("--pprof without the api key: %d, want 401", status)
+	}
+	resp, err := gatewaytest.Request("GET", rg.URL+"/debug/pprof/goroutine?debug=1", nil, http.Header{"X-Api-Key": {"k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("--pprof: %d %.100s", resp.StatusCode, body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 var (
 	key   = "bench"
 	value = []byte("01234567")
+	buf   []byte // reused: AppendFlowGet reads without allocating
 	ok    = &rift.Response{Headers: []rift.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")}
 )
 
@@ -20,7 +21,8 @@ func main() {}
 func init() { rift.Handle(bench) }
 
 func bench(*rift.Request) *rift.Response {
-	if _, _, err := rift.FlowGet(key); err != nil && !errors.Is(err, rift.ErrNotFound) {
+	var err error
+	if buf, _, err = rift.AppendFlowGet(buf[:0], key); err != nil && !errors.Is(err, rift.ErrNotFound) {
 		return nil // the host answers 503 or 500
 	}
 	if err := rift.FlowPut(key, value); err != nil {

@@ -304,11 +304,18 @@ func (d *decoder) response() *Response {
 	return r
 }
 
+// appendHead is split so that the common short form inlines: every call
+// in a guest costs a check-in with the host when calls have a deadline.
 func appendHead(b []byte, major byte, n uint64) []byte {
+	if n < 24 {
+		return append(b, major<<5|byte(n))
+	}
+	return appendLongHead(b, major, n)
+}
+
+func appendLongHead(b []byte, major byte, n uint64) []byte {
 	major <<= 5
 	switch {
-	case n < 24:
-		return append(b, major|byte(n))
 	case n <= 0xff:
 		return append(b, major|24, byte(n))
 	case n <= 0xffff:

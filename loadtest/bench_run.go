@@ -368,6 +368,9 @@ func (b *bench) report() string {
 		}
 		p("| %s | %s | %s |\n", c.title, b.ratio(cells, sysRaw, c.rawTarget), b.ratio(cells, sysMB, c.mbTarget))
 	}
+	if _, ok := b.cells["wasm-flowbench"]; ok {
+		p("\nThe static case is the `is` stub answering what the Go plugin answers; plugins/README.md (\"Where a plugin request's time goes\") breaks the plugin's cost down.\n")
+	}
 
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]

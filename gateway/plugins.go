@@ -3,16 +3,18 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/imposter"
@@ -32,6 +34,69 @@ type wasmSpec struct {
 	// Base64 carries the module inline, so an imposter file is self-contained;
 	// it is registered under Module.
 	Base64 string `json:"base64"`
+	// Limits, with a path or base64, are the module's limits; a module
+	// registered by name has the limits its PUT gave.
+	Limits *wasmLimits `json:"limits,omitempty"`
+}
+
+// wasmLimits are a module's limits as the API spells them, in imposter JSON,
+// in PUT /plugins/:name's query and in GET /plugins. Zero keeps the default;
+// deadlineMs -1 turns the deadline off (then nothing stops a guest that
+// never returns).
+type wasmLimits struct {
+	MemoryPages      uint32 `json:"memoryPages,omitempty"`
+	DeadlineMs       int64  `json:"deadlineMs,omitempty"`
+	MaxResponseBytes int    `json:"maxResponseBytes,omitempty"`
+	PoolSize         int    `json:"poolSize,omitempty"`
+	RecycleAfter     int    `json:"recycleAfter,omitempty"`
+}
+
+// limits converts l; the host checks the rest when the module registers.
+func (l *wasmLimits) limits() (plugins.Limits, error) {
+	if l == nil {
+		return plugins.Limits{}, nil
+	}
+	if l.DeadlineMs < -1 {
+		return plugins.Limits{}, mberr.New(mberr.BadData, "limits.deadlineMs must be -1 (off), 0 (default) or a positive number of milliseconds")
+	}
+	d := time.Duration(l.DeadlineMs) * time.Millisecond
+	if l.DeadlineMs == -1 {
+		d = -1
+	}
+	return plugins.Limits{MemoryPages: l.MemoryPages, Deadline: d, MaxResponseBytes: l.MaxResponseBytes,
+		PoolSize: l.PoolSize, RecycleAfter: l.RecycleAfter}, nil
+}
+
+// limitsFromQuery reads PUT /plugins/:name's query: the limits' JSON names.
+func limitsFromQuery(q url.Values) (*wasmLimits, error) {
+	l := &wasmLimits{}
+	fields := map[string]func(int64) error{
+		"memoryPages": func(v int64) error {
+			if v < 0 || v > math.MaxUint32 {
+				return errors.New("out of range")
+			}
+			l.MemoryPages = uint32(v)
+			return nil
+		},
+		"deadlineMs":       func(v int64) error { l.DeadlineMs = v; return nil },
+		"maxResponseBytes": func(v int64) error { l.MaxResponseBytes = int(v); return nil },
+		"poolSize":         func(v int64) error { l.PoolSize = int(v); return nil },
+		"recycleAfter":     func(v int64) error { l.RecycleAfter = int(v); return nil },
+	}
+	for name, vs := range q {
+		set, ok := fields[name]
+		if !ok {
+			return nil, mberr.New(mberr.BadData, fmt.Sprintf("unknown query parameter %q: the limits are memoryPages, deadlineMs, maxResponseBytes, poolSize and recycleAfter", name))
+		}
+		v, err := strconv.ParseInt(vs[len(vs)-1], 10, 32)
+		if err == nil {
+			err = set(v)
+		}
+		if err != nil {
+			return nil, mberr.New(mberr.BadData, fmt.Sprintf("%s=%q is not a valid limit", name, vs[len(vs)-1]))
+		}
+	}
+	return l, nil
 }
 
 // wasmCall is one compiled use of a plugin.
@@ -62,27 +127,32 @@ func (e *engine) compileWasm(raw json.RawMessage, defaultExport string) (*wasmCa
 	if len(s.Config) > 0 {
 		cfg = bytes.Clone(s.Config)
 	}
-	var err error
+	lim, err := s.Limits.limits()
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case s.Base64 != "":
 		var wasm []byte
 		if wasm, err = base64.StdEncoding.DecodeString(s.Base64); err != nil {
 			return nil, mberr.New(mberr.BadData, "wasm.base64 is not valid base64").WithSource(raw)
 		}
-		err = e.ensureModule(s.Module, wasm)
+		err = e.register(s.Module, wasm, lim)
 	case looksLikePath(s.Module):
 		var wasm []byte
 		if wasm, err = os.ReadFile(s.Module); err != nil {
 			return nil, mberr.New(mberr.BadData, "cannot read wasm module: "+err.Error()).WithSource(raw)
 		}
-		err = e.ensureModule(s.Module, wasm)
+		err = e.register(s.Module, wasm, lim)
+	case s.Limits != nil:
+		err = mberr.New(mberr.BadData, fmt.Sprintf("plugin %q is registered by name: give its limits to PUT /plugins/%s?memoryPages=...", s.Module, s.Module))
 	default:
 		if _, ok := e.plugins.Module(s.Module); !ok {
 			err = mberr.New(mberr.BadData, fmt.Sprintf("no plugin named %q: PUT it to /plugins/%s first", s.Module, s.Module))
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, mberr.As(err).WithSource(raw)
 	}
 	info, _ := e.plugins.Module(s.Module)
 	found := false
@@ -99,14 +169,10 @@ func looksLikePath(s string) bool {
 	return strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".wasm")
 }
 
-// ensureModule registers wasm under name unless those exact bytes are
-// already there.
-func (e *engine) ensureModule(name string, wasm []byte) error {
-	sum := sha256.Sum256(wasm)
-	if info, ok := e.plugins.Module(name); ok && info.Hash == hex.EncodeToString(sum[:]) {
-		return nil
-	}
-	if _, err := e.plugins.Register(context.Background(), name, wasm, plugins.Limits{}); err != nil {
+// register registers wasm under name with lim; the same bytes with the
+// same limits are already there and cost nothing.
+func (e *engine) register(name string, wasm []byte, lim plugins.Limits) error {
+	if _, err := e.plugins.Register(context.Background(), name, wasm, lim); err != nil {
 		return mberr.New(mberr.BadData, "invalid plugin: "+err.Error())
 	}
 	return nil
@@ -232,11 +298,21 @@ func (e *engine) pluginRoutes(mux *http.ServeMux) {
 			writeErr(w, mberr.New(mberr.PayloadTooLarge, "the module is over the size limit"))
 			return
 		}
-		info, err := e.plugins.Register(r.Context(), r.PathValue("name"), wasm, plugins.Limits{})
+		l, err := limitsFromQuery(r.URL.Query())
 		if err != nil {
-			writeErr(w, mberr.New(mberr.BadData, "invalid plugin: "+err.Error()))
+			writeErr(w, err)
 			return
 		}
+		lim, err := l.limits()
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		if err := e.register(r.PathValue("name"), wasm, lim); err != nil {
+			writeErr(w, err)
+			return
+		}
+		info, _ := e.plugins.Module(r.PathValue("name"))
 		writeJSON(w, http.StatusOK, pluginJSON(info))
 	})
 	mux.HandleFunc("DELETE /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
@@ -252,12 +328,19 @@ func (e *engine) pluginRoutes(mux *http.ServeMux) {
 func pluginJSON(m plugins.ModuleInfo) map[string]any {
 	return map[string]any{
 		"name": m.Name, "sha256": m.Hash, "size": m.Size, "exports": m.Entry,
-		"limits": map[string]any{
-			"memoryPages": m.Limits.MemoryPages, "deadlineMs": m.Limits.Deadline.Milliseconds(),
-			"maxResponseBytes": m.Limits.MaxResponseBytes, "poolSize": m.Limits.PoolSize,
-			"recycleAfter": m.Limits.RecycleAfter,
+		"limits": wasmLimits{
+			MemoryPages: m.Limits.MemoryPages, DeadlineMs: deadlineMs(m.Limits.Deadline),
+			MaxResponseBytes: m.Limits.MaxResponseBytes, PoolSize: m.Limits.PoolSize,
+			RecycleAfter: m.Limits.RecycleAfter,
 		},
 	}
+}
+
+func deadlineMs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
 }
 
 func pluginsJSON(ms []plugins.ModuleInfo) []map[string]any {

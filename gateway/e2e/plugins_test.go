@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
@@ -78,5 +79,54 @@ func TestHostileGuestsCostOneRequest(t *testing.T) {
 	}
 	if status, _ := rg.Do("GET", "/", nil); status != 200 {
 		t.Fatal("admin API down after hostile guests")
+	}
+}
+
+// TestPluginLimitsFromTheAPI: a module's limits come from PUT's query or the
+// stub's `limits`, show in GET /plugins, and bind: a 50 ms deadline stops
+// the endless loop long before the default second, and 33 pages stop the
+// memory bomb. Bad limits are refused with 400 and change nothing.
+func TestPluginLimitsFromTheAPI(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	loop := module(t, "plugins/loop.wasm")
+	if status, body := rg.Do("PUT", "/plugins/loop?deadlineMs=50&poolSize=1", loop); status != 200 ||
+		!strings.Contains(string(body), `"deadlineMs": 50`) || !strings.Contains(string(body), `"poolSize": 1`) {
+		t.Fatalf("PUT with limits = %d %s", status, body)
+	}
+	for _, bad := range []string{"deadlineMs=-2", "memoryPages=70000", "poolSize=x", "colour=blue", "recycleAfter=-1"} {
+		status, body := rg.Do("PUT", "/plugins/loop?"+bad, loop)
+		if status != 400 || errorCode(t, body) != "bad data" {
+			t.Errorf("PUT ?%s = %d %s, want 400 bad data", bad, status, body)
+		}
+	}
+	if _, body := rg.Do("GET", "/plugins/loop", nil); !strings.Contains(string(body), `"deadlineMs": 50`) {
+		t.Fatalf("a refused PUT changed the limits: %s", body)
+	}
+
+	bomb := filepath.Join(gatewaytest.WasmDir(t), "plugins", "membomb.wasm")
+	imp := rg.PostImposter(fmt.Sprintf(`{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/loop"}}],"responses":[{"wasm":{"module":"loop"}}]},
+		{"predicates":[{"equals":{"path":"/bomb"}}],"responses":[{"wasm":{"module":%q,"limits":{"memoryPages":33}}}]}]}`, bomb))
+	start := time.Now()
+	status, body := flowGet(t, imp, "", "/loop")
+	if took := time.Since(start); status != 500 || !strings.Contains(body, "deadline of 50ms") || took > 900*time.Millisecond {
+		t.Fatalf("/loop: %d %s after %s, want the 50 ms deadline", status, body, took)
+	}
+	if status, body := flowGet(t, imp, "", "/bomb"); status != 500 || !strings.Contains(body, "limit of 33 pages") {
+		t.Fatalf("/bomb: %d %s, want the 33-page limit", status, body)
+	}
+	if _, body := rg.Do("GET", "/plugins", nil); !strings.Contains(string(body), `"memoryPages": 33`) {
+		t.Fatalf("GET /plugins does not show the stub's limits: %s", body)
+	}
+
+	for name, wasm := range map[string]string{
+		"limits on a module registered by name": `{"module":"loop","limits":{"deadlineMs":10}}`,
+		"deadline below -1":                     fmt.Sprintf(`{"module":%q,"limits":{"deadlineMs":-5}}`, bomb),
+		"unknown limit":                         fmt.Sprintf(`{"module":%q,"limits":{"fuel":5}}`, bomb),
+	} {
+		status, body := rg.Do("POST", "/imposters", `{"protocol":"http","stubs":[{"responses":[{"wasm":`+wasm+`}]}]}`)
+		if status != 400 || errorCode(t, body) != "bad data" {
+			t.Errorf("%s: %d %s, want 400 bad data", name, status, body)
+		}
 	}
 }

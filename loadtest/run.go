@@ -184,11 +184,16 @@ func (r *runner) run(ctx context.Context) *Result {
 		defer colWG.Done()
 		col.loop(ctx)
 	}()
-	var wg sync.WaitGroup
+	// The pacer ends with the workers: they may stop (count reached, time
+	// up) while it waits to hand over a slot that nobody will take.
+	var pacer sync.WaitGroup
+	pctx, stopPacer := context.WithCancel(ctx)
+	defer stopPacer()
 	if r.intervalNs > 0 {
 		r.slots = make(chan int64, r.opts.Connections)
-		wg.Go(func() { r.pace(ctx) })
+		pacer.Go(func() { r.pace(pctx) })
 	}
+	var wg sync.WaitGroup
 	for i := range r.opts.Connections {
 		w := r.newWorker(i)
 		wg.Add(1)
@@ -198,6 +203,8 @@ func (r *runner) run(ctx context.Context) *Result {
 		}()
 	}
 	wg.Wait()
+	stopPacer()
+	pacer.Wait()
 	cancel()
 	colWG.Wait()
 	return r.result(col)

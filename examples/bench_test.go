@@ -2,6 +2,7 @@ package examples_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/riftgate/riftgate/plugins"
@@ -9,7 +10,9 @@ import (
 
 // BenchmarkExamples measures one handle call per example in the real host
 // against the real flow store (memory durability): envelope encoding, the
-// guest's decode, its flow calls and the response. Run with
+// guest's decode, its flow calls and the response; with the default
+// deadline, and with none (deadlineMs -1), to show what wazero's
+// close-on-context-done costs each guest. Run with
 // `go test -run '^$' -bench . ./examples/` after make wasm.
 func BenchmarkExamples(b *testing.B) {
 	cases := []struct{ module, config string }{
@@ -20,28 +23,42 @@ func BenchmarkExamples(b *testing.B) {
 		{"sequence-as", `{"first":"a","second":"b","third":"c"}`},
 		{"counter-wat", "null"},
 	}
+	modes := []struct {
+		name string
+		lim  plugins.Limits
+	}{{"deadline", plugins.Limits{}}, {"no-deadline", plugins.Limits{Deadline: -1}}}
 	for _, c := range cases {
-		b.Run(c.module, func(b *testing.B) {
-			h := register(b, c.module)
-			f := newFlow(newStore(b), "i1:bench")
-			in := &plugins.Input{
-				Method: "GET", Path: "/greet", FlowID: "i1:bench", RequestFrom: "127.0.0.1:1",
-				Query:   []plugins.Pair{{Name: "name", Value: "Ada"}},
-				Headers: []plugins.Pair{{Name: "X-Flow-Id", Value: "bench"}, {Name: "User-Agent", Value: "bench"}},
-				Config:  []byte(c.config), Flow: f,
-			}
-			// Warm up outside the timed loop: the first call instantiates
-			// (about 8 ms for a Go guest).
-			if _, err := h.Call(context.Background(), c.module, "handle", in); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				out, err := h.Call(context.Background(), c.module, "handle", in)
-				if err != nil || !out.Wrote {
-					b.Fatalf("%v %+v", err, out)
+		for _, m := range modes {
+			b.Run(c.module+"/"+m.name, func(b *testing.B) {
+				h := sharedHost(b)
+				wasm, err := os.ReadFile(modulePath(b, c.module))
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				name := c.module + "-" + m.name
+				if _, err := h.Register(context.Background(), name, wasm, m.lim); err != nil {
+					b.Fatal(err)
+				}
+				f := newFlow(newStore(b), "i1:bench")
+				in := &plugins.Input{
+					Method: "GET", Path: "/greet", FlowID: "i1:bench", RequestFrom: "127.0.0.1:1",
+					Query:   []plugins.Pair{{Name: "name", Value: "Ada"}},
+					Headers: []plugins.Pair{{Name: "X-Flow-Id", Value: "bench"}, {Name: "User-Agent", Value: "bench"}},
+					Config:  []byte(c.config), Flow: f,
+				}
+				// Warm up outside the timed loop: the first call instantiates
+				// (about 8 ms for a Go guest).
+				if _, err := h.Call(context.Background(), name, "handle", in); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					out, err := h.Call(context.Background(), name, "handle", in)
+					if err != nil || !out.Wrote {
+						b.Fatalf("%v %+v", err, out)
+					}
+				}
+			})
+		}
 	}
 }

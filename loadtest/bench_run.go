@@ -97,7 +97,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		}
 		b.cells[c.id] = map[string]*cell{}
 		for _, sys := range c.systems {
-			b.cells[c.id][sys] = b.setup(c, sys, rawURL, admins, down)
+			b.cells[c.id][sys] = b.availability(c, sys, down)
 		}
 	}
 
@@ -120,7 +120,9 @@ func (b *bench) run(ctx context.Context) (string, error) {
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
+				remove := b.deploy(c, sys, cells[sys], rawURL, admins)
 				b.measure(ctx, c, sys, cells[sys], round)
+				remove()
 			}
 		}
 	}
@@ -136,41 +138,58 @@ func readFile(p string) string {
 	return string(data)
 }
 
-// setup posts the case's imposter and probes it.
-func (b *bench) setup(c benchCase, sys, rawURL string, admins, down map[string]string) *cell {
+// availability says, before any load, why a (case, system) pair cannot be
+// measured at all; such a cell keeps its note and is skipped.
+func (b *bench) availability(c benchCase, sys string, down map[string]string) *cell {
+	if why, ok := down[sys]; ok && sys != sysRaw {
+		return &cell{note: "not available: " + why}
+	}
+	if c.wasm == "" && c.id == "wasm" && sys != sysRaw {
+		return &cell{note: "not available: no counter module in " + b.cfg.wasmDir + " (make wasm)"}
+	}
+	return &cell{}
+}
+
+// deploy posts a fresh copy of the case's imposter (a half-peak case, its
+// peak case's) and probes it, so that each measurement starts from a clean
+// slate: no other case's imposters, flows or plugins are alive beside it.
+// The returned func deletes it again. A failed probe marks the cell, which
+// is then no longer measured.
+func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins map[string]string) (remove func()) {
+	remove = func() {}
+	if cl == nil || cl.note != "" {
+		return remove
+	}
 	if c.halfOf != "" {
-		from := b.cells[c.halfOf][sys]
-		if from == nil {
-			return &cell{note: "not available: case " + c.halfOf + " not run"}
-		}
-		return &cell{target: from.target, note: from.note}
+		c = b.caseByID(c.halfOf)
 	}
 	if sys == sysRaw {
-		cl := &cell{target: rawURL}
+		cl.target = rawURL
 		if err := probe(rawURL, c.probe, false); err != nil {
 			cl.note = "failed: " + err.Error()
 		}
-		return cl
+		return remove
 	}
-	if why, ok := down[sys]; ok {
-		return &cell{note: "not available: " + why}
-	}
-	if c.wasm == "" && c.id == "wasm" {
-		return &cell{note: "not available: no counter module in " + b.cfg.wasmDir + " (make wasm)"}
-	}
+	cl.target = ""
 	port, err := freePort()
 	if err != nil {
-		return &cell{note: "not available: " + err.Error()}
+		cl.note = "not available: " + err.Error()
+		return remove
 	}
 	if err := postImposter(admins[sys], c.imposter(port)); err != nil {
-		return &cell{note: "not available: " + err.Error()}
+		cl.note = "not available: " + err.Error()
+		return remove
 	}
-	cl := &cell{target: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	remove = func() {
+		if err := deleteImposter(admins[sys], port); err != nil {
+			b.log.Warn("could not delete a case's imposter", "case", c.id, "system", sys, "err", err)
+		}
+	}
+	cl.target = fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := probe(cl.target, c.probe, true); err != nil {
 		cl.note = "failed: " + err.Error()
 	}
-	b.log.Info("case ready", "case", c.id, "system", sys, "note", cl.note)
-	return cl
+	return remove
 }
 
 func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, round int) {
@@ -326,6 +345,7 @@ func (b *bench) report() string {
 		p("- Servers pinned to CPU %s with taskset; `run.sh` pins the load generator (and wrk) to the other core.\n", b.cfg.serverCPU)
 	}
 	p("- Every stub response on riftgate and mb sets `Connection: keep-alive` (mb closes connections by default). Unmatched requests get 404, and every case is probed for the right answer before it is measured: a system that answers wrongly is reported as failed, not measured.\n")
+	p("- Each measurement posts a fresh copy of its case's imposter and deletes it afterwards, so no other case's imposters, flows or connections are alive beside it.\n")
 	p("- Latencies are from the load generator: HDR histograms; in the open loop, from each request's intended send time (corrected for coordinated omission).\n\n")
 
 	if len(b.wrk) > 0 {

@@ -197,6 +197,23 @@ func postImposter(admin, body string) error {
 	return nil
 }
 
+func deleteImposter(admin string, port int) error {
+	req, err := http.NewRequest(http.MethodDelete, fmt.Sprintf("%s/imposters/%d", admin, port), nil)
+	if err != nil {
+		return fmt.Errorf("DELETE /imposters/%d: %w", port, err)
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return fmt.Errorf("DELETE /imposters/%d: %w", port, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("DELETE /imposters/%d: %s", port, resp.Status)
+	}
+	return nil
+}
+
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 160 {

@@ -43,7 +43,7 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.wasmDir, "wasm-dir", envOr("RIFTGATE_WASM_DIR", "build/wasm"), "built WASM modules")
 	fs.StringVar(&c.wrk, "wrk", "/usr/bin/wrk", "wrk, for the load generator's own yardstick (\"\" to skip)")
 	fs.StringVar(&c.out, "out", "docs/benchmarks.md", "Markdown report to write (\"\" for stdout only)")
-	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds; the report gives medians")
+	fs.IntVar(&c.rounds, "rounds", 5, "interleaved rounds; the report gives medians (5: this machine swings by 20% between measurements)")
 	fs.IntVar(&c.conns, "c", 64, "connections per closed-loop measurement")
 	fs.DurationVar(&c.duration, "d", 5*time.Second, "measured time per measurement")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measurement")

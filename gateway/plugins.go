@@ -8,11 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -67,34 +65,23 @@ func (l *wasmLimits) limits() (plugins.Limits, error) {
 		PoolSize: l.PoolSize, RecycleAfter: l.RecycleAfter}, nil
 }
 
-// limitsFromQuery reads PUT /plugins/:name's query: the limits' JSON names.
+// limitsFromQuery reads PUT /plugins/:name's query, whose parameters are
+// the limits' JSON names, through the same strict decoding as a stub's
+// `limits`.
 func limitsFromQuery(q url.Values) (*wasmLimits, error) {
-	l := &wasmLimits{}
-	fields := map[string]func(int64) error{
-		"memoryPages": func(v int64) error {
-			if v < 0 || v > math.MaxUint32 {
-				return errors.New("out of range")
-			}
-			l.MemoryPages = uint32(v)
-			return nil
-		},
-		"deadlineMs":       func(v int64) error { l.DeadlineMs = v; return nil },
-		"maxResponseBytes": func(v int64) error { l.MaxResponseBytes = int(v); return nil },
-		"poolSize":         func(v int64) error { l.PoolSize = int(v); return nil },
-		"recycleAfter":     func(v int64) error { l.RecycleAfter = int(v); return nil },
-	}
+	obj := make(map[string]json.Number, len(q))
 	for name, vs := range q {
-		set, ok := fields[name]
-		if !ok {
-			return nil, mberr.New(mberr.BadData, fmt.Sprintf("unknown query parameter %q: the limits are memoryPages, deadlineMs, maxResponseBytes, poolSize and recycleAfter", name))
-		}
-		v, err := strconv.ParseInt(vs[len(vs)-1], 10, 32)
-		if err == nil {
-			err = set(v)
-		}
-		if err != nil {
-			return nil, mberr.New(mberr.BadData, fmt.Sprintf("%s=%q is not a valid limit", name, vs[len(vs)-1]))
-		}
+		obj[name] = json.Number(vs[len(vs)-1])
+	}
+	raw, err := json.Marshal(obj)
+	l := &wasmLimits{}
+	if err == nil {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		err = d.Decode(l)
+	}
+	if err != nil {
+		return nil, mberr.New(mberr.BadData, "invalid limits in the query (memoryPages, deadlineMs, maxResponseBytes, poolSize, recycleAfter): "+err.Error())
 	}
 	return l, nil
 }

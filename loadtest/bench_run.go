@@ -141,7 +141,7 @@ func readFile(p string) string {
 // availability says, before any load, why a (case, system) pair cannot be
 // measured at all; such a cell keeps its note and is skipped.
 func (b *bench) availability(c benchCase, sys string, down map[string]string) *cell {
-	if why, ok := down[sys]; ok && sys != sysRaw {
+	if why, ok := down[sys]; ok {
 		return &cell{note: "not available: " + why}
 	}
 	if c.wasm == "" && c.id == "wasm" && sys != sysRaw {

@@ -154,10 +154,23 @@ type instance struct {
 	startPages uint32
 	cs         callState
 	cc         *callCtx
-	// doomed is set when the watchdog fired as a call returned: the
-	// instance is discarded even though the call succeeded.
-	doomed bool
 }
+
+// arm returns the context a call from ctx runs under: with a deadline, the
+// instance's own, which the host's watchdog ends; the caller disarms it
+// with cc.end when the call returns.
+func (i *instance) arm(ctx context.Context) context.Context {
+	if d := i.v.lim.Deadline; d > 0 {
+		i.cc.begin(ctx, i.v.h.wd.now()+d)
+		return i.cc
+	}
+	return ctx
+}
+
+// fired reports whether the watchdog ended the instance's context: wazero
+// closes the module then, during the call or just after it, so even an
+// instance whose call succeeded cannot serve another.
+func (i *instance) fired() bool { return i.cc.Err() != nil }
 
 // instantiate makes an instance and runs _initialize if the module has it.
 // _initialize runs like a call whose request has every field empty and
@@ -180,12 +193,8 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 	v.h.insts.Store(mod, inst)
 	if v.c.init {
 		inst.cs.begin(&Input{})
-		ictx, cancel := ctx, context.CancelFunc(func() {})
-		if v.lim.Deadline > 0 {
-			ictx, cancel = context.WithTimeout(ictx, v.lim.Deadline)
-		}
-		_, err = mod.ExportedFunction("_initialize").Call(ictx)
-		cancel()
+		_, err = mod.ExportedFunction("_initialize").Call(inst.arm(ctx))
+		inst.cc.end()
 		inst.cs.end()
 		if err != nil {
 			v.h.insts.Delete(mod)
@@ -255,7 +264,7 @@ func (h *Host) Call(ctx context.Context, module, export string, in *Input) (Outp
 		inst.close()
 		v.stats.discarded.Add(1)
 		inst = nil
-	case inst.atCeiling(), inst.doomed:
+	case inst.atCeiling(), inst.fired():
 		inst.close()
 		v.stats.discarded.Add(1)
 		inst = nil
@@ -317,18 +326,9 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	}
 	cs := &i.cs
 	cs.begin(in)
-	callCtx := ctx
-	if lim := i.v.lim.Deadline; lim > 0 {
-		i.cc.begin(ctx, i.v.h.wd.now()+lim)
-		callCtx = i.cc
-	}
 	i.stack[0] = uint64(uint32(len(cs.req)))
-	err := fn.CallWithStack(callCtx, i.stack)
-	if callCtx == i.cc && i.cc.end() {
-		// The watchdog fired: wazero closes the module, if not already
-		// during the call, so the instance cannot serve another.
-		i.doomed = true
-	}
+	err := fn.CallWithStack(i.arm(ctx), i.stack)
+	i.cc.end()
 	i.calls++
 	out := Output{Unavailable: cs.unavailable}
 	defer cs.end()

@@ -61,13 +61,11 @@ func (c *callCtx) begin(parent context.Context, due time.Duration) {
 	c.mu.Unlock()
 }
 
-// end disarms c and reports whether the watchdog fired during the call.
-func (c *callCtx) end() (fired bool) {
+// end disarms c once a call returns; an unarmed c is left as it is.
+func (c *callCtx) end() {
 	c.mu.Lock()
 	c.parent, c.due = context.Background(), 0
-	fired = c.err != nil
 	c.mu.Unlock()
-	return fired
 }
 
 // check fires c if its call is past due or its caller's context ended.

@@ -89,7 +89,7 @@ func New(spec *Spec, opts Options) (*Imposter, error) {
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
-	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON}
+	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: renderHeader(dflt)}
 	stubs := make([]*Stub, 0, len(spec.Stubs))
 	for _, ss := range spec.Stubs {
 		st, err := imp.compile(ss)
@@ -218,7 +218,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 		imp.noMatch.Add(1)
 	}
 	if r.static != nil && r.behaviors == nil && !imp.corsPreflight(req) {
-		writeResponse(ctx, r.static)
+		writeStatic(ctx, r.static, r.header)
 		if st != nil && imp.opts.RecordMatches {
 			st.recordMatch(req, r.static)
 		}

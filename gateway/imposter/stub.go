@@ -11,6 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/valyala/fasthttp"
 )
 
 // Matcher is a compiled set of predicates.
@@ -117,8 +118,9 @@ func (s *Stub) Matches() []json.RawMessage {
 // response is one compiled response of a stub.
 type response struct {
 	spec      *ResponseSpec
-	static    *message.Response // `is`, with defaults applied
-	jsonBody  bool              // static.Body was a JSON object
+	static    *message.Response        // `is`, with defaults applied
+	header    *fasthttp.ResponseHeader // static's, rendered once
+	jsonBody  bool                     // static.Body was a JSON object
 	fault     string
 	responder Responder
 	behaviors Behaviors
@@ -167,7 +169,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults jso
 		if err != nil {
 			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 		}
-		r.static, r.jsonBody = resp, isJSON
+		r.static, r.jsonBody, r.header = resp, isJSON, renderHeader(resp)
 	case "fault":
 		_ = json.Unmarshal(rs.Value, &r.fault)
 	default:

@@ -45,16 +45,23 @@ func bodyOf(req *fasthttp.Request) []byte {
 // intact, as mb's WHATWG URL pathname keeps it. An absolute-form target
 // (proxy requests) is cut to its path.
 func rawPath(uri []byte) []byte {
-	if i := bytes.Index(uri, []byte("://")); i >= 0 {
-		uri = uri[i+3:]
-		if j := bytes.IndexByte(uri, '/'); j >= 0 {
-			uri = uri[j:]
-		} else {
-			uri = []byte("/")
+	// Only an absolute-form target has a scheme to skip; in origin form a
+	// "://" can only be in the query.
+	if len(uri) > 0 && uri[0] != '/' {
+		if i := bytes.Index(uri, []byte("://")); i >= 0 {
+			uri = uri[i+3:]
+			if j := bytes.IndexByte(uri, '/'); j >= 0 {
+				uri = uri[j:]
+			} else {
+				uri = []byte("/")
+			}
 		}
 	}
-	if i := bytes.IndexAny(uri, "?#"); i >= 0 {
-		uri = uri[:i]
+	for i, c := range uri { // bytes.IndexAny builds a set on every call
+		if c == '?' || c == '#' {
+			uri = uri[:i]
+			break
+		}
 	}
 	if len(uri) == 0 {
 		return []byte("/")

@@ -96,3 +96,20 @@ func FuzzRequestUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+func TestRawPathCutsTheTarget(t *testing.T) {
+	for _, tc := range []struct{ uri, want string }{
+		{"/a/b", "/a/b"},
+		{"/a/b?x=1#f", "/a/b"},
+		{"/a%2Fb?x", "/a%2Fb"},
+		{"/redirect?to=http://elsewhere/x", "/redirect"}, // a scheme in the query is not the target's
+		{"http://host:80/p/q?x=1", "/p/q"},
+		{"http://host", "/"},
+		{"", "/"},
+		{"?x", "/"},
+	} {
+		if got := string(rawPath([]byte(tc.uri))); got != tc.want {
+			t.Errorf("rawPath(%q) = %q, want %q", tc.uri, got, tc.want)
+		}
+	}
+}

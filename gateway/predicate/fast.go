@@ -246,6 +246,9 @@ func lowerByte(c byte) byte {
 
 // foldEq reports lower(s) == low without allocating for ASCII s.
 func foldEq(s, low string) bool {
+	if s == low { // the common case, and a compare the runtime vectorises
+		return true
+	}
 	if !isASCII(s) {
 		return lower(s) == low
 	}

@@ -57,6 +57,7 @@ const benchTimeout = 15 * time.Second
 func (b *bench) run(ctx context.Context) (string, error) {
 	b.start = time.Now().UTC()
 	b.info = machineInfo()
+	total0, steal0, ticksOK := cpuTicks()
 	dir, err := os.MkdirTemp("", "riftload-bench-")
 	if err != nil {
 		return "", fmt.Errorf("bench: %w", err)
@@ -116,17 +117,25 @@ func (b *bench) run(ctx context.Context) (string, error) {
 			for range round % len(order) {
 				order = append(order[1:], order[0])
 			}
-			for _, sys := range order {
+			for _, group := range b.groups(c, order) {
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
-				remove := b.deploy(c, sys, cells[sys], rawURL, admins)
-				b.measure(ctx, c, sys, cells[sys], round)
-				remove()
+				var removes []func()
+				for _, sys := range group {
+					removes = append(removes, b.deploy(c, sys, cells[sys], rawURL, admins))
+				}
+				b.measure(ctx, c, group, cells, round)
+				for _, remove := range removes {
+					remove()
+				}
 			}
 		}
 	}
 	b.info = append(b.info, "load average at end: "+strings.TrimSpace(readFile("/proc/loadavg")))
+	if total1, steal1, ok := cpuTicks(); ok && ticksOK && total1 > total0 {
+		b.info = append(b.info, fmt.Sprintf("CPU time stolen by the hypervisor during the run: %.1f%%", 100*float64(steal1-steal0)/float64(total1-total0)))
+	}
 	return b.report(), nil
 }
 
@@ -192,11 +201,84 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	return remove
 }
 
-func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, round int) {
-	if cl == nil || cl.target == "" || cl.note != "" {
-		return
+// groups splits a round's systems, in order, into what is measured
+// together. In the closed loop, riftgate and raw fasthttp take turns in
+// short slices (ABBA...), so that the machine's drift, which on this shared
+// host swings a back-to-back pair by 20%, falls on both alike. mb is
+// measured in one stretch: its answers can take a second, as long as a
+// slice, and its ratios are tens to hundreds, far from their targets.
+func (b *bench) groups(c benchCase, order []string) [][]string {
+	if c.halfOf != "" || b.cfg.slices == 1 {
+		var gs [][]string
+		for _, sys := range order {
+			gs = append(gs, []string{sys})
+		}
+		return gs
 	}
-	o := Options{
+	var gs [][]string
+	fast := -1
+	for _, sys := range order {
+		switch {
+		case sys == sysMB:
+			gs = append(gs, []string{sys})
+		case fast < 0:
+			fast = len(gs)
+			gs = append(gs, []string{sys})
+		default:
+			gs[fast] = append(gs[fast], sys)
+		}
+	}
+	return gs
+}
+
+// measure loads each system of group and records what it measured: one
+// run for a system alone, or b.cfg.slices alternating slices, merged, for
+// systems measured together.
+func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells map[string]*cell, round int) {
+	opts := map[string]*Options{}
+	var live []string
+	for _, sys := range group {
+		if o := b.options(c, sys, cells[sys], round); o != nil {
+			opts[sys] = o
+			live = append(live, sys)
+		}
+	}
+	n := 1
+	if len(live) > 1 {
+		n = b.cfg.slices
+	}
+	parts := map[string][]*Result{}
+	for k := range n {
+		seq := slices.Clone(live)
+		if k%2 == 1 {
+			slices.Reverse(seq)
+		}
+		for _, sys := range seq {
+			o := *opts[sys]
+			o.Duration /= time.Duration(n)
+			if k > 0 {
+				o.Warmup = 0
+			}
+			res, err := Run(ctx, o)
+			if err != nil {
+				cells[sys].errNote = "failed: " + err.Error()
+				return
+			}
+			parts[sys] = append(parts[sys], res)
+		}
+	}
+	for _, sys := range live {
+		b.record(c, sys, cells[sys], round, opts[sys].Rate, mergeResults(parts[sys]))
+	}
+}
+
+// options is the load for one measurement of (c, sys), or nil when there
+// is nothing to measure.
+func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
+	if cl == nil || cl.target == "" || cl.note != "" {
+		return nil
+	}
+	o := &Options{
 		Targets: []string{cl.target}, Connections: b.cfg.conns,
 		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario,
 		// mb answers some cases in seconds on a busy machine: slow is a
@@ -206,21 +288,20 @@ func (b *bench) measure(ctx context.Context, c benchCase, sys string, cl *cell, 
 	if c.halfOf != "" {
 		peak := b.cells[c.halfOf][sys]
 		if peak == nil || len(peak.runs) == 0 || peak.runs[len(peak.runs)-1].round != round {
-			return
+			return nil
 		}
 		o.Rate = peak.runs[len(peak.runs)-1].rps / 2
 		o.Scenario = b.caseByID(c.halfOf).scenario
 		if o.Rate < 1 {
-			return
+			return nil
 		}
 	}
-	res, err := Run(ctx, o)
-	if err != nil {
-		cl.errNote = "failed: " + err.Error()
-		return
-	}
+	return o
+}
+
+func (b *bench) record(c benchCase, sys string, cl *cell, round int, rate float64, res *Result) {
 	m := measurement{rps: res.Throughput, p50: res.Latency.P50, p99: res.Latency.P99,
-		requests: res.Requests, errors: res.Errors, rate: o.Rate, unsent: res.Unsent, round: round}
+		requests: res.Requests, errors: res.Errors, rate: rate, unsent: res.Unsent, round: round}
 	cl.runs = append(cl.runs, m)
 	b.log.Info("measured", "round", round+1, "case", c.id, "system", sys,
 		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors)
@@ -259,37 +340,48 @@ func (b *bench) caseByID(id string) benchCase {
 var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
 // compareWrk measures the load generator against wrk on the raw server,
-// with the same connection count and time, alternating which goes first.
+// with the same connection count and time, in alternating slices as
+// riftgate and raw fasthttp are, which goes first alternating by round.
 func (b *bench) compareWrk(ctx context.Context, rawURL string) {
+	n := b.cfg.slices
+	slice := b.cfg.duration / time.Duration(n)
+	runWrk := func() (float64, bool) {
+		// wrk takes whole seconds.
+		secs := max(1, int(slice.Seconds()+0.5))
+		out, err := exec.CommandContext(ctx, b.cfg.wrk, "-t1", "-c"+strconv.Itoa(b.cfg.conns),
+			"-d"+strconv.Itoa(secs)+"s", rawURL+"/hello").CombinedOutput()
+		m := wrkRPS.FindSubmatch(out)
+		if err != nil || m == nil {
+			b.log.Warn("wrk failed", "err", err, "out", oneLine(string(out)))
+			return 0, false
+		}
+		rps, _ := strconv.ParseFloat(string(m[1]), 64)
+		return rps, true
+	}
+	runOwn := func() (float64, bool) {
+		res, err := Run(ctx, Options{Targets: []string{rawURL}, Connections: b.cfg.conns,
+			Duration: slice, Scenario: get("/hello")})
+		if err != nil {
+			b.log.Warn("riftload failed", "err", err)
+			return 0, false
+		}
+		return res.Throughput, true
+	}
 	for round := range b.cfg.rounds {
 		var r wrkRound
-		runWrk := func() bool {
-			out, err := exec.CommandContext(ctx, b.cfg.wrk, "-t1", "-c"+strconv.Itoa(b.cfg.conns),
-				"-d"+strconv.Itoa(int(b.cfg.duration.Seconds()+0.5))+"s", rawURL+"/hello").CombinedOutput()
-			m := wrkRPS.FindSubmatch(out)
-			if err != nil || m == nil {
-				b.log.Warn("wrk failed", "err", err, "out", oneLine(string(out)))
-				return false
+		for k := range n {
+			wrkFirst := (round+k)%2 == 0
+			for _, isWrk := range []bool{wrkFirst, !wrkFirst} {
+				run, sum := runOwn, &r.riftload
+				if isWrk {
+					run, sum = runWrk, &r.wrk
+				}
+				rps, ok := run()
+				if !ok {
+					return
+				}
+				*sum += rps / float64(n)
 			}
-			r.wrk, _ = strconv.ParseFloat(string(m[1]), 64)
-			return true
-		}
-		runOwn := func() bool {
-			res, err := Run(ctx, Options{Targets: []string{rawURL}, Connections: b.cfg.conns,
-				Duration: b.cfg.duration, Scenario: get("/hello")})
-			if err != nil {
-				b.log.Warn("riftload failed", "err", err)
-				return false
-			}
-			r.riftload = res.Throughput
-			return true
-		}
-		first, second := runWrk, runOwn
-		if round%2 == 1 {
-			first, second = runOwn, runWrk
-		}
-		if !first() || !second() {
-			return
 		}
 		b.log.Info("wrk vs riftload", "round", round+1, "wrk", int(r.wrk), "riftload", int(r.riftload))
 		b.wrk = append(b.wrk, r)
@@ -340,7 +432,10 @@ func (b *bench) report() string {
 	p("- **The machine is shared**: other engineers were compiling and testing on it during the run, so every number is noisy; compare the ratios (measured side by side, interleaved), not the absolute values, and rerun before drawing conclusions.\n\n")
 	p("## Method\n\n")
 	p("- Closed loop: %d connections, %v measured after a %v warm-up per measurement.\n", b.cfg.conns, b.cfg.duration, b.cfg.warmup)
-	p("- %d rounds. In each round every case runs on every system back to back, the order of the systems rotating each round (A/B/A/B). The tables give the median of the rounds; a ratio is the median of the per-round ratios, so that drift in the machine's load between rounds cancels.\n", b.cfg.rounds)
+	p("- %d rounds. In each round every case runs on every system, the order of the systems rotating each round (A/B/A/B). The tables give the median of the rounds; a ratio is the median of the per-round ratios, so that drift in the machine's load between rounds cancels.\n", b.cfg.rounds)
+	if b.cfg.slices > 1 {
+		p("- Within a round, riftgate and raw fasthttp take turns in %d slices of %v each (ABBA...), their first slice after the warm-up, and each system's slices are summed: a drift in the machine's load falls on both alike. mb runs in one stretch of %v, since its answers can take as long as a slice, and its ratios are far from their targets.\n", b.cfg.slices, b.cfg.duration/time.Duration(b.cfg.slices), b.cfg.duration)
+	}
 	if b.cfg.serverCPU != "" {
 		p("- Servers pinned to CPU %s with taskset; `run.sh` pins the load generator (and wrk) to the other core.\n", b.cfg.serverCPU)
 	}
@@ -350,7 +445,7 @@ func (b *bench) report() string {
 
 	if len(b.wrk) > 0 {
 		p("## The load generator against wrk\n\n")
-		p("Raw fasthttp server, %d connections, %v each, back to back, which goes first alternating by round (wrk `-t1`, on the same core as riftload).\n\n", b.cfg.conns, b.cfg.duration)
+		p("Raw fasthttp server, %d connections, %v each, in %d alternating slices per round, which goes first alternating by slice and round (wrk `-t1`, on the same core as riftload); a round's req/s is the mean over its slices.\n\n", b.cfg.conns, b.cfg.duration, b.cfg.slices)
 		p("| round | wrk req/s | riftload req/s | riftload/wrk |\n|---|---|---|---|\n")
 		var rs []float64
 		for i, r := range b.wrk {

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func TestBenchReportsUnavailableSystems(t *testing.T) {
 		"| WASM counter (per flow) | riftgate | - |",
 		"| static `is` stub | n/a | >= 0.9x: n/a | n/a | >= 12x: n/a |",
 		"## p99 at 50% of peak (open loop)",
-		"nproc: ", "kernel: ", "go: go1.",
+		"nproc: ", "kernel: ", "go: go1.", "CPU time stolen by the hypervisor during the run: ",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -86,5 +87,50 @@ func TestMedianAndPairedRatio(t *testing.T) {
 	}
 	if got := pairedRatio(a, nil); got != 0 {
 		t.Errorf("no pairs: %v, want 0", got)
+	}
+}
+
+func TestGroupsInterleaveRiftgateAndRawOnly(t *testing.T) {
+	sliced := &bench{cfg: benchConfig{slices: 5}}
+	whole := &bench{cfg: benchConfig{slices: 1}}
+	for _, tc := range []struct {
+		b     *bench
+		c     benchCase
+		order []string
+		want  string
+	}{
+		{sliced, benchCase{}, []string{sysRift, sysRaw, sysMB}, "[[riftgate raw fasthttp] [mb 2.9.1]]"},
+		{sliced, benchCase{}, []string{sysMB, sysRaw, sysRift}, "[[mb 2.9.1] [raw fasthttp riftgate]]"},
+		{sliced, benchCase{}, []string{sysRaw, sysMB, sysRift}, "[[raw fasthttp riftgate] [mb 2.9.1]]"},
+		{sliced, benchCase{}, []string{sysRift}, "[[riftgate]]"},
+		{sliced, benchCase{halfOf: "static"}, []string{sysRift, sysRaw}, "[[riftgate] [raw fasthttp]]"},
+		{whole, benchCase{}, []string{sysRift, sysRaw}, "[[riftgate] [raw fasthttp]]"},
+	} {
+		if got := fmt.Sprint(tc.b.groups(tc.c, tc.order)); got != tc.want {
+			t.Errorf("slices %d, halfOf %q, %v: %s, want %s", tc.b.cfg.slices, tc.c.halfOf, tc.order, got, tc.want)
+		}
+	}
+}
+
+func TestMergeResultsSumsSlices(t *testing.T) {
+	slice := func(reqs int64, secs float64, latUs int64, errs int64) *Result {
+		h := newHist()
+		for range reqs {
+			_ = h.RecordValue(latUs)
+		}
+		return &Result{Mode: "closed", Requests: reqs, Errors: errs, DurationSeconds: secs,
+			ErrorKinds: map[string]int64{"timeout": errs}, Statuses: map[string]int64{"200": reqs - errs}, hist: h}
+	}
+	m := mergeResults([]*Result{slice(300, 1, 1000, 0), slice(100, 1, 9000, 2)})
+	if m.Requests != 400 || m.DurationSeconds != 2 || m.Throughput != 200 {
+		t.Errorf("requests %d over %vs = %v req/s, want 400 over 2s = 200", m.Requests, m.DurationSeconds, m.Throughput)
+	}
+	if m.Errors != 2 || m.ErrorKinds["timeout"] != 2 || m.Statuses["200"] != 398 {
+		t.Errorf("errors %d %v, statuses %v", m.Errors, m.ErrorKinds, m.Statuses)
+	}
+	// Three quarters of the requests took 1 ms: the median is theirs, the
+	// p99 the slow slice's.
+	if m.Latency.P50 < 0.99 || m.Latency.P50 > 1.01 || m.Latency.P99 < 8.9 || m.Latency.P99 > 9.1 {
+		t.Errorf("p50 %v ms, p99 %v ms, want 1 and 9", m.Latency.P50, m.Latency.P99)
 	}
 }

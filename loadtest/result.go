@@ -46,6 +46,8 @@ type Result struct {
 	Statuses      map[string]int64  `json:"statuses"`
 	Timeline      []TimePoint       `json:"timeline"`
 	Percentiles   []PercentilePoint `json:"percentiles"`
+
+	hist *hdrhistogram.Histogram // Latency's source, for merging runs
 }
 
 // Latency summarises a latency distribution, in milliseconds.
@@ -93,6 +95,45 @@ func percentileCurve(h *hdrhistogram.Histogram) []PercentilePoint {
 	return append(out, PercentilePoint{100, usToMs(h.Max())})
 }
 
+// mergeResults sums runs of one load on one system, measured apart (the
+// slices of an interleaved comparison), into one Result: counts add up,
+// throughput is over the summed measured time, and latencies come from the
+// merged histograms. The timeline and curves are left out.
+func mergeResults(rs []*Result) *Result {
+	out := &Result{Version: ResultVersion, ErrorKinds: map[string]int64{}, ErrorExamples: map[string]string{},
+		Statuses: map[string]int64{}, hist: newHist()}
+	for _, r := range rs {
+		if out.Mode == "" {
+			out.Mode, out.Targets, out.Connections, out.Rate, out.Scenario, out.Started =
+				r.Mode, r.Targets, r.Connections, r.Rate, r.Scenario, r.Started
+		}
+		out.DurationSeconds += r.DurationSeconds
+		out.Requests += r.Requests
+		out.Errors += r.Errors
+		out.WarmupRequests += r.WarmupRequests
+		out.Unsent += r.Unsent
+		for k, n := range r.ErrorKinds {
+			out.ErrorKinds[k] += n
+		}
+		for k, ex := range r.ErrorExamples {
+			if _, ok := out.ErrorExamples[k]; !ok {
+				out.ErrorExamples[k] = ex
+			}
+		}
+		for k, n := range r.Statuses {
+			out.Statuses[k] += n
+		}
+		if r.hist != nil {
+			out.hist.Merge(r.hist)
+		}
+	}
+	if out.DurationSeconds > 0 {
+		out.Throughput = float64(out.Requests) / out.DurationSeconds
+	}
+	out.Latency = summarize(out.hist)
+	return out
+}
+
 func (r *runner) result(c *collector) *Result {
 	total, unc := newHist(), newHist()
 	res := &Result{
@@ -136,6 +177,7 @@ func (r *runner) result(c *collector) *Result {
 		res.DurationSeconds = time.Duration(span).Seconds()
 		res.Throughput = float64(res.Requests) / res.DurationSeconds
 	}
+	res.hist = total
 	res.Latency = summarize(total)
 	res.Percentiles = percentileCurve(total)
 	if r.opts.Rate > 0 {

@@ -48,7 +48,7 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&c.conns, "c", 64, "connections per closed-loop measurement")
 	fs.DurationVar(&c.duration, "d", 5*time.Second, "measured time per measurement")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measurement")
-	fs.IntVar(&c.slices, "slices", 5, "closed loop: measure riftgate and raw fasthttp in this many alternating slices of -d each (1: back to back)")
+	fs.IntVar(&c.slices, "slices", 5, "closed loop: the systems take turns in this many slices of -d each (1: one after another)")
 	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU list the servers are pinned to with taskset (\"\" not to pin); run the bench itself on another")
 	only := fs.String("only", "", "regexp: run only the cases whose id matches")
 	if err := fs.Parse(args); err != nil {

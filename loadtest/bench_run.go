@@ -202,31 +202,17 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 }
 
 // groups splits a round's systems, in order, into what is measured
-// together. In the closed loop, riftgate and raw fasthttp take turns in
-// short slices (ABBA...), so that the machine's drift, which on this shared
-// host swings a back-to-back pair by 20%, falls on both alike. mb is
-// measured in one stretch: its answers can take a second, as long as a
-// slice, and its ratios are tens to hundreds, far from their targets.
+// together. In the closed loop, every system takes turns in short slices
+// (ABC CBA ...), so that the machine's drift, which on this shared host
+// swings a back-to-back pair by 20%, falls on all alike. An open-loop case
+// runs each system at its own rate, one after another.
 func (b *bench) groups(c benchCase, order []string) [][]string {
-	if c.halfOf != "" || b.cfg.slices == 1 {
-		var gs [][]string
-		for _, sys := range order {
-			gs = append(gs, []string{sys})
-		}
-		return gs
+	if c.halfOf == "" && b.cfg.slices > 1 {
+		return [][]string{order}
 	}
 	var gs [][]string
-	fast := -1
 	for _, sys := range order {
-		switch {
-		case sys == sysMB:
-			gs = append(gs, []string{sys})
-		case fast < 0:
-			fast = len(gs)
-			gs = append(gs, []string{sys})
-		default:
-			gs[fast] = append(gs[fast], sys)
-		}
+		gs = append(gs, []string{sys})
 	}
 	return gs
 }
@@ -434,7 +420,7 @@ func (b *bench) report() string {
 	p("- Closed loop: %d connections, %v measured after a %v warm-up per measurement.\n", b.cfg.conns, b.cfg.duration, b.cfg.warmup)
 	p("- %d rounds. In each round every case runs on every system, the order of the systems rotating each round (A/B/A/B). The tables give the median of the rounds; a ratio is the median of the per-round ratios, so that drift in the machine's load between rounds cancels.\n", b.cfg.rounds)
 	if b.cfg.slices > 1 {
-		p("- Within a round, riftgate and raw fasthttp take turns in %d slices of %v each (ABBA...), their first slice after the warm-up, and each system's slices are summed: a drift in the machine's load falls on both alike. mb runs in one stretch of %v, since its answers can take as long as a slice, and its ratios are far from their targets.\n", b.cfg.slices, b.cfg.duration/time.Duration(b.cfg.slices), b.cfg.duration)
+		p("- Within a round, a closed-loop case's systems take turns in %d slices of %v each (ABC CBA ...), each system's first slice after its warm-up, and each system's slices are summed: a drift in the machine's load falls on all alike. A slice counts the requests in flight at its end, so a slow system (mb answers some cases in over a second) is not cut short.\n", b.cfg.slices, b.cfg.duration/time.Duration(b.cfg.slices))
 	}
 	if b.cfg.serverCPU != "" {
 		p("- Servers pinned to CPU %s with taskset; `run.sh` pins the load generator (and wrk) to the other core.\n", b.cfg.serverCPU)

@@ -11,8 +11,8 @@ import (
 // BenchmarkExamples measures one handle call per example in the real host
 // against the real flow store (memory durability): envelope encoding, the
 // guest's decode, its flow calls and the response; with the default
-// deadline, and with none (deadlineMs -1), to show what wazero's
-// close-on-context-done costs each guest. Run with
+// deadline, and with none (deadlineMs -1), to show what the stop flag the
+// deadline needs costs each guest. Run with
 // `go test -run '^$' -bench . ./examples/` after make wasm.
 func BenchmarkExamples(b *testing.B) {
 	cases := []struct{ module, config string }{

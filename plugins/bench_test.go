@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkCall measures one Call of a guest that writes a fixed response,
-// with and without the deadline (WithCloseOnContextDone), and of the good
+// with and without the deadline (the stop flag), and of the good
 // guest, which uses every import against an in-memory flow.
 func BenchmarkCall(b *testing.B) {
 	cases := []struct {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/sys"
 )
 
 // Flow is the per-call flow handle: the request's flow, already chosen by
@@ -167,8 +166,8 @@ func (i *instance) arm(ctx context.Context) context.Context {
 	return ctx
 }
 
-// fired reports whether the watchdog ended the instance's context: wazero
-// closes the module then, during the call or just after it, so even an
+// fired reports whether the watchdog stopped the instance: it set the
+// module's stop flag, during the call or just as it returned, so even an
 // instance whose call succeeded cannot serve another.
 func (i *instance) fired() bool { return i.cc.Err() != nil }
 
@@ -189,6 +188,14 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 		stack: make([]uint64, 1),
 		cc:    newCallCtx(),
 	}
+	if v.c.key.stoppable {
+		g, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(context.Background())
+			return nil, fmt.Errorf("instantiate: the stop flag %q is missing", stopExport)
+		}
+		inst.cc.stop = g
+	}
 	inst.cs.v = v
 	v.h.insts.Store(mod, inst)
 	if v.c.init {
@@ -199,6 +206,9 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 		if err != nil {
 			v.h.insts.Delete(mod)
 			_ = mod.Close(context.Background())
+			if errors.Is(inst.cc.Err(), context.DeadlineExceeded) && trappedAtStop(err) {
+				err = fmt.Errorf("deadline of %s passed: %w", v.lim.Deadline, err)
+			}
 			return nil, fmt.Errorf("_initialize: %w", err)
 		}
 	}
@@ -336,8 +346,12 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 		switch {
 		case ctx.Err() != nil:
 			return out, KindCanceled, fmt.Errorf("%w: %w", context.Cause(ctx), err)
-		case isExit(err, sys.ExitCodeDeadlineExceeded):
-			// wazero closed the module when the deadline passed.
+		case errors.Is(i.cc.Err(), ErrClosed):
+			return out, KindClosed, fmt.Errorf("stopped: %w", ErrClosed)
+		case errors.Is(i.cc.Err(), context.DeadlineExceeded) && trappedAtStop(err):
+			// The watchdog raised the stop flag and the guest trapped at a
+			// loop. (A guest that failed otherwise, say by overflowing its
+			// stack, reports that instead, though it also ran too long.)
 			return out, KindTimeout, fmt.Errorf("deadline of %s passed: %w", i.v.lim.Deadline, err)
 		case i.atCeiling():
 			return out, KindMemory, fmt.Errorf("memory grew to its limit of %d pages: %w", i.v.c.maxPages, err)
@@ -358,9 +372,10 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	return out, 0, nil
 }
 
-func isExit(err error, code uint32) bool {
-	var ee *sys.ExitError
-	return errors.As(err, &ee) && ee.ExitCode() == code
+// trappedAtStop reports whether err is the trap the stop check raises:
+// `unreachable`. wazero exports no value to compare it with, only its text.
+func trappedAtStop(err error) bool {
+	return strings.HasPrefix(err.Error(), "wasm error: unreachable")
 }
 
 // callState is an instance's per-call state, which the host imports reach

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/tetratelabs/wazero/api"
 )
 
 // watchTick is how often the watchdog looks for calls past their deadline
@@ -11,10 +13,11 @@ import (
 const watchTick = 10 * time.Millisecond
 
 // callCtx is the context an instance's calls run under, one per instance.
-// wazero stops the guest when Done closes; only the host's watchdog closes
-// it, when a call overruns its deadline or its caller's context ends. One
-// channel serves every call of the instance, because an instance whose
-// channel closed is discarded.
+// Only the host's watchdog ends it, when a call overruns its deadline or
+// its caller's context ends; it then also raises the module's stop flag
+// (see interruptible), on which the guest traps within fuelPerExit loop
+// iterations, while host imports see Done close. One channel serves every call of the
+// instance, because an instance whose channel closed is discarded.
 //
 // It replaces a context.WithTimeout per call, which cost about a
 // microsecond and eight allocations, a fifth of a small plugin call.
@@ -27,6 +30,9 @@ type callCtx struct {
 	parent context.Context
 	due    time.Duration // since the host's epoch; 0 while no call runs
 	err    error         // why done closed
+	// stop is the module's stop flag, set only while a call runs (due is
+	// not 0), so never on a closed module.
+	stop api.MutableGlobal
 }
 
 func newCallCtx() *callCtx {
@@ -77,13 +83,28 @@ func (c *callCtx) check(now time.Duration) {
 	}
 	switch {
 	case c.parent.Err() != nil:
-		c.err = context.Canceled
+		c.fire(context.Canceled)
 	case now >= c.due:
-		c.err = context.DeadlineExceeded
-	default:
-		return
+		c.fire(context.DeadlineExceeded)
 	}
+}
+
+// abort fires c, if a call runs, because the host is closing.
+func (c *callCtx) abort() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.due != 0 && c.err == nil {
+		c.fire(ErrClosed)
+	}
+}
+
+// fire ends c for err and stops the guest. The caller holds c.mu.
+func (c *callCtx) fire(err error) {
+	c.err = err
 	close(c.done)
+	if c.stop != nil {
+		c.stop.Set(1)
+	}
 }
 
 // watchdog is the host's one goroutine that fires the callCtx of every

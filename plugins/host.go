@@ -82,16 +82,16 @@ type Host struct {
 	wd watchdog
 }
 
-// rtKey names a runtime: wazero fixes the memory limit and the deadline
-// mechanism per runtime.
+// rtKey names a runtime: wazero fixes the memory limit per runtime.
 type rtKey struct {
-	pages    uint32
-	deadline bool
+	pages uint32
 }
 
 type compiledKey struct {
 	hash [sha256.Size]byte
 	rt   rtKey
+	// stoppable: compiled from interruptible(wasm), for a deadline.
+	stoppable bool
 }
 
 // compiledModule is one compilation, shared by every version registered with
@@ -145,8 +145,7 @@ func (h *Host) runtime(ctx context.Context, k rtKey) (wazero.Runtime, error) {
 	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(k.pages).
-		WithCloseOnContextDone(k.deadline)
+		WithMemoryLimitPages(k.pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
@@ -174,6 +173,19 @@ func (h *Host) compile(ctx context.Context, rt wazero.Runtime, k compiledKey, wa
 		return c, nil
 	}
 	h.cmu.Unlock()
+	if k.stoppable {
+		stoppable, err := interruptible(wasm)
+		if err != nil {
+			// wazero's word on a module it refuses too is the one to give.
+			if cm, cerr := rt.CompileModule(ctx, wasm); cerr != nil {
+				err = fmt.Errorf("does not compile: %w", cerr)
+			} else {
+				_ = cm.Close(ctx)
+			}
+			return nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
+		}
+		wasm = stoppable
+	}
 	cm, err := rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: does not compile: %w", ErrInvalidModule, err)
@@ -304,7 +316,7 @@ func (h *Host) Register(ctx context.Context, name string, wasm []byte, lim Limit
 	if lim.Deadline > 0 {
 		h.startWatchdog()
 	}
-	key := compiledKey{hash: sum, rt: rtKey{pages: lim.MemoryPages, deadline: lim.Deadline > 0}}
+	key := compiledKey{hash: sum, rt: rtKey{pages: lim.MemoryPages}, stoppable: lim.Deadline > 0}
 	rt, err := h.runtime(ctx, key.rt)
 	if err != nil {
 		h.mu.Unlock()
@@ -446,6 +458,15 @@ func (h *Host) Close(ctx context.Context) error {
 		}
 	}
 force:
+	// Stop the calls still running: their guests trap at their next loop,
+	// and their versions close as they return.
+	h.insts.Range(func(_, v any) bool {
+		v.(*instance).cc.abort()
+		return true
+	})
+	for stop := time.Now().Add(time.Second); h.open.Load() > 0 && time.Now().Before(stop); {
+		<-tick.C
+	}
 	h.mu.Lock()
 	rts := h.runtimes
 	h.runtimes = nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -270,6 +271,7 @@ func TestRegisterRefusesBadModules(t *testing.T) {
 		{"bad_unknown", "imports rift_v1.flow_scan, which this host does not provide"},
 		{"bad_init", "_initialize: "},
 		{"bad_startfn", "outside a call"},
+		{"bad_reserved", `exports "riftgate.stop", a name the host reserves`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -588,4 +590,42 @@ func TestForeignParentContext(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestLoopingGuestDoesNotHoldUpTheGarbageCollector: Go cannot preempt a
+// goroutine inside compiled WebAssembly, so a guest that never left the JIT
+// would stall every stop-the-world, and with it the whole process (watchdog
+// included), until it returned. The stop check leaves the JIT every
+// fuelPerExit iterations; without that, this test hangs until go test's
+// -timeout.
+func TestLoopingGuestDoesNotHoldUpTheGarbageCollector(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "loop", "loop", Limits{Deadline: 3 * time.Second})
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Call(context.Background(), "loop", "handle", sampleInput(nil))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	gc := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		runtime.GC()
+		gc <- time.Since(start)
+	}()
+	select {
+	case d := <-gc:
+		t.Logf("a collection beside a looping guest took %v", d)
+	case <-time.After(2 * time.Second):
+		t.Fatal("the garbage collector waited for the looping guest")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the loop returned before its deadline: %v", err)
+	default:
+	}
+	var pe *Error
+	if err := <-done; !errors.As(err, &pe) || pe.Kind != KindTimeout {
+		t.Fatalf("loop ended with %v, want a timeout", err)
+	}
 }

@@ -85,7 +85,7 @@ var errOutsideCall = errors.New("rift_v1 import called outside a call (from a st
 func (h *Host) bind(f hostFunc) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		inst, ok := h.insts.Load(mod)
-		if !ok {
+		if !ok || inst.(*instance).cs.in == nil {
 			// wazero turns a host function's panic into a trap of the guest.
 			panic(errOutsideCall)
 		}

@@ -171,9 +171,8 @@ func (i *instance) arm(ctx context.Context) context.Context {
 // instance whose call succeeded cannot serve another.
 func (i *instance) fired() bool { return i.cc.Err() != nil }
 
-// instantiate makes an instance and runs _initialize if the module has it.
-// _initialize runs like a call whose request has every field empty and
-// which has no flow, so a guest may log or read the clock from it.
+// instantiate makes an instance and runs its start function and
+// _initialize, if the module has them.
 func (v *version) instantiate(ctx context.Context) (*instance, error) {
 	mod, err := v.rt.InstantiateModule(ctx, v.c.cm, v.cfg)
 	if err != nil {
@@ -198,19 +197,21 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 	}
 	inst.cs.v = v
 	v.h.insts.Store(mod, inst)
-	if v.c.init {
-		inst.cs.begin(&Input{})
-		_, err = mod.ExportedFunction("_initialize").Call(inst.arm(ctx))
-		inst.cc.end()
-		inst.cs.end()
-		if err != nil {
-			v.h.insts.Delete(mod)
-			_ = mod.Close(context.Background())
-			if errors.Is(inst.cc.Err(), context.DeadlineExceeded) && trappedAtStop(err) {
-				err = fmt.Errorf("deadline of %s passed: %w", v.lim.Deadline, err)
-			}
-			return nil, fmt.Errorf("_initialize: %w", err)
-		}
+	// The start function, which the stoppable copy exports instead of
+	// running it from wazero's instantiation, runs as it would have: before
+	// _initialize, and outside any call (its imports fail). _initialize runs
+	// like a call whose request has every field empty and which has no
+	// flow, so a guest may log or read the clock from it.
+	if start := mod.ExportedFunction(startExport); start != nil && v.c.key.stoppable {
+		err = inst.setUp(ctx, "start function", start, nil)
+	}
+	if err == nil && v.c.init {
+		err = inst.setUp(ctx, "_initialize", mod.ExportedFunction("_initialize"), &Input{})
+	}
+	if err != nil {
+		v.h.insts.Delete(mod)
+		_ = mod.Close(context.Background())
+		return nil, err
 	}
 	inst.startPages = mem.Size() / pageSize
 	v.stats.live.Add(1)
@@ -219,6 +220,24 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 }
 
 const pageSize = 65536
+
+// setUp runs one of the module's own set-up functions under the deadline,
+// as a call with input in, or outside any call if in is nil.
+func (i *instance) setUp(ctx context.Context, what string, fn api.Function, in *Input) error {
+	if in != nil {
+		i.cs.begin(in)
+		defer i.cs.end()
+	}
+	_, err := fn.Call(i.arm(ctx))
+	i.cc.end()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(i.cc.Err(), context.DeadlineExceeded) && trappedAtStop(err) {
+		err = fmt.Errorf("deadline of %s passed: %w", i.v.lim.Deadline, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
 
 func (i *instance) close() {
 	i.v.h.insts.Delete(i.mod)

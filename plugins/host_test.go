@@ -272,6 +272,7 @@ func TestRegisterRefusesBadModules(t *testing.T) {
 		{"bad_init", "_initialize: "},
 		{"bad_startfn", "outside a call"},
 		{"bad_reserved", `exports "riftgate.stop", a name the host reserves`},
+		{"bad_startloop", "start function: deadline of 1s passed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {

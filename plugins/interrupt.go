@@ -17,6 +17,14 @@ import (
 // goroutine per call.
 const stopExport = "riftgate.stop"
 
+// startExport names the module's start function, if it has one, in the
+// rewritten copy. A start function runs while wazero instantiates the
+// module, before the host can reach the stop flag; the rewrite drops the
+// start section and exports the function instead, so that the host calls it
+// right after instantiation (which is when it would have run), under the
+// deadline like any call.
+const startExport = "riftgate.start"
+
 // fuelPerExit is how many loop iterations a guest runs between two exits
 // from the JIT to Go. The exits matter beyond the stop flag: Go cannot
 // preempt a goroutine while it runs compiled WebAssembly, so a guest that
@@ -73,6 +81,7 @@ const (
 	secMemory = 5
 	secGlobal = 6
 	secExport = 7
+	secStart  = 8
 	secCode   = 10
 )
 
@@ -115,7 +124,8 @@ func interruptible(wasm []byte) ([]byte, error) {
 
 	// The new globals' indices follow the imported and defined ones.
 	var imported, defined uint32
-	memory := false
+	memory, hasStart := false, false
+	var start uint32
 	for _, s := range secs {
 		switch s.id {
 		case secImport:
@@ -126,6 +136,12 @@ func interruptible(wasm []byte) ([]byte, error) {
 			imported, memory = n, memory || mem
 		case secMemory:
 			memory = memory || (len(s.payload) > 0 && s.payload[0] != 0)
+		case secStart:
+			r := &reader{b: s.payload}
+			start, hasStart = r.u32(), true
+			if r.err != nil {
+				return nil, fmt.Errorf("%w: start section: %w", errBadModule, r.err)
+			}
 		case secGlobal:
 			r := &reader{b: s.payload}
 			defined = r.u32()
@@ -150,6 +166,14 @@ func interruptible(wasm []byte) ([]byte, error) {
 	newExport = append(newExport, stopExport...)
 	newExport = append(newExport, 0x03) // a global
 	newExport = binary.AppendUvarint(newExport, uint64(stop))
+	exports := uint64(1)
+	if hasStart {
+		newExport = binary.AppendUvarint(newExport, uint64(len(startExport)))
+		newExport = append(newExport, startExport...)
+		newExport = append(newExport, 0x00) // a function
+		newExport = binary.AppendUvarint(newExport, uint64(start))
+		exports++
+	}
 	globalDone, exportDone := false, false
 	// addMissing emits the global and export sections a module without
 	// them needs, once the sections before theirs are out.
@@ -159,7 +183,7 @@ func interruptible(wasm []byte) ([]byte, error) {
 			globalDone = true
 		}
 		if !exportDone && before > sectionOrder[secExport] {
-			emit(secExport, append([]byte{1}, newExport...))
+			emit(secExport, append(binary.AppendUvarint(nil, exports), newExport...))
 			exportDone = true
 		}
 	}
@@ -181,15 +205,17 @@ func interruptible(wasm []byte) ([]byte, error) {
 			emit(s.id, p)
 			globalDone = true
 		case secExport:
-			if err := noExport(s.payload, stopExport); err != nil {
+			if err := noExport(s.payload); err != nil {
 				return nil, err
 			}
-			p, err := appendToVec(s.payload, 1, newExport)
+			p, err := appendToVec(s.payload, exports, newExport)
 			if err != nil {
 				return nil, fmt.Errorf("export section: %w", err)
 			}
 			emit(s.id, p)
 			exportDone = true
+		case secStart:
+			// exported as startExport instead
 		case secCode:
 			p, err := instrumentCode(s.payload, check)
 			if err != nil {
@@ -237,11 +263,12 @@ func imports(p []byte) (globals uint32, memory bool, err error) {
 	return globals, memory, nil
 }
 
-// noExport refuses an export section that already has name.
-func noExport(p []byte, name string) error {
+// noExport refuses an export section that already has a name the rewrite
+// adds.
+func noExport(p []byte) error {
 	r := &reader{b: p}
 	for range r.count() {
-		if r.name() == name {
+		if name := r.name(); name == stopExport || name == startExport {
 			return fmt.Errorf("%w: exports %q, a name the host reserves", errBadModule, name)
 		}
 		r.byte()

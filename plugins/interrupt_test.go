@@ -72,6 +72,7 @@ func TestInterruptibleRefusesWhatItCannotRewrite(t *testing.T) {
 		"unknown section": append(append([]byte(nil), head...), 0x0e, 0x00),
 		"long leb":        code(0x41, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x1a, 0x0b),
 		"reserved export": append(append([]byte(nil), head...), 0x07, 0x11, 0x01, 0x0d, 'r', 'i', 'f', 't', 'g', 'a', 't', 'e', '.', 's', 't', 'o', 'p', 0x03, 0x00),
+		"reserved start":  append(append([]byte(nil), head...), 0x07, 0x12, 0x01, 0x0e, 'r', 'i', 'f', 't', 'g', 'a', 't', 'e', '.', 's', 't', 'a', 'r', 't', 0x00, 0x00),
 		"huge vector":     append(append([]byte(nil), head...), 0x07, 0x05, 0xff, 0xff, 0xff, 0xff, 0x0f),
 	} {
 		if _, err := interruptible(in); !errors.Is(err, errBadModule) {
@@ -85,6 +86,32 @@ func TestInterruptibleRefusesWhatItCannotRewrite(t *testing.T) {
 // (which takes minutes under -race for the Go examples).
 func validator(ctx context.Context) wazero.Runtime {
 	return wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+}
+
+// A start function is exported instead of started, for the host to call
+// under the deadline.
+func TestInterruptibleExportsTheStartFunction(t *testing.T) {
+	ctx := context.Background()
+	rt := validator(ctx)
+	defer rt.Close(ctx)
+	in := loadWasm(t, "bad_startloop")
+	out, err := interruptible(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := rt.CompileModule(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cm.ExportedFunctions()[startExport]; !ok {
+		t.Fatalf("exports %v, want %s", cm.ExportedFunctions(), startExport)
+	}
+	// Instantiating the original would loop for ever; the copy returns.
+	mod, err := rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = mod.Close(ctx)
 }
 
 // Every guest the Makefile builds still compiles once rewritten.

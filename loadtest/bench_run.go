@@ -479,7 +479,7 @@ func (b *bench) report() string {
 			continue
 		}
 		p("\n## p99 at 50%% of peak (open loop)\n\n")
-		p("Each round, each system is driven at half the throughput it reached on the static case in that round.\n\n")
+		p("Each round, right after the static case, each system is driven at half the throughput it reached on it.\n\n")
 		p("A high p50 here means the system (or the machine) could not keep up even half its peak at that moment: the open loop charges the queueing to every request; `unsent` counts requests that were due but found every connection busy until the end.\n\n")
 		p("| system | rate req/s | p50 ms | p99 ms | unsent per round | target | note |\n|---|---|---|---|---|---|---|\n")
 		for _, sys := range c.systems {

@@ -118,30 +118,31 @@ func (e *engine) compileWasm(raw json.RawMessage, defaultExport string) (*wasmCa
 	if err != nil {
 		return nil, err
 	}
+	var info plugins.ModuleInfo
 	switch {
 	case s.Base64 != "":
 		var wasm []byte
 		if wasm, err = base64.StdEncoding.DecodeString(s.Base64); err != nil {
 			return nil, mberr.New(mberr.BadData, "wasm.base64 is not valid base64").WithSource(raw)
 		}
-		err = e.register(s.Module, wasm, lim)
+		info, err = e.register(s.Module, wasm, lim)
 	case looksLikePath(s.Module):
 		var wasm []byte
 		if wasm, err = os.ReadFile(s.Module); err != nil {
 			return nil, mberr.New(mberr.BadData, "cannot read wasm module: "+err.Error()).WithSource(raw)
 		}
-		err = e.register(s.Module, wasm, lim)
+		info, err = e.register(s.Module, wasm, lim)
 	case s.Limits != nil:
 		err = mberr.New(mberr.BadData, fmt.Sprintf("plugin %q is registered by name: give its limits to PUT /plugins/%s?memoryPages=...", s.Module, s.Module))
 	default:
-		if _, ok := e.plugins.Module(s.Module); !ok {
+		var ok bool
+		if info, ok = e.plugins.Module(s.Module); !ok {
 			err = mberr.New(mberr.BadData, fmt.Sprintf("no plugin named %q: PUT it to /plugins/%s first", s.Module, s.Module))
 		}
 	}
 	if err != nil {
 		return nil, mberr.As(err).WithSource(raw)
 	}
-	info, _ := e.plugins.Module(s.Module)
 	found := false
 	for _, x := range info.Entry {
 		found = found || x == s.Export
@@ -158,11 +159,12 @@ func looksLikePath(s string) bool {
 
 // register registers wasm under name with lim; the same bytes with the
 // same limits are already there and cost nothing.
-func (e *engine) register(name string, wasm []byte, lim plugins.Limits) error {
-	if _, err := e.plugins.Register(context.Background(), name, wasm, lim); err != nil {
-		return mberr.New(mberr.BadData, "invalid plugin: "+err.Error())
+func (e *engine) register(name string, wasm []byte, lim plugins.Limits) (plugins.ModuleInfo, error) {
+	info, err := e.plugins.Register(context.Background(), name, wasm, lim)
+	if err != nil {
+		return info, mberr.New(mberr.BadData, "invalid plugin: "+err.Error())
 	}
-	return nil
+	return info, nil
 }
 
 func (e *engine) wasmResponder(raw json.RawMessage, _ *imposter.Imposter) (imposter.Responder, error) {
@@ -295,11 +297,11 @@ func (e *engine) pluginRoutes(mux *http.ServeMux) {
 			writeErr(w, err)
 			return
 		}
-		if err := e.register(r.PathValue("name"), wasm, lim); err != nil {
+		info, err := e.register(r.PathValue("name"), wasm, lim)
+		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		info, _ := e.plugins.Module(r.PathValue("name"))
 		writeJSON(w, http.StatusOK, pluginJSON(info))
 	})
 	mux.HandleFunc("DELETE /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {

@@ -233,7 +233,7 @@ func (i *instance) setUp(ctx context.Context, what string, fn api.Function, in *
 	if err == nil {
 		return nil
 	}
-	if errors.Is(i.cc.Err(), context.DeadlineExceeded) && trappedAtStop(err) {
+	if i.timedOut(err) {
 		err = fmt.Errorf("deadline of %s passed: %w", i.v.lim.Deadline, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -367,10 +367,7 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 			return out, KindCanceled, fmt.Errorf("%w: %w", context.Cause(ctx), err)
 		case errors.Is(i.cc.Err(), ErrClosed):
 			return out, KindClosed, fmt.Errorf("stopped: %w", ErrClosed)
-		case errors.Is(i.cc.Err(), context.DeadlineExceeded) && trappedAtStop(err):
-			// The watchdog raised the stop flag and the guest trapped at a
-			// loop. (A guest that failed otherwise, say by overflowing its
-			// stack, reports that instead, though it also ran too long.)
+		case i.timedOut(err):
 			return out, KindTimeout, fmt.Errorf("deadline of %s passed: %w", i.v.lim.Deadline, err)
 		case i.atCeiling():
 			return out, KindMemory, fmt.Errorf("memory grew to its limit of %d pages: %w", i.v.c.maxPages, err)
@@ -391,10 +388,13 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	return out, 0, nil
 }
 
-// trappedAtStop reports whether err is the trap the stop check raises:
-// `unreachable`. wazero exports no value to compare it with, only its text.
-func trappedAtStop(err error) bool {
-	return strings.HasPrefix(err.Error(), "wasm error: unreachable")
+// timedOut reports whether err is the guest's trap at the stop check after
+// the watchdog raised the flag for the deadline: `unreachable`, which wazero
+// exports no value for, only its text. A guest that failed otherwise, say by
+// overflowing its stack, reports that instead, though it also ran too long.
+func (i *instance) timedOut(err error) bool {
+	return errors.Is(i.cc.Err(), context.DeadlineExceeded) &&
+		strings.HasPrefix(err.Error(), "wasm error: unreachable")
 }
 
 // callState is an instance's per-call state, which the host imports reach

@@ -16,8 +16,9 @@ const watchTick = 10 * time.Millisecond
 // Only the host's watchdog ends it, when a call overruns its deadline or
 // its caller's context ends; it then also raises the module's stop flag
 // (see interruptible), on which the guest traps within fuelPerExit loop
-// iterations, while host imports see Done close. One channel serves every call of the
-// instance, because an instance whose channel closed is discarded.
+// iterations, while host imports see Done close. One channel serves every
+// call of the instance, because an instance whose channel closed is
+// discarded.
 //
 // It replaces a context.WithTimeout per call, which cost about a
 // microsecond and eight allocations, a fifth of a small plugin call.

@@ -70,7 +70,7 @@ type Host struct {
 
 	// mu serializes registry changes and guards runtimes and stats.
 	mu       sync.Mutex
-	runtimes map[rtKey]wazero.Runtime
+	runtimes map[uint32]wazero.Runtime // by memory page limit, which wazero fixes per runtime
 	stats    map[string]*stats
 
 	// cmu guards compiled. It is separate from mu, and never held while
@@ -82,14 +82,9 @@ type Host struct {
 	wd watchdog
 }
 
-// rtKey names a runtime: wazero fixes the memory limit per runtime.
-type rtKey struct {
-	pages uint32
-}
-
 type compiledKey struct {
-	hash [sha256.Size]byte
-	rt   rtKey
+	hash  [sha256.Size]byte
+	pages uint32 // the runtime's memory limit
 	// stoppable: compiled from interruptible(wasm), for a deadline.
 	stoppable bool
 }
@@ -115,7 +110,7 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{
 		log:      cfg.Logger,
 		defaults: cfg.Defaults.orDefaults(abiDefaults()),
-		runtimes: make(map[rtKey]wazero.Runtime),
+		runtimes: make(map[uint32]wazero.Runtime),
 		compiled: make(map[compiledKey]*compiledModule),
 		stats:    make(map[string]*stats),
 		wd:       watchdog{epoch: time.Now()},
@@ -139,13 +134,13 @@ func NewHost(ctx context.Context, cfg Config) (*Host, error) {
 
 // runtime returns the runtime for k, making it (with WASI and rift_v1) on
 // first use. The caller holds h.mu, and has checked h.shut under it.
-func (h *Host) runtime(ctx context.Context, k rtKey) (wazero.Runtime, error) {
-	if rt, ok := h.runtimes[k]; ok {
+func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error) {
+	if rt, ok := h.runtimes[pages]; ok {
 		return rt, nil
 	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(k.pages)
+		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
@@ -159,7 +154,7 @@ func (h *Host) runtime(ctx context.Context, k rtKey) (wazero.Runtime, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("plugins: instantiate %s: %w", hostModule, err)
 	}
-	h.runtimes[k] = rt
+	h.runtimes[pages] = rt
 	return rt, nil
 }
 
@@ -316,8 +311,8 @@ func (h *Host) Register(ctx context.Context, name string, wasm []byte, lim Limit
 	if lim.Deadline > 0 {
 		h.startWatchdog()
 	}
-	key := compiledKey{hash: sum, rt: rtKey{pages: lim.MemoryPages}, stoppable: lim.Deadline > 0}
-	rt, err := h.runtime(ctx, key.rt)
+	key := compiledKey{hash: sum, pages: lim.MemoryPages, stoppable: lim.Deadline > 0}
+	rt, err := h.runtime(ctx, key.pages)
 	if err != nil {
 		h.mu.Unlock()
 		return ModuleInfo{}, fmt.Errorf("plugins: register %q: %w", name, err)

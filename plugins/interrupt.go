@@ -162,16 +162,10 @@ func interruptible(wasm []byte) ([]byte, error) {
 	newGlobals := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41} // stop: mut i32 = 0; fuel: mut i32 =
 	newGlobals = appendSLEB(newGlobals, fuelPerExit)
 	newGlobals = append(newGlobals, 0x0b)
-	newExport := binary.AppendUvarint(nil, uint64(len(stopExport)))
-	newExport = append(newExport, stopExport...)
-	newExport = append(newExport, 0x03) // a global
-	newExport = binary.AppendUvarint(newExport, uint64(stop))
+	newExport := appendExport(nil, stopExport, 0x03, stop) // a global
 	exports := uint64(1)
 	if hasStart {
-		newExport = binary.AppendUvarint(newExport, uint64(len(startExport)))
-		newExport = append(newExport, startExport...)
-		newExport = append(newExport, 0x00) // a function
-		newExport = binary.AppendUvarint(newExport, uint64(start))
+		newExport = appendExport(newExport, startExport, 0x00, start) // a function
 		exports++
 	}
 	globalDone, exportDone := false, false
@@ -283,6 +277,14 @@ func noExport(p []byte) error {
 	return nil
 }
 
+// appendExport appends an export entry: its name, kind and index.
+func appendExport(b []byte, name string, kind byte, index uint32) []byte {
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	b = append(b, kind)
+	return binary.AppendUvarint(b, uint64(index))
+}
+
 // appendToVec adds n encoded entries to a section that is a vector.
 func appendToVec(p []byte, n uint64, entries []byte) ([]byte, error) {
 	r := &reader{b: p}
@@ -309,11 +311,7 @@ func instrumentCode(p, check []byte) ([]byte, error) {
 	out := binary.AppendUvarint(nil, uint64(n))
 	var body []byte
 	for i := range n {
-		size := r.u32()
-		if r.err != nil {
-			return nil, fmt.Errorf("%w: code section: %w", errBadModule, r.err)
-		}
-		b := r.take(int(size))
+		b := r.take(int(r.u32()))
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: code section: %w", errBadModule, r.err)
 		}

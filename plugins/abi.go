@@ -79,17 +79,18 @@ func lookupHostFunc(name string) (hostFunc, bool) {
 // a WebAssembly start function, during instantiation.
 var errOutsideCall = errors.New("rift_v1 import called outside a call (from a start function?)")
 
-// bind makes f a wazero host function of h: it finds the calling
-// instance's state by its module, so that no per-call value has to ride in
-// the context.
-func (h *Host) bind(f hostFunc) api.GoModuleFunc {
+// bind makes f a wazero host function. It finds the calling instance's
+// state in the context wazero passes it, which is the instance's callCtx
+// during a call (see instance.arm): a type assertion, where a lookup by
+// module cost a hash per import.
+func bind(f hostFunc) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		inst, ok := h.insts.Load(mod)
-		if !ok || inst.(*instance).cs.in == nil {
+		cc, ok := ctx.(*callCtx)
+		if !ok || cc.cs.in == nil {
 			// wazero turns a host function's panic into a trap of the guest.
 			panic(errOutsideCall)
 		}
-		f.fn(&inst.(*instance).cs, ctx, mod, stack)
+		f.fn(cc.cs, ctx, mod, stack)
 	}
 }
 

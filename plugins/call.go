@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -155,15 +157,17 @@ type instance struct {
 	cc         *callCtx
 }
 
-// arm returns the context a call from ctx runs under: with a deadline, the
-// instance's own, which the host's watchdog ends; the caller disarms it
-// with cc.end when the call returns.
+// arm returns the context a call from ctx runs under: the instance's own,
+// which the host's watchdog ends at the deadline, if the module has one,
+// or when ctx ends. The host imports find the call's state through it. The
+// caller disarms it with cc.end when the call returns.
 func (i *instance) arm(ctx context.Context) context.Context {
+	due := time.Duration(math.MaxInt64)
 	if d := i.v.lim.Deadline; d > 0 {
-		i.cc.begin(ctx, i.v.h.wd.now()+d)
-		return i.cc
+		due = i.v.h.wd.now() + d
 	}
-	return ctx
+	i.cc.begin(ctx, due)
+	return i.cc
 }
 
 // fired reports whether the watchdog stopped the instance: it set the
@@ -185,8 +189,8 @@ func (v *version) instantiate(ctx context.Context) (*instance, error) {
 		mem:   mem,
 		fns:   make([]api.Function, len(v.c.entry)),
 		stack: make([]uint64, 1),
-		cc:    newCallCtx(),
 	}
+	inst.cc = newCallCtx(&inst.cs)
 	if v.c.key.stoppable {
 		g, ok := mod.ExportedGlobal(stopExport).(api.MutableGlobal)
 		if !ok {

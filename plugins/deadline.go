@@ -34,10 +34,13 @@ type callCtx struct {
 	// stop is the module's stop flag, set only while a call runs (due is
 	// not 0), so never on a closed module.
 	stop api.MutableGlobal
+	// cs is the instance's call state, which the host imports reach through
+	// the context wazero passes them.
+	cs *callState
 }
 
-func newCallCtx() *callCtx {
-	return &callCtx{parent: context.Background(), done: make(chan struct{})}
+func newCallCtx(cs *callState) *callCtx {
+	return &callCtx{parent: context.Background(), done: make(chan struct{}), cs: cs}
 }
 
 // The methods lock, because a context derived from c may read it from

@@ -396,17 +396,26 @@ func (d *decoder) headers(r *Response) error {
 	if 2*n > uint64(len(d.b)-d.off) {
 		return errTruncated
 	}
-	r.Headers = make([]Pair, 0, n)
-	for range n {
-		k, err := d.text()
-		if err != nil {
+	// One pass checks the map, a second cuts the names and values out of a
+	// single copy of its bytes: two allocations for any number of headers.
+	start := d.off
+	for range 2 * n {
+		if _, err := d.text(); err != nil {
 			return err
 		}
-		v, err := d.text()
-		if err != nil {
-			return err
-		}
-		r.Headers = append(r.Headers, Pair{Name: string(k), Value: string(v)})
+	}
+	all := string(d.b[start:d.off])
+	r.Headers = make([]Pair, n)
+	in := decoder{b: d.b[start:d.off]}
+	next := func() string {
+		_, l, _ := in.head() // checked by the first pass
+		s := all[in.off : in.off+int(l)]
+		in.off += int(l)
+		return s
+	}
+	for i := range r.Headers {
+		r.Headers[i].Name = next()
+		r.Headers[i].Value = next()
 	}
 	return nil
 }

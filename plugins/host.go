@@ -61,7 +61,7 @@ type Host struct {
 	// open counts versions not yet closed, so Close can wait for them.
 	open atomic.Int64
 	// insts maps each live instance's api.Module to its *instance, for
-	// the host imports.
+	// the watchdog and Close.
 	insts sync.Map
 
 	// shut is set once Close starts; Call reads it to tell "closed" from
@@ -148,7 +148,7 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 	}
 	b := rt.NewHostModuleBuilder(hostModule)
 	for _, f := range hostFuncs {
-		b.NewFunctionBuilder().WithGoModuleFunction(h.bind(f), f.params, f.results).Export(f.name)
+		b.NewFunctionBuilder().WithGoModuleFunction(bind(f), f.params, f.results).Export(f.name)
 	}
 	if _, err := b.Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)

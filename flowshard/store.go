@@ -344,16 +344,17 @@ func (s *Store) ttlMs(p Policy) (int64, error) {
 	return max(1, ttl.Milliseconds()), nil
 }
 
-// acquire returns flowID's flow locked and marks it most recently accessed;
+// acquire returns flowID's flow locked, and the clock reading the operation
+// uses throughout, and marks the flow most recently accessed;
 // an expired flow counts as absent. When absent it creates the flow if
 // create is set (shedding the least recently accessed flow when full),
 // else returns nil. On success the caller must call s.release(f).
-func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) {
+func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, int64, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return nil, ErrClosed
+			return nil, 0, ErrClosed
 		}
 		now := s.nowMs()
 		f := s.flows[flowID]
@@ -372,7 +373,7 @@ func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) 
 		}
 		if f == nil && !create {
 			s.mu.Unlock()
-			return nil, nil
+			return nil, 0, nil
 		}
 		if f == nil {
 			for len(s.flows) >= s.opts.MaxFlows {
@@ -393,7 +394,7 @@ func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, error) 
 		s.mu.Unlock()
 		f.mu.Lock()
 		if !f.dead {
-			return f, nil
+			return f, now, nil
 		}
 		f.mu.Unlock()
 		s.inflight.Done()
@@ -448,8 +449,7 @@ func (s *Store) live(f *flow, key string, now int64) *entry {
 }
 
 // store sets key to value with version ver and queues it per d. f.mu is held.
-func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability) (*entry, *batch) {
-	now := s.nowMs()
+func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability, now int64) (*entry, *batch) {
 	e := &entry{value: bytes.Clone(value), ver: ver, expMs: now + ttlMs}
 	if e.value == nil {
 		e.value = []byte{}
@@ -547,12 +547,12 @@ func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return Entry{}, fmt.Errorf("flowshard: %w", err)
 	}
-	f, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(flowID, false, 0)
 	if f == nil {
 		return Entry{}, cmp.Or(err, ErrNotFound)
 	}
 	s.stats.gets[f.mode].Add(1)
-	e := s.live(f, key, s.nowMs())
+	e := s.live(f, key, now)
 	pending := f.pending
 	s.release(f)
 	if err := s.awaitRead(ctx, pending); err != nil {
@@ -585,12 +585,12 @@ func (s *Store) Put(ctx context.Context, flowID, key string, value []byte, p Pol
 	if err != nil {
 		return Version{}, err
 	}
-	f, err := s.acquire(flowID, true, ttl)
+	f, now, err := s.acquire(flowID, true, ttl)
 	if err != nil {
 		return Version{}, err
 	}
 	ver := Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}
-	_, b := s.store(f, key, value, ver, ttl, p.Durability)
+	_, b := s.store(f, key, value, ver, ttl, p.Durability, now)
 	s.release(f)
 	return ver, await(ctx, b)
 }
@@ -603,14 +603,14 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	if err != nil {
 		return Entry{}, err
 	}
-	f, err := s.acquire(flowID, expect == 0, ttl)
+	f, now, err := s.acquire(flowID, expect == 0, ttl)
 	if err != nil {
 		return Entry{}, err
 	}
 	if f == nil {
 		return Entry{}, ErrVersionMismatch
 	}
-	cur := s.live(f, key, s.nowMs())
+	cur := s.live(f, key, now)
 	if cur == nil && expect != 0 || cur != nil && cur.ver.V != expect {
 		pending := f.pending
 		s.release(f)
@@ -622,7 +622,7 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 		}
 		return cur.export(), ErrVersionMismatch
 	}
-	e, b := s.store(f, key, value, Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}, ttl, p.Durability)
+	e, b := s.store(f, key, value, Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}, ttl, p.Durability, now)
 	s.release(f)
 	return Entry{Value: value, Version: e.ver, Expires: time.UnixMilli(e.expMs)}, await(ctx, b)
 }
@@ -639,15 +639,15 @@ func (s *Store) Merge(ctx context.Context, flowID, key string, value []byte, ver
 	if err != nil {
 		return false, err
 	}
-	f, err := s.acquire(flowID, true, ttl)
+	f, now, err := s.acquire(flowID, true, ttl)
 	if err != nil {
 		return false, err
 	}
-	if cur := s.live(f, key, s.nowMs()); cur != nil && ver.Compare(cur.ver) <= 0 {
+	if cur := s.live(f, key, now); cur != nil && ver.Compare(cur.ver) <= 0 {
 		s.release(f)
 		return false, nil
 	}
-	_, b := s.store(f, key, value, ver, ttl, p.Durability)
+	_, b := s.store(f, key, value, ver, ttl, p.Durability, now)
 	s.release(f)
 	return true, await(ctx, b)
 }
@@ -661,11 +661,11 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error 
 	if err != nil {
 		return err
 	}
-	f, err := s.acquire(flowID, false, ttl)
+	f, now, err := s.acquire(flowID, false, ttl)
 	if f == nil {
 		return cmp.Or(err, ErrNotFound)
 	}
-	e := s.live(f, key, s.nowMs())
+	e := s.live(f, key, now)
 	if e == nil {
 		s.release(f)
 		return ErrNotFound
@@ -674,7 +674,7 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error 
 	s.stats.entries.Add(-1)
 	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
 	f.counter++
-	f.extend(s.nowMs() + ttl)
+	f.extend(now + ttl)
 	s.stats.puts[p.Durability].Add(1)
 	f.mode = p.Durability
 	// The flow record keeps the counter across a restart; only deletes need
@@ -694,12 +694,11 @@ func (s *Store) Keys(ctx context.Context, flowID string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flowshard: %w", err)
 	}
-	f, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(flowID, false, 0)
 	if f == nil {
 		return nil, err
 	}
 	s.stats.gets[f.mode].Add(1)
-	now := s.nowMs()
 	keys := make([]string, 0, len(f.entries))
 	for k := range f.entries {
 		if s.live(f, k, now) != nil {
@@ -719,12 +718,11 @@ func (s *Store) Entries(ctx context.Context, flowID string) (map[string]Entry, e
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flowshard: %w", err)
 	}
-	f, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(flowID, false, 0)
 	if f == nil {
 		return nil, err
 	}
 	s.stats.gets[f.mode].Add(1)
-	now := s.nowMs()
 	out := make(map[string]Entry, len(f.entries))
 	for k := range f.entries {
 		if e := s.live(f, k, now); e != nil {

@@ -83,8 +83,7 @@ type wasmDecorator struct {
 }
 
 func (d wasmDecorator) Decorate(ctx context.Context, req *message.Request, resp *behavior.Response) error {
-	in := d.c.input(d.imp, req, d.imp.FlowID(req), resp.Response)
-	out, err := d.c.e.plugins.Call(ctx, d.c.module, d.c.export, in)
+	out, err := d.c.call(ctx, d.imp, req, d.imp.FlowID(req), resp.Response)
 	if err := pluginFailure(out, err, "decorate plugin"); err != nil {
 		return err
 	}

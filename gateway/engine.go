@@ -104,13 +104,18 @@ func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) s
 	if spec.Header != "" {
 		id, _ = r.Header(spec.Header)
 	}
-	if id == "" {
-		id = strconv.Itoa(port)
-	}
+	// Built in one buffer: one allocation per request, not three.
+	var buf [64]byte
+	b := buf[:0]
 	if spec.Fleet {
-		return "f:" + id
+		b = append(b, "f:"...)
+	} else {
+		b = append(strconv.AppendInt(append(b, 'i'), int64(port), 10), ':')
 	}
-	return "i" + strconv.Itoa(port) + ":" + id
+	if id == "" {
+		return string(strconv.AppendInt(b, int64(port), 10))
+	}
+	return string(append(b, id...))
 }
 
 // routes adds the engine's own admin routes (plugins, flows).

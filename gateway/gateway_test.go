@@ -8,7 +8,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// fasthttp's worker pool cleaner sleeps out its idle period (10 s) after
+// the server it served has stopped; BenchmarkServe starts imposters.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
+}
 
 func TestLogRingKeepsAbsoluteIndexes(t *testing.T) {
 	r := newLogRing(3)

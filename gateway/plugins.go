@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -173,8 +174,7 @@ func (e *engine) wasmResponder(raw json.RawMessage, _ *imposter.Imposter) (impos
 
 // Respond runs the plugin as a response.
 func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
-	in := w.input(call.Imposter, call.Request, call.FlowID, nil)
-	out, err := w.e.plugins.Call(ctx, w.module, w.export, in)
+	out, err := w.call(ctx, call.Imposter, call.Request, call.FlowID, nil)
 	if err := pluginFailure(out, err, "plugin"); err != nil {
 		return nil, err
 	}
@@ -203,41 +203,67 @@ func pluginFailure(out plugins.Output, err error, what string) error {
 	return nil
 }
 
-func (w *wasmCall) input(imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response) *plugins.Input {
-	in := &plugins.Input{
+// callInput is one call's input with the room it is built in. The host
+// reads an input only during Call, so inputs are recycled: building one
+// afresh cost five allocations a call.
+type callInput struct {
+	in      plugins.Input
+	query   []plugins.Pair
+	headers []plugins.Pair
+	flow    flowHandle
+	resp    plugins.Response
+}
+
+var inputPool = sync.Pool{New: func() any { return new(callInput) }}
+
+// call runs the plugin on request r in flow flowID (none if imp is nil or
+// flowID empty), and on resp too for a decorate call.
+func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response) (plugins.Output, error) {
+	c := inputPool.Get().(*callInput)
+	c.query = appendPairs(c.query, r.Query)
+	c.headers = appendPairs(c.headers, r.Headers)
+	c.in = plugins.Input{
 		Method:      r.Method,
 		Path:        r.Path,
-		Query:       pairs(r.Query),
-		Headers:     pairs(r.Headers),
+		Query:       c.query,
+		Headers:     c.headers,
 		Body:        r.Body,
 		FlowID:      flowID,
 		RequestFrom: r.RequestFrom(),
 		Config:      w.config,
 	}
 	if imp != nil && flowID != "" {
-		in.Flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy}
+		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy}
+		c.in.Flow = &c.flow
 	}
 	if resp != nil {
-		in.Response = &plugins.Response{Status: resp.StatusCode, Headers: pairs(resp.Headers), Body: resp.Body}
+		c.resp = plugins.Response{Status: resp.StatusCode, Headers: appendPairs(nil, resp.Headers), Body: resp.Body}
+		c.in.Response = &c.resp
 	}
-	return in
+	out, err := w.e.plugins.Call(ctx, w.module, w.export, &c.in)
+	// Keep the room, drop every reference to this request.
+	clear(c.query)
+	clear(c.headers)
+	*c = callInput{query: c.query[:0], headers: c.headers[:0]}
+	inputPool.Put(c)
+	return out, err
 }
 
-func pairs(kvs []message.KV) []plugins.Pair {
-	out := make([]plugins.Pair, len(kvs))
-	for i, kv := range kvs {
-		out[i] = plugins.Pair{Name: kv.Name, Value: kv.Value}
+func appendPairs(dst []plugins.Pair, kvs []message.KV) []plugins.Pair {
+	for _, kv := range kvs {
+		dst = append(dst, plugins.Pair{Name: kv.Name, Value: kv.Value})
 	}
-	return out
+	return dst
 }
 
+// fromPlugin converts a plugin's response, with room for one more header.
 func fromPlugin(p *plugins.Response) *message.Response {
-	r := &message.Response{StatusCode: p.Status, Body: p.Body}
+	r := &message.Response{StatusCode: p.Status, Body: p.Body, Headers: make([]message.KV, len(p.Headers), len(p.Headers)+1)}
 	if r.StatusCode == 0 {
 		r.StatusCode = 200
 	}
-	for _, h := range p.Headers {
-		r.Headers = append(r.Headers, message.KV{Name: h.Name, Value: h.Value})
+	for i, h := range p.Headers {
+		r.Headers[i] = message.KV{Name: h.Name, Value: h.Value}
 	}
 	return r
 }
@@ -348,8 +374,7 @@ type wasmPredicate struct {
 }
 
 func (p wasmPredicate) Match(r *message.Request) bool {
-	in := p.c.input(p.imp, r, p.imp.FlowID(r), nil)
-	out, err := p.c.e.plugins.Call(context.Background(), p.c.module, p.c.export, in)
+	out, err := p.c.call(context.Background(), p.imp, r, p.imp.FlowID(r), nil)
 	if err != nil {
 		p.c.e.g.log.Warn("wasm predicate failed", "module", p.c.module, "err", err)
 		return false

@@ -148,7 +148,7 @@ func (imp *Imposter) Start() error {
 	imp.log = imp.opts.Logger.With("imposter", imp.scope())
 	imp.ln = ln
 	imp.server = &fasthttp.Server{
-		Handler:                       imp.serve,
+		Handler:                       imp.Handler(),
 		Name:                          "",
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
@@ -187,6 +187,11 @@ func (imp *Imposter) scope() string {
 	}
 	return s
 }
+
+// Handler returns the imposter's request handler, which Start serves on
+// its listener; a caller that has no socket (a benchmark of the request
+// path) may call it directly once Start has run.
+func (imp *Imposter) Handler() fasthttp.RequestHandler { return imp.serve }
 
 var reqPool = sync.Pool{New: func() any { return new(message.Request) }}
 

@@ -13,7 +13,7 @@ var (
 	key   = "bench"
 	value = []byte("01234567")
 	buf   []byte // reused: AppendFlowGet reads without allocating
-	ok    = &rift.Response{Headers: []rift.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")}
+	ok    = rift.Static(&rift.Response{Headers: []rift.Header{{Name: "Content-Type", Value: "text/plain"}}, Body: []byte("ok")})
 )
 
 func main() {}

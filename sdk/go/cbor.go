@@ -10,6 +10,19 @@ type Response struct {
 	// time, and costs a Go guest a fraction of what a map does.
 	Headers []Header
 	Body    []byte
+	// env is the envelope Static encoded, sent instead of the fields.
+	env []byte
+}
+
+// Static encodes r's envelope once and returns r, for a handler that
+// answers the same response on every call (an acknowledgement, a 429):
+// sending it then costs a copy, where encoding it was about a third of a
+// small Go handler's time. Assignments to r's fields after Static are not
+// sent; SetHeader drops the encoding, so that its change is.
+func Static(r *Response) *Response {
+	r.env = nil
+	r.env = r.AppendCBOR(nil)
+	return r
 }
 
 // Header is one response header.
@@ -29,6 +42,7 @@ func (r *Response) Header(name string) string {
 // SetHeader replaces the value of the first header named name, compared
 // without regard to case, or adds the header.
 func (r *Response) SetHeader(name, value string) {
+	r.env = nil
 	if i := r.headerIndex(name); i >= 0 {
 		r.Headers[i].Value = value
 		return
@@ -342,6 +356,9 @@ func appendHeaders(b []byte, hs []Header) []byte {
 // AppendCBOR appends r's response envelope to b. It leaves out what the
 // host defaults: status 0, no headers and an empty body.
 func (r *Response) AppendCBOR(b []byte) []byte {
+	if r.env != nil {
+		return append(b, r.env...)
+	}
 	n := 0
 	if r.Status != 0 {
 		n++

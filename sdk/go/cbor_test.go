@@ -237,9 +237,10 @@ func TestHeaderAndQueryLookup(t *testing.T) {
 // allocation in a guest.
 func TestHotPathDoesNotAllocate(t *testing.T) {
 	b := goldenRequestValue().appendCBOR(nil)
+	load := func() ([]byte, error) { return b, nil }
 	var r Request
 	n := testing.AllocsPerRun(100, func() {
-		r.reset(b)
+		r.reset(load)
 		if err := r.index(); err != nil {
 			t.Fatal(err)
 		}
@@ -342,4 +343,46 @@ func FuzzResponseRoundTrip(f *testing.F) {
 			t.Fatalf("got %+v, want %+v", got.Response, resp)
 		}
 	})
+}
+
+// TestRequestIsReadOnlyWhenUsed holds the kit's lazy read: the envelope is
+// fetched on the first accessor call, once, and a failed fetch is the
+// request's error, which the kit turns into a failed call.
+func TestRequestIsReadOnlyWhenUsed(t *testing.T) {
+	b := goldenRequestValue().appendCBOR(nil)
+	loads := 0
+	var r Request
+	r.reset(func() ([]byte, error) { loads++; return b, nil })
+	if loads != 0 {
+		t.Fatalf("read %d times before any accessor", loads)
+	}
+	if r.Method() == "" || r.Path() == "" || loads != 1 {
+		t.Fatalf("method %q path %q after %d reads, want one read", r.Method(), r.Path(), loads)
+	}
+	r.reset(func() ([]byte, error) { return nil, ErrTooLarge })
+	if r.Method() != "" || !errors.Is(r.Err(), ErrTooLarge) {
+		t.Fatalf("a failed read: method %q, Err %v", r.Method(), r.Err())
+	}
+}
+
+// TestStaticSendsWhatItEncoded holds Static to the plain encoding, and
+// SetHeader to dropping it.
+func TestStaticSendsWhatItEncoded(t *testing.T) {
+	mk := func() *Response {
+		return &Response{Status: 429, Headers: []Header{{"Retry-After", "1"}}, Body: []byte("slow down")}
+	}
+	want := mk().AppendCBOR(nil)
+	r := Static(mk())
+	if got := r.AppendCBOR([]byte{0xff}); !bytes.Equal(got[1:], want) || got[0] != 0xff {
+		t.Fatalf("static envelope %x, want ff%x", got, want)
+	}
+	r.SetHeader("Retry-After", "2")
+	plain := mk()
+	plain.SetHeader("Retry-After", "2")
+	if got, want := r.AppendCBOR(nil), plain.AppendCBOR(nil); !bytes.Equal(got, want) {
+		t.Fatalf("after SetHeader %x, want %x", got, want)
+	}
+	if Static(r); !bytes.Equal(r.AppendCBOR(nil), plain.AppendCBOR(nil)) {
+		t.Fatal("Static again must encode the current fields")
+	}
 }

@@ -67,9 +67,13 @@ func grow(n int32) bool {
 	return true
 }
 
-// readRequest reads the envelope, whose length the host passes to the
-// entry point, and points request at it; nothing is decoded yet.
-func readRequest(reqLen int32) (*Request, error) {
+// reqLen is the current call's envelope length, which the host passes to
+// the entry point; readRequest reads it. A package variable, not a
+// closure, so that a call allocates nothing.
+var reqLen int32
+
+// readRequest reads the current call's envelope from the host.
+func readRequest() ([]byte, error) {
 	if int(reqLen) > len(reqBuf) {
 		reqBuf = make([]byte, reqLen)
 	}
@@ -80,8 +84,7 @@ func readRequest(reqLen int32) (*Request, error) {
 	if int(n) > len(reqBuf) {
 		return nil, ErrTooLarge // the host broke its promise about reqLen
 	}
-	request.reset(reqBuf[:n])
-	return &request, nil
+	return reqBuf[:n], nil
 }
 
 // Config returns the stub's config value as JSON text ("null" when the stub
@@ -182,15 +185,14 @@ const (
 	resultPanic      = 4
 )
 
-// serve reads the request and runs fn on it. A panic, or a malformed
-// envelope the handler read, fails the call without a trap, so the
-// instance stays usable and the host need not replace it.
-func serve(reqLen int32, fn func(*Request) int32) (res int32) {
-	req, err := readRequest(reqLen)
-	if err != nil {
-		Log(LevelError, "rift: "+err.Error())
-		return resultBadRequest
-	}
+// serve runs fn on the request, which is read from the host only if fn
+// looks at it. A panic, or an envelope the handler could not read, fails
+// the call without a trap, so the instance stays usable and the host need
+// not replace it.
+func serve(n int32, fn func(*Request) int32) (res int32) {
+	reqLen = n
+	request.reset(readRequest)
+	req := &request
 	defer func() {
 		if p := recover(); p != nil {
 			Log(LevelError, "rift: handler panicked")

@@ -19,6 +19,9 @@ type Request struct {
 	resp    *Response
 	indexed bool
 	err     error
+	// load, when set, fetches env on first use: the kit reads the request
+	// from the host only if the handler looks at it.
+	load func() ([]byte, error)
 }
 
 // ParseRequest checks a whole request envelope and indexes its fields. Keys
@@ -32,8 +35,9 @@ func ParseRequest(env []byte) (*Request, error) {
 	return r, nil
 }
 
-// reset makes r a view of env, to be indexed on first use.
-func (r *Request) reset(env []byte) { *r = Request{env: env} }
+// reset makes r a view of the envelope load returns, fetched and indexed
+// on first use.
+func (r *Request) reset(load func() ([]byte, error)) { *r = Request{load: load} }
 
 // Err reports a malformed envelope, found by the first accessor called;
 // the accessors then return zero values. The host writes well-formed
@@ -48,6 +52,11 @@ func (r *Request) index() error {
 		return r.err
 	}
 	r.indexed = true
+	if r.load != nil {
+		if r.env, r.err = r.load(); r.err != nil {
+			return r.err
+		}
+	}
 	d := decoder{b: r.env}
 	c := d.mapLen()
 	for i := 0; i < c && d.err == nil; i++ {

@@ -117,7 +117,7 @@ func copyOut(mod api.Module, buf, capacity uint64, data []byte) int32 {
 }
 
 func requestRead(c *callState, _ context.Context, mod api.Module, stack []uint64) {
-	ret(stack, copyOut(mod, stack[0], stack[1], c.req))
+	ret(stack, copyOut(mod, stack[0], stack[1], c.request()))
 }
 
 var jsonNull = []byte("null")

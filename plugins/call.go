@@ -359,7 +359,7 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	}
 	cs := &i.cs
 	cs.begin(in)
-	i.stack[0] = uint64(uint32(len(cs.req)))
+	i.stack[0] = uint64(uint32(cs.reqLen))
 	err := fn.CallWithStack(i.arm(ctx), i.stack)
 	i.cc.end()
 	i.calls++
@@ -407,7 +407,10 @@ type callState struct {
 	v   *version
 	in  *Input
 	enc encoder
-	req []byte // the encoded request envelope
+	// reqLen is the request envelope's length; req is the envelope, encoded
+	// when the guest first reads it (nil until then).
+	reqLen int
+	req    []byte
 	// resp holds the last response envelope written; wrote says whether
 	// one was, tooLarge whether a write was refused for its size since.
 	resp        []byte
@@ -418,8 +421,21 @@ type callState struct {
 
 func (c *callState) begin(in *Input) {
 	c.in = in
-	c.req = c.enc.encodeRequest(in)
+	c.req = nil
+	var ok bool
+	if c.reqLen, ok = requestSize(in); !ok {
+		c.request()
+	}
 	c.wrote, c.tooLarge, c.unavailable = false, false, false
+}
+
+// request returns the call's request envelope, encoding it on first use.
+func (c *callState) request() []byte {
+	if c.req == nil {
+		c.req = c.enc.encodeRequest(c.in)
+		c.reqLen = len(c.req)
+	}
+	return c.req
 }
 
 // end drops references to the caller's data, and buffers a huge call grew,

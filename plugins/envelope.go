@@ -175,6 +175,65 @@ func (e *encoder) encodeRequest(in *Input) []byte {
 	return b
 }
 
+// requestSize returns len(encodeRequest(in)) without encoding, so that the
+// host can pass the entry point the envelope's length (ABI v1 section 6)
+// and encode only if the guest reads it: many plugins answer from flow
+// state and config alone. It reports false when working the length out
+// would cost about what encoding does (many pairs, or a decorate call's
+// response), and the caller then encodes.
+func requestSize(in *Input) (int, bool) {
+	const maxPairs = 16 // the duplicate search below is quadratic
+	if in.Response != nil || len(in.Query) > maxPairs || len(in.Headers) > maxPairs {
+		return 0, false
+	}
+	n := 1 + 7 // the map's head and seven one-byte keys
+	n += textSize(len(in.Method)) + textSize(len(in.Path)) + textSize(len(in.Body)) +
+		textSize(len(in.FlowID)) + textSize(len(in.RequestFrom))
+	n += textMapSize(in.Query, len(",")) + textMapSize(in.Headers, len(", "))
+	return n, true
+}
+
+// headSize is the length of appendHead's output for argument n.
+func headSize(n uint64) int {
+	switch {
+	case n < 24:
+		return 1
+	case n <= 0xff:
+		return 2
+	case n <= 0xffff:
+		return 3
+	case n <= 0xffffffff:
+		return 5
+	}
+	return 9
+}
+
+// textSize is the encoded length of a text or byte string of n bytes.
+func textSize(n int) int { return headSize(uint64(n)) + n }
+
+// textMapSize is the length appendTextMap writes for pairs: one key per
+// distinct name, its values joined by sep bytes.
+func textMapSize(pairs []Pair, sep int) int {
+	keys, size := 0, 0
+next:
+	for i, p := range pairs {
+		for _, q := range pairs[:i] {
+			if q.Name == p.Name {
+				continue next // counted with its first occurrence
+			}
+		}
+		joined := len(p.Value)
+		for _, q := range pairs[i+1:] {
+			if q.Name == p.Name {
+				joined += sep + len(q.Value)
+			}
+		}
+		keys++
+		size += textSize(len(p.Name)) + textSize(joined)
+	}
+	return headSize(uint64(keys)) + size
+}
+
 // Errors of the response decoder, wrapped with the offset where they occur.
 var (
 	errTruncated  = errors.New("truncated")

@@ -311,3 +311,40 @@ func TestDecoderErrorsWrap(t *testing.T) {
 		t.Fatalf("%v does not wrap errIndefinite", err)
 	}
 }
+
+// TestRequestSizeProperty holds requestSize, which the host passes as the
+// entry point's argument before (and often instead of) encoding, to the
+// encoder's own length: with repeated names, and with lengths on either
+// side of each CBOR head size.
+func TestRequestSizeProperty(t *testing.T) {
+	sized := func(t *rapid.T, label string) string {
+		n := rapid.SampledFrom([]int{0, 1, 23, 24, 255, 256, 65535, 65536}).Draw(t, label)
+		return strings.Repeat("x", n)
+	}
+	pairs := func(t *rapid.T, label string) []Pair {
+		ps := make([]Pair, rapid.IntRange(0, 20).Draw(t, label+"-n"))
+		for i := range ps {
+			ps[i] = Pair{Name: rapid.SampledFrom([]string{"a", "b", "Host", "A", ""}).Draw(t, label+"-name"), Value: sized(t, label+"-value")}
+		}
+		return ps
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		in := Input{
+			Method: sized(t, "method"), Path: sized(t, "path"),
+			Query: pairs(t, "query"), Headers: pairs(t, "headers"),
+			Body: []byte(sized(t, "body")), FlowID: sized(t, "flow"), RequestFrom: sized(t, "from"),
+		}
+		if rapid.Bool().Draw(t, "decorate") {
+			in.Response = &Response{Status: 200, Body: []byte("x")}
+		}
+		var e encoder
+		want := len(e.encodeRequest(&in))
+		got, ok := requestSize(&in)
+		if ok && got != want {
+			t.Fatalf("requestSize = %d, encoded %d bytes", got, want)
+		}
+		if !ok && in.Response == nil && len(in.Query) <= 16 && len(in.Headers) <= 16 {
+			t.Fatalf("requestSize declined a plain request of %d query and %d header pairs", len(in.Query), len(in.Headers))
+		}
+	})
+}

@@ -185,12 +185,12 @@ func (g *Group[S, C, R]) waitRaftApplied(ctx context.Context, index uint64) erro
 }
 
 func (g *Group[S, C, R]) handleAdmin(w http.ResponseWriter, r *http.Request) {
-	_, body, ok := g.tr.authenticated(w, r, pathAdmin, 64<<10)
+	in, ok := g.tr.authenticated(w, r, pathAdmin, 64<<10)
 	if !ok {
 		return
 	}
 	var req adminRequest
-	if err := decMode.Unmarshal(body, &req); err != nil {
+	if err := decMode.Unmarshal(in.body, &req); err != nil {
 		http.Error(w, "bad admin request", http.StatusBadRequest)
 		return
 	}
@@ -207,7 +207,7 @@ func (g *Group[S, C, R]) handleAdmin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	g.tr.reply(w, pathAdmin, out)
+	g.tr.reply(w, in, pathAdmin, out)
 }
 
 // MemberJSON is a member as the admin API shows it. Ids are hex strings:
@@ -243,9 +243,9 @@ func (g *Group[S, C, R]) membershipJSON(m Membership) MembershipJSON {
 }
 
 // adminAuthTag authenticates an admin API call: the method and path
-// relative to the router are signed with the body.
-func adminAuthTag(secret []byte, group, method, path string, body []byte) string {
-	return authTag(secret, group, "cluster:"+method+" "+path, 0, "", body)
+// relative to the router are signed with the stamp and the body.
+func adminAuthTag(secret []byte, group, method, path string, st stamp, body []byte) string {
+	return authTag(secret, group, "cluster:"+method+" "+path, 0, "", st, body)
 }
 
 // clusterRouter is the membership admin API:
@@ -255,20 +255,31 @@ func adminAuthTag(secret []byte, group, method, path string, body []byte) string
 //	POST /promote  {"id":"<hex>"}         promote a learner to voter
 //	POST /remove   {"id":"<hex>"}         remove a member for good
 //
-// Every call carries X-Rift-Auth, an HMAC of method, path and body with the
-// cluster secret (see AdminClient). Changes are forwarded to the leader.
+// Every call carries X-Rift-Auth, an HMAC of method, path, stamp and body
+// with the cluster secret, and a stamp (X-Rift-Time, X-Rift-Nonce) that is
+// accepted once (see AdminClient). Changes are forwarded to the leader.
 func (g *Group[S, C, R]) clusterRouter() http.Handler {
 	mux := http.NewServeMux()
 	auth := func(next func(http.ResponseWriter, *http.Request, []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
+			arrived := time.Now()
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 			if err != nil {
 				http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 				return
 			}
-			want := adminAuthTag(g.cfg.Secret, g.cfg.GroupID, r.Method, r.URL.Path, body)
+			st, err := readStamp(r.Header)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+			want := adminAuthTag(g.cfg.Secret, g.cfg.GroupID, r.Method, r.URL.Path, st, body)
 			if !hmac.Equal([]byte(want), []byte(r.Header.Get(hdrAuth))) {
 				http.Error(w, "unauthenticated", http.StatusUnauthorized)
+				return
+			}
+			if err := g.tr.replays.admit(st, arrived); err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
 				return
 			}
 			next(w, r, body)
@@ -349,7 +360,9 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(hdrAuth, adminAuthTag(c.Secret, c.Group, method, path, body))
+	st := newStamp(time.Now())
+	st.set(req.Header)
+	req.Header.Set(hdrAuth, adminAuthTag(c.Secret, c.Group, method, path, st, body))
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -181,7 +181,7 @@ func proposeErr(err error) error {
 
 // handlePropose serves a follower's forwarded proposal on the leader.
 func (g *Group[S, C, R]) handlePropose(w http.ResponseWriter, r *http.Request) {
-	_, body, ok := g.tr.authenticated(w, r, pathPropose, int64(g.cfg.MaxCommandBytes)+frameOverhead)
+	in, ok := g.tr.authenticated(w, r, pathPropose, int64(g.cfg.MaxCommandBytes)+frameOverhead)
 	if !ok {
 		return
 	}
@@ -189,7 +189,7 @@ func (g *Group[S, C, R]) handlePropose(w http.ResponseWriter, r *http.Request) {
 	var fr forwardResponse
 	var cmd C
 	switch {
-	case decMode.Unmarshal(body, &req) != nil:
+	case decMode.Unmarshal(in.body, &req) != nil:
 		http.Error(w, "bad forward request", http.StatusBadRequest)
 		return
 	case len(req.Cmd) > g.cfg.MaxCommandBytes:
@@ -213,7 +213,7 @@ func (g *Group[S, C, R]) handlePropose(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	g.tr.reply(w, pathPropose, out)
+	g.tr.reply(w, in, pathPropose, out)
 }
 
 // raftRouter serves the peer protocol.

@@ -3,6 +3,8 @@ package raftnode
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
+	"net/http"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -159,5 +161,31 @@ func FuzzPeerBodies(f *testing.F) {
 		_ = UnmarshalCBOR(b, &aresp)
 		var cc confContext
 		_ = UnmarshalCBOR(b, &cc)
+	})
+}
+
+// FuzzReadStamp: any X-Rift-Time and X-Rift-Nonce either fail with
+// errStamp or give a stamp that writes back the same headers.
+func FuzzReadStamp(f *testing.F) {
+	f.Add("1767225600000", "000102030405060708090a0b0c0d0e0f")
+	f.Add("-1", "zz")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, ms, nonce string) {
+		h := http.Header{}
+		h.Set(hdrTime, ms)
+		h.Set(hdrNonce, nonce)
+		st, err := readStamp(h)
+		if err != nil {
+			if !errors.Is(err, errStamp) {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		back := http.Header{}
+		st.set(back)
+		again, err := readStamp(back)
+		if err != nil || again != st {
+			t.Fatalf("%+v wrote %v, read back %+v, %v", st, back, again, err)
+		}
 	})
 }

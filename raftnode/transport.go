@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -80,21 +78,6 @@ func decodeFrame(b []byte) ([]*pb.Message, error) {
 	return out, nil
 }
 
-// authTag is HMAC-SHA256 over everything a receiver acts on: the group, the
-// path (so a body cannot be replayed to another endpoint), the sender's id
-// and URL, and the body. Fields are length-prefixed so no two inputs share
-// an encoding.
-func authTag(secret []byte, group, path string, from uint64, url string, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	var n [8]byte
-	for _, f := range [][]byte{[]byte("riftgate-raft-v1"), []byte(group), []byte(path), []byte(strconv.FormatUint(from, 16)), []byte(url), body} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
-		mac.Write(n[:])
-		mac.Write(f)
-	}
-	return hex.EncodeToString(mac.Sum(nil))
-}
-
 // transport carries Raft messages, forwarded proposals and admin calls
 // between members over HTTP, authenticated with the cluster secret.
 type transport struct {
@@ -114,6 +97,9 @@ type transport struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// replays remembers the stamps of accepted requests, peer and admin.
+	replays replayGuard
 
 	mu      sync.Mutex
 	peers   map[uint64]*peer
@@ -292,7 +278,9 @@ func (t *transport) call(ctx context.Context, id uint64, path string, body []byt
 	req.Header.Set(hdrGroup, t.group)
 	req.Header.Set(hdrFrom, strconv.FormatUint(t.self, 16))
 	req.Header.Set(hdrURL, t.selfURL)
-	req.Header.Set(hdrAuth, authTag(t.secret, t.group, path, t.self, t.selfURL, body))
+	st := newStamp(time.Now())
+	st.set(req.Header)
+	req.Header.Set(hdrAuth, authTag(t.secret, t.group, path, t.self, t.selfURL, st, body))
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: post %s: %w", path, err)
@@ -308,24 +296,34 @@ func (t *transport) call(ctx context.Context, id uint64, path string, body []byt
 	if resp.StatusCode/100 != 2 {
 		return nil, &errStatus{code: resp.StatusCode, msg: string(bytes.TrimSpace(rb))}
 	}
-	// Responses are authenticated too: a forwarded proposal's answer is
-	// acted on as if this node had applied it.
-	if want := authTag(t.secret, t.group, path+"#response", id, "", rb); !hmac.Equal([]byte(want), []byte(resp.Header.Get(hdrAuth))) {
+	// Responses are authenticated too, and bound to their request by its
+	// nonce: a forwarded proposal's answer is acted on as if this node had
+	// applied it.
+	if want := authTag(t.secret, t.group, path+"#response", id, "", stamp{nonce: st.nonce}, rb); !hmac.Equal([]byte(want), []byte(resp.Header.Get(hdrAuth))) {
 		return nil, fmt.Errorf("raftnode: %s response not authenticated", path)
 	}
 	return rb, nil
 }
 
-// authenticated reads a capped body and verifies it. It answers the error
-// itself (413, 401, 400) and returns ok=false in that case.
-func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path string, limit int64) (from uint64, body []byte, ok bool) {
+// inbound is an authenticated request.
+type inbound struct {
+	from uint64
+	body []byte
+	st   stamp
+}
+
+// authenticated reads a capped body and verifies it: its tag, then that its
+// stamp is recent and new. It answers the error itself (413, 401, 400) and
+// returns ok=false in that case.
+func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path string, limit int64) (in inbound, ok bool) {
+	arrived := time.Now() // a snapshot's body may take minutes to read
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
-		return 0, nil, false
+		return in, false
 	}
 	if r.ContentLength > limit {
 		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-		return 0, nil, false
+		return in, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
@@ -335,14 +333,24 @@ func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path s
 		} else {
 			http.Error(w, "read body", http.StatusBadRequest)
 		}
-		return 0, nil, false
+		return in, false
 	}
-	from, err = strconv.ParseUint(r.Header.Get(hdrFrom), 16, 64)
+	from, err := strconv.ParseUint(r.Header.Get(hdrFrom), 16, 64)
 	url := r.Header.Get(hdrURL)
-	want := authTag(t.secret, t.group, path, from, url, body)
+	st, serr := readStamp(r.Header)
+	if serr != nil {
+		http.Error(w, serr.Error(), http.StatusUnauthorized)
+		return in, false
+	}
+	want := authTag(t.secret, t.group, path, from, url, st, body)
 	if err != nil || from == 0 || r.Header.Get(hdrGroup) != t.group || !hmac.Equal([]byte(want), []byte(r.Header.Get(hdrAuth))) {
 		http.Error(w, "unauthenticated", http.StatusUnauthorized)
-		return 0, nil, false
+		return in, false
+	}
+	if err := t.replays.admit(st, arrived); err != nil {
+		t.log.Warn("raftnode: refused an authentic request", "from", FormatNodeID(from), "path", path, "err", err)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return in, false
 	}
 	t.mu.Lock()
 	t.heard[from] = time.Now()
@@ -350,13 +358,13 @@ func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path s
 		t.learned[from] = url
 	}
 	t.mu.Unlock()
-	return from, body, true
+	return inbound{from: from, body: body, st: st}, true
 }
 
-// reply writes a signed response body.
-func (t *transport) reply(w http.ResponseWriter, path string, body []byte) {
+// reply writes a response body, signed for the request it answers.
+func (t *transport) reply(w http.ResponseWriter, in inbound, path string, body []byte) {
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(hdrAuth, authTag(t.secret, t.group, path+"#response", t.self, "", body))
+	w.Header().Set(hdrAuth, authTag(t.secret, t.group, path+"#response", t.self, "", stamp{nonce: in.st.nonce}, body))
 	_, _ = w.Write(body)
 }
 
@@ -364,11 +372,12 @@ func (t *transport) reply(w http.ResponseWriter, path string, body []byte) {
 // message into the local node.
 func (t *transport) handleMessages(path string, limit int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		from, body, ok := t.authenticated(w, r, path, limit)
+		in, ok := t.authenticated(w, r, path, limit)
 		if !ok {
 			return
 		}
-		msgs, err := decodeFrame(body)
+		from := in.from
+		msgs, err := decodeFrame(in.body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -388,6 +397,6 @@ func (t *transport) handleMessages(path string, limit int64) http.HandlerFunc {
 				return
 			}
 		}
-		t.reply(w, path, nil)
+		t.reply(w, in, path, nil)
 	}
 }

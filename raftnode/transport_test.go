@@ -38,7 +38,9 @@ func TestTransportRefusesUnauthenticatedAndOversized(t *testing.T) {
 		req.Header.Set(hdrFrom, strconv.FormatUint(77, 16))
 		req.Header.Set(hdrURL, "http://127.0.0.1:1/raft")
 		if secret != nil {
-			req.Header.Set(hdrAuth, authTag(secret, group, path, 77, "http://127.0.0.1:1/raft", body))
+			st := newStamp(time.Now())
+			st.set(req.Header)
+			req.Header.Set(hdrAuth, authTag(secret, group, path, 77, "http://127.0.0.1:1/raft", st, body))
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -73,7 +75,9 @@ func TestTransportRefusesUnauthenticatedAndOversized(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, base+pathMessage, bytes.NewReader(tc.body))
 			req.Header.Set(hdrGroup, tc.group)
 			req.Header.Set(hdrFrom, "4d")
-			req.Header.Set(hdrAuth, authTag(tc.secret, tc.group, pathPropose, 77, "", tc.body))
+			st := newStamp(time.Now())
+			st.set(req.Header)
+			req.Header.Set(hdrAuth, authTag(tc.secret, tc.group, pathPropose, 77, "", st, tc.body))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

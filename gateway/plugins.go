@@ -241,12 +241,20 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		c.in.Response = &c.resp
 	}
 	out, err := w.e.plugins.Call(ctx, w.module, w.export, &c.in)
-	// Keep the room, drop every reference to this request.
+	// Keep the room, unless a request with hundreds of pairs grew it, and
+	// drop every reference to this request.
 	clear(c.query)
 	clear(c.headers)
-	*c = callInput{query: c.query[:0], headers: c.headers[:0]}
+	*c = callInput{query: keep(c.query), headers: keep(c.headers)}
 	inputPool.Put(c)
 	return out, err
+}
+
+func keep(ps []plugins.Pair) []plugins.Pair {
+	if cap(ps) > 64 {
+		return nil
+	}
+	return ps[:0]
 }
 
 func appendPairs(dst []plugins.Pair, kvs []message.KV) []plugins.Pair {

@@ -26,10 +26,16 @@ var testCompiler = &Compiler{
 // stubsImposter returns an imposter whose n stubs each match one deep path,
 // /api/v1/resources/<i>/items, and answer a keep-alive `is`.
 func stubsImposter(tb testing.TB, n int) *Imposter {
+	return predicateImposter(tb, n, `{"equals":{"method":"GET","path":"/api/v1/resources/%d/items"}}`)
+}
+
+// predicateImposter is stubsImposter with stub i's predicate pred with i
+// in place of %d.
+func predicateImposter(tb testing.TB, n int, pred string) *Imposter {
 	tb.Helper()
 	var stubs []string
 	for i := 0; i < n; i++ {
-		stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"equals":{"method":"GET","path":"/api/v1/resources/%d/items"}}],
+		stubs = append(stubs, fmt.Sprintf(`{"predicates":[`+pred+`],
 			"responses":[{"is":{"headers":{"Connection":"keep-alive","Content-Length":"2"},"body":"ok"}}]}`, i))
 	}
 	spec, err := ParseSpec([]byte(`{"protocol":"http","port":1,"stubs":[` + strings.Join(stubs, ",") + `]}`))
@@ -44,7 +50,10 @@ func stubsImposter(tb testing.TB, n int) *Imposter {
 }
 
 func benchServe(b *testing.B, n int) {
-	imp := stubsImposter(b, n)
+	benchServeImposter(b, stubsImposter(b, n), n)
+}
+
+func benchServeImposter(b *testing.B, imp *Imposter, n int) {
 	var req fasthttp.Request
 	req.SetRequestURI(fmt.Sprintf("/api/v1/resources/%d/items", n-1))
 	req.Header.SetHost("x")
@@ -67,6 +76,12 @@ func benchServe(b *testing.B, n int) {
 func BenchmarkServeStatic1(b *testing.B)   { benchServe(b, 1) }
 func BenchmarkServeStatic50(b *testing.B)  { benchServe(b, 50) }
 func BenchmarkServeStatic300(b *testing.B) { benchServe(b, 300) }
+
+// BenchmarkServeRegex100 is the bench's regex case: 100 `matches` stubs,
+// the last matching, each rejected before the regexp engine runs.
+func BenchmarkServeRegex100(b *testing.B) {
+	benchServeImposter(b, predicateImposter(b, 100, `{"matches":{"path":"^/api/v1/resources/%d/[a-z]+$"}}`), 100)
+}
 
 // TestStaticPathAllocatesNothing holds the benchmark's promise in a test
 // that counts allocations, not time.

@@ -1,7 +1,6 @@
 package predicate
 
 import (
-	"regexp"
 	"unicode/utf8"
 
 	"github.com/riftgate/riftgate/gateway/message"
@@ -15,7 +14,7 @@ type fastField struct {
 	name  string // for query, headers and form: the expected name
 	exp   string
 	truth bool // exists: the expectation's truthiness
-	re    *regexp.Regexp
+	re    *regex
 	// present: an empty object expectation, which only needs the field.
 	present bool
 }

@@ -46,7 +46,7 @@ type leaf struct {
 	existsCfg bool
 	expected  any
 	// regexes holds every matches pattern, compiled with mb's flags.
-	regexes map[string]*regexp.Regexp
+	regexes map[string]*regex
 	// deep holds deepEquals' expected fields, stringified once.
 	deep map[string]string
 	// fast is set when the allocation-free path applies.
@@ -98,7 +98,7 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 		}
 	case opMatches:
 		l.expected = l.normalizeKeysOnly(exp)
-		l.regexes = map[string]*regexp.Regexp{}
+		l.regexes = map[string]*regex{}
 		if err := collectRegexes(l.expected, !cs, l.regexes); err != nil {
 			return nil, badData(err.Error(), raw)
 		}
@@ -252,7 +252,7 @@ func (l *leaf) normalizeKeysOnly(v any) any {
 	return v
 }
 
-func collectRegexes(v any, ignoreCase bool, into map[string]*regexp.Regexp) error {
+func collectRegexes(v any, ignoreCase bool, into map[string]*regex) error {
 	switch v := v.(type) {
 	case []any:
 		for _, e := range v {
@@ -277,7 +277,7 @@ func collectRegexes(v any, ignoreCase bool, into map[string]*regexp.Regexp) erro
 	if err != nil {
 		return fmt.Errorf("invalid regular expression: %w", err)
 	}
-	into[src] = re
+	into[src] = newRegex(re)
 	return nil
 }
 

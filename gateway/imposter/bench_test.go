@@ -111,6 +111,7 @@ func TestIndexFindsTheSameStubAsAScan(t *testing.T) {
 		{"predicates":[{"equals":{"path":"/a"},"caseSensitive":true}],"responses":[{"is":{"body":"1"}}]},
 		{"predicates":[{"startsWith":{"path":"/a"}}],"responses":[{"is":{"body":"2"}}]},
 		{"predicates":[{"equals":{"path":"/b"}}],"responses":[{"is":{"body":"3"}}]},
+		{"predicates":[{"equals":{"path":"/k"}}],"responses":[{"is":{"body":"5"}}]},
 		{"responses":[{"is":{"body":"4"}}]}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,8 @@ func TestIndexFindsTheSameStubAsAScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl := imp.table.Load()
-	for _, path := range []string{"/a", "/A", "/ab", "/b", "/B", "/c", "/Ä"} {
+	// "/\u212a" (the Kelvin sign) lowercases to "/k", as in JavaScript.
+	for _, path := range []string{"/a", "/A", "/ab", "/b", "/B", "/c", "/Ä", "/k", "/\u212a"} {
 		var req fasthttp.Request
 		req.SetRequestURI(path)
 		var ctx fasthttp.RequestCtx

@@ -250,6 +250,17 @@ func newTable(stubs []*Stub) *table {
 // match returns the first stub, in order, whose predicates accept r and
 // that allow (when not nil) lets through, or nil.
 func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
+	if !isASCII(r.Path) {
+		// The index lowercases byte by byte, but a predicate lowercases
+		// as JavaScript does, where some non-ASCII letters (the Kelvin
+		// sign) become ASCII ones: scan every stub.
+		for _, s := range t.stubs {
+			if s.matches(r) && (allow == nil || allow(s)) {
+				return s
+			}
+		}
+		return nil
+	}
 	a := t.byPath[lowerHash(r.Path)]
 	b := t.rest
 	// Merge the two ordered candidate lists, keeping stub order.

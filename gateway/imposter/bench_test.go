@@ -17,9 +17,12 @@ var testCompiler = &Compiler{
 	Predicates: func(raws []json.RawMessage, _ *Imposter) (Matcher, error) {
 		return predicate.CompileAll(raws, predicate.Options{})
 	},
-	PathHint: func(m Matcher) (string, bool) {
+	PathHint: func(m Matcher) (string, bool, bool) {
 		h := predicate.Hints(m.(predicate.Predicate))
-		return h.Path, h.HasPath
+		if h.HasPath {
+			return h.Path, false, true
+		}
+		return h.PathPrefix, true, h.HasPathPrefix
 	},
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -62,10 +63,11 @@ type BehaviorHandler interface {
 // compile.
 type Compiler struct {
 	Predicates func(raws []json.RawMessage, imp *Imposter) (Matcher, error)
-	// PathHint returns the lowercased path a request must have to match, when
-	// the matcher requires one exactly. It must never exclude a request the
-	// matcher accepts.
-	PathHint func(m Matcher) (path string, ok bool)
+	// PathHint returns the path a request must have to match, compared
+	// without regard to ASCII case, when the matcher requires one: the
+	// whole path, or (prefix true) its start. It must never exclude a
+	// request the matcher accepts.
+	PathHint func(m Matcher) (hint string, prefix, ok bool)
 	// Behaviors compiles the behaviors of a response, given the whole
 	// response object (mb's behaviors read its `is` fields).
 	Behaviors  func(response json.RawMessage, imp *Imposter) (Behaviors, error)
@@ -83,6 +85,7 @@ type Stub struct {
 	pos       atomic.Uint64
 	pathHint  string
 	hinted    bool
+	prefix    bool // pathHint is the path's start, not all of it
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
@@ -140,7 +143,7 @@ func (c *Compiler) compileStub(spec *StubSpec, imp *Imposter, defaults json.RawM
 		}
 		st.matcher = m
 		if c.PathHint != nil {
-			st.pathHint, st.hinted = c.PathHint(m)
+			st.pathHint, st.prefix, st.hinted = c.PathHint(m)
 		}
 	} else if len(spec.Predicates) > 0 {
 		return nil, mberr.New(mberr.BadData, "predicates are not supported")
@@ -223,9 +226,14 @@ func (s *Stub) matches(r *message.Request) bool {
 type table struct {
 	stubs []*Stub
 	// byPath maps the hash of a lowercased path to the stubs (by index, in
-	// order) that can only match that path. A hash collision only adds
-	// candidates: each candidate's own predicates decide.
-	byPath map[uint64][]int32
+	// order) that can only match that path; byPrefix does the same for the
+	// stubs that can only match paths starting with a given text, by the
+	// text's length. A hash collision only adds candidates: each
+	// candidate's own predicates decide.
+	byPath   map[uint64][]int32
+	byPrefix map[int]map[uint64][]int32
+	// prefixLens lists byPrefix's lengths, shortest first.
+	prefixLens []int
 	// rest lists, in order, the stubs without a path hint.
 	rest []int32
 	// scenarios says whether any stub takes part in a scenario, which moves
@@ -234,16 +242,26 @@ type table struct {
 }
 
 func newTable(stubs []*Stub) *table {
-	t := &table{stubs: stubs, byPath: make(map[uint64][]int32)}
+	t := &table{stubs: stubs, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
 	for i, s := range stubs {
 		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""
-		if s.hinted && isASCII(s.pathHint) {
+		switch {
+		case !s.hinted || !isASCII(s.pathHint) || (s.prefix && s.pathHint == ""):
+			t.rest = append(t.rest, int32(i))
+		case s.prefix:
+			n := len(s.pathHint)
+			if t.byPrefix[n] == nil {
+				t.byPrefix[n] = make(map[uint64][]int32)
+				t.prefixLens = append(t.prefixLens, n)
+			}
+			h := xxhash.Sum64String(asciiLower(s.pathHint))
+			t.byPrefix[n][h] = append(t.byPrefix[n][h], int32(i))
+		default:
 			h := xxhash.Sum64String(asciiLower(s.pathHint))
 			t.byPath[h] = append(t.byPath[h], int32(i))
-		} else {
-			t.rest = append(t.rest, int32(i))
 		}
 	}
+	slices.Sort(t.prefixLens)
 	return t
 }
 
@@ -261,21 +279,34 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 		}
 		return nil
 	}
-	a := t.byPath[lowerHash(r.Path)]
-	b := t.rest
-	// Merge the two ordered candidate lists, keeping stub order.
-	for len(a) > 0 || len(b) > 0 {
-		var i int32
-		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {
-			i, a = a[0], a[1:]
-		} else {
-			i, b = b[0], b[1:]
+	// The ordered candidate lists: the exact path's, each indexed start's,
+	// and the unhinted stubs. Merging them keeps stub order.
+	var room [8][]int32
+	lists := append(room[:0], t.byPath[lowerHash(r.Path)], t.rest)
+	for _, n := range t.prefixLens {
+		if n > len(r.Path) {
+			break
 		}
+		if l := t.byPrefix[n][lowerHash(r.Path[:n])]; len(l) > 0 {
+			lists = append(lists, l)
+		}
+	}
+	for {
+		first := -1
+		for k, l := range lists {
+			if len(l) > 0 && (first < 0 || l[0] < lists[first][0]) {
+				first = k
+			}
+		}
+		if first < 0 {
+			return nil
+		}
+		i := lists[first][0]
+		lists[first] = lists[first][1:]
 		if s := t.stubs[i]; s.matches(r) && (allow == nil || allow(s)) {
 			return s
 		}
 	}
-	return nil
 }
 
 // lowerHash hashes the ASCII-lowercased path without allocating.

@@ -40,6 +40,9 @@ func FuzzCompile(f *testing.F) {
 			if got && h.HasMethod && fold(m.Method, h.MethodCaseSensitive) != h.Method {
 				t.Fatalf("%s: hint method %q excludes a match", pred, h.Method)
 			}
+			if got && !prefixHintHolds(h, m.Path) {
+				t.Fatalf("%s: hint path start %q excludes a match", pred, h.PathPrefix)
+			}
 		}
 	})
 }

@@ -623,8 +623,7 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 
 func (l *leaf) hint() Hint {
 	var h Hint
-	// equals and deepEquals compare a plain field's whole (lowered) text.
-	if (l.op != opEquals && l.op != opDeepEquals) || l.except != nil || l.jsonpath != nil || l.xpath != nil {
+	if l.except != nil || l.jsonpath != nil || l.xpath != nil {
 		return h
 	}
 	m, ok := l.expected.(map[string]any)
@@ -636,11 +635,19 @@ func (l *leaf) hint() Hint {
 		if !ok || isObject(v) {
 			continue
 		}
-		switch l.fieldOf(k) {
-		case "method":
+		field := l.fieldOf(k)
+		switch {
+		// equals and deepEquals compare a plain field's whole (lowered) text.
+		case (l.op == opEquals || l.op == opDeepEquals) && field == "method":
 			h.Method, h.HasMethod, h.MethodCaseSensitive = s, true, !l.lowerValues
-		case "path":
+		case (l.op == opEquals || l.op == opDeepEquals) && field == "path":
 			h.Path, h.HasPath, h.PathCaseSensitive = s, true, !l.lowerValues
+		case l.op == opStartsWith && field == "path":
+			h.PathPrefix, h.HasPathPrefix = s, true
+		case l.op == opMatches && field == "path":
+			if x := l.regexes[s]; x != nil && x.anchored && x.lit != "" {
+				h.PathPrefix, h.HasPathPrefix = x.lit, true
+			}
 		}
 	}
 	return h

@@ -162,9 +162,9 @@ func sourceOf(raw json.RawMessage) any {
 }
 
 // Hint is what a compiled predicate requires of every request it matches:
-// an exact method and/or an exact path. Where a field is not case
-// sensitive, the hint is lower case and a request's value must be compared
-// after strings.ToLower.
+// an exact method and/or an exact path, or text the path starts with. Where
+// a field is not case sensitive, the hint is lower case and a request's
+// value must be compared after strings.ToLower.
 type Hint struct {
 	Method              string
 	HasMethod           bool
@@ -172,6 +172,11 @@ type Hint struct {
 	Path                string
 	HasPath             bool
 	PathCaseSensitive   bool
+	// PathPrefix is text every matching ASCII path starts with, compared
+	// without regard to ASCII case (from startsWith, or a matches pattern's
+	// literal start after ^). A path with other letters may fold into it.
+	PathPrefix    string
+	HasPathPrefix bool
 }
 
 // Hints returns what p requires of the method and path, so that an engine
@@ -190,6 +195,9 @@ func Hints(p Predicate) Hint {
 			}
 			if ch.HasPath && !h.HasPath {
 				h.Path, h.HasPath, h.PathCaseSensitive = ch.Path, true, ch.PathCaseSensitive
+			}
+			if ch.HasPathPrefix && !h.HasPathPrefix {
+				h.PathPrefix, h.HasPathPrefix = ch.PathPrefix, true
 			}
 		}
 	}

@@ -41,7 +41,28 @@ func TestPropHintsSound(t *testing.T) {
 		if h.HasPath && fold(r.Path, h.PathCaseSensitive) != h.Path {
 			t.Fatalf("%s matches %s but hint says path %q", raws, r.Path, h.Path)
 		}
+		if !prefixHintHolds(h, r.Path) {
+			t.Fatalf("%s matches %s but hint says the path starts %q", raws, r.Path, h.PathPrefix)
+		}
 	})
+}
+
+// prefixHintHolds reports whether path, if ASCII (the index scans other
+// paths), starts with h's PathPrefix regardless of ASCII case.
+func prefixHintHolds(h Hint, path string) bool {
+	if !h.HasPathPrefix || !isASCII(path) {
+		return true
+	}
+	low := func(s string) string {
+		b := []byte(s)
+		for i, c := range b {
+			if 'A' <= c && c <= 'Z' {
+				b[i] = c + 'a' - 'A'
+			}
+		}
+		return string(b)
+	}
+	return strings.HasPrefix(low(path), low(h.PathPrefix))
 }
 
 func fold(s string, caseSensitive bool) string {
@@ -61,7 +82,10 @@ func TestHints(t *testing.T) {
 		{[]string{`{"equals":{"path":"/A"},"caseSensitive":true}`, `{"equals":{"method":"POST"}}`}, Hint{Method: "post", HasMethod: true, Path: "/A", HasPath: true, PathCaseSensitive: true}},
 		{[]string{`{"equals":{"path":"/A"},"except":"x"}`}, Hint{}},
 		{[]string{`{"equals":{"path":"/A"},"jsonpath":{"selector":"$.a"}}`}, Hint{}},
-		{[]string{`{"startsWith":{"path":"/A"}}`}, Hint{}},
+		{[]string{`{"startsWith":{"path":"/A"}}`}, Hint{PathPrefix: "/a", HasPathPrefix: true}},
+		{[]string{`{"matches":{"path":"^/A/\\d+"}}`}, Hint{PathPrefix: "/A/", HasPathPrefix: true}},
+		{[]string{`{"matches":{"path":"/A/\\d+"}}`}, Hint{}},
+		{[]string{`{"contains":{"path":"/A"}}`}, Hint{}},
 		{[]string{`{"deepEquals":{"path":"/A","method":"put"},"caseSensitive":true}`}, Hint{Method: "put", HasMethod: true, MethodCaseSensitive: true, Path: "/A", HasPath: true, PathCaseSensitive: true}},
 		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"path":"/B"}}]}`}, Hint{}},
 		{[]string{`{"and":[{"equals":{"path":"/A"}},{"equals":{"method":"get"}}]}`}, Hint{Method: "get", HasMethod: true, Path: "/a", HasPath: true}},

@@ -260,7 +260,9 @@ func adminAuthTag(secret []byte, group, method, path string, st stamp, body []by
 // accepted once (see AdminClient). Changes are forwarded to the leader.
 func (g *Group[S, C, R]) clusterRouter() http.Handler {
 	mux := http.NewServeMux()
-	auth := func(next func(http.ResponseWriter, *http.Request, []byte)) http.HandlerFunc {
+	// reply writes one JSON answer, signed for the call it answers.
+	type reply func(code int, v any)
+	auth := func(next func(reply, *http.Request, []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			arrived := time.Now()
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
@@ -282,22 +284,23 @@ func (g *Group[S, C, R]) clusterRouter() http.Handler {
 				http.Error(w, err.Error(), http.StatusUnauthorized)
 				return
 			}
-			next(w, r, body)
+			next(func(code int, v any) {
+				out, _ := json.Marshal(v) // maps of strings and MemberJSON
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set(hdrAuth, adminAuthTag(g.cfg.Secret, g.cfg.GroupID, r.Method, r.URL.Path+"#response", stamp{nonce: st.nonce}, out))
+				w.WriteHeader(code)
+				_, _ = w.Write(out)
+			}, r, body)
 		}
 	}
-	writeJSON := func(w http.ResponseWriter, code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(v)
-	}
-	result := func(w http.ResponseWriter, m Membership, err error) {
+	result := func(reply reply, m Membership, err error) {
 		switch {
 		case err == nil:
-			writeJSON(w, http.StatusOK, g.membershipJSON(m))
+			reply(http.StatusOK, g.membershipJSON(m))
 		case errors.Is(err, ErrMembershipChange):
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			reply(http.StatusConflict, map[string]string{"error": err.Error()})
 		default:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			reply(http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 		}
 	}
 	idOf := func(body []byte) (uint64, error) {
@@ -309,30 +312,30 @@ func (g *Group[S, C, R]) clusterRouter() http.Handler {
 		}
 		return strconv.ParseUint(req.ID, 16, 64)
 	}
-	mux.HandleFunc("GET /members", auth(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
-		writeJSON(w, http.StatusOK, g.membershipJSON(g.Membership()))
+	mux.HandleFunc("GET /members", auth(func(reply reply, _ *http.Request, _ []byte) {
+		reply(http.StatusOK, g.membershipJSON(g.Membership()))
 	}))
-	mux.HandleFunc("POST /learners", auth(func(w http.ResponseWriter, r *http.Request, body []byte) {
+	mux.HandleFunc("POST /learners", auth(func(reply reply, r *http.Request, body []byte) {
 		var req struct{ Name, URL string }
 		if err := json.Unmarshal(body, &req); err != nil || req.Name == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want {\"name\":..,\"url\":..}"})
+			reply(http.StatusBadRequest, map[string]string{"error": "want {\"name\":..,\"url\":..}"})
 			return
 		}
 		m, err := g.AddLearner(r.Context(), req.Name, req.URL)
-		result(w, m, err)
+		result(reply, m, err)
 	}))
 	for path, op := range map[string]func(context.Context, uint64) (Membership, error){
 		"POST /promote": g.Promote,
 		"POST /remove":  g.Remove,
 	} {
-		mux.HandleFunc(path, auth(func(w http.ResponseWriter, r *http.Request, body []byte) {
+		mux.HandleFunc(path, auth(func(reply reply, r *http.Request, body []byte) {
 			id, err := idOf(body)
 			if err != nil {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want {\"id\":\"<hex>\"}"})
+				reply(http.StatusBadRequest, map[string]string{"error": "want {\"id\":\"<hex>\"}"})
 				return
 			}
 			m, err := op(r.Context(), id)
-			result(w, m, err)
+			result(reply, m, err)
 		}))
 	}
 	return mux
@@ -376,8 +379,17 @@ func (c *AdminClient) Do(ctx context.Context, method, path string, in, out any) 
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
+	// An answer from past authentication is signed for this call; one that
+	// is not (a 401, or a forgery) is reported by status alone.
+	want := adminAuthTag(c.Secret, c.Group, method, path+"#response", stamp{nonce: st.nonce}, rb)
+	signed := hmac.Equal([]byte(want), []byte(resp.Header.Get(hdrAuth)))
+	switch {
+	case resp.StatusCode != http.StatusOK && signed:
 		return fmt.Errorf("raftnode: admin %s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(rb))
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("raftnode: admin %s %s: %d, unauthenticated answer: %s", method, path, resp.StatusCode, bytes.TrimSpace(rb))
+	case !signed:
+		return fmt.Errorf("raftnode: admin %s %s: answer not authenticated", method, path)
 	}
 	if out != nil {
 		return json.Unmarshal(rb, out)

@@ -144,3 +144,31 @@ func TestResponsesAreBoundToTheirRequest(t *testing.T) {
 		t.Fatalf("a response signed for another request: %v", err)
 	}
 }
+
+// TestAdminClientRefusesUnsignedAnswers: an answer to an admin call must be
+// signed for that call, or the client does not act on it.
+func TestAdminClientRefusesUnsignedAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, _ := readStamp(r.Header)
+		body := []byte(`{"members":[]}`)
+		if r.URL.Path == "/signed/members" {
+			w.Header().Set(hdrAuth, adminAuthTag(testSecret, "g", http.MethodGet, "/members#response", stamp{nonce: st.nonce}, body))
+		}
+		if r.URL.Path == "/other/members" { // signed, but for another call
+			w.Header().Set(hdrAuth, adminAuthTag(testSecret, "g", http.MethodGet, "/members#response", newStamp(time.Now()), body))
+		}
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		base string
+		ok   bool
+	}{{"/signed", true}, {"/unsigned", false}, {"/other", false}} {
+		c := &AdminClient{BaseURL: srv.URL + tc.base, Group: "g", Secret: testSecret, HTTP: srv.Client()}
+		var out map[string]any
+		err := c.Do(context.Background(), http.MethodGet, "/members", nil, &out)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.base, err)
+		}
+	}
+}

@@ -66,7 +66,9 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	e.compiler = &imposter.Compiler{
 		Predicates: e.compilePredicates,
 		Behaviors:  e.compileBehaviors,
-		PathHint:   pathHint,
+		PathHint: func(m imposter.Matcher) (string, bool, bool) {
+			return predicate.Hints(m.(predicate.Predicate)).PathIndex()
+		},
 		Responders: map[string]func(json.RawMessage, *imposter.Imposter) (imposter.Responder, error){
 			"wasm":  e.wasmResponder,
 			"proxy": e.proxies.New,
@@ -76,16 +78,6 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.compiler.Responders["inject"] = e.injectResponder
 	}
 	return e, nil
-}
-
-// pathHint indexes a stub by the exact path its predicates require, or
-// else by the text the path must start with.
-func pathHint(m imposter.Matcher) (hint string, prefix, ok bool) {
-	h := predicate.Hints(m.(predicate.Predicate))
-	if h.HasPath {
-		return h.Path, false, true
-	}
-	return h.PathPrefix, true, h.HasPathPrefix
 }
 
 func (e *engine) imposterOptions() imposter.Options {

@@ -424,7 +424,7 @@ func (c *callState) begin(in *Input) {
 	c.req = nil
 	var ok bool
 	if c.reqLen, ok = requestSize(in); !ok {
-		c.request()
+		c.reqLen = len(c.request())
 	}
 	c.wrote, c.tooLarge, c.unavailable = false, false, false
 }
@@ -433,7 +433,6 @@ func (c *callState) begin(in *Input) {
 func (c *callState) request() []byte {
 	if c.req == nil {
 		c.req = c.enc.encodeRequest(c.in)
-		c.reqLen = len(c.req)
 	}
 	return c.req
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/valyala/fasthttp"
 )
@@ -18,11 +17,7 @@ var testCompiler = &Compiler{
 		return predicate.CompileAll(raws, predicate.Options{})
 	},
 	PathHint: func(m Matcher) (string, bool, bool) {
-		h := predicate.Hints(m.(predicate.Predicate))
-		if h.HasPath {
-			return h.Path, false, true
-		}
-		return h.PathPrefix, true, h.HasPathPrefix
+		return predicate.Hints(m.(predicate.Predicate)).PathIndex()
 	},
 }
 
@@ -103,47 +98,5 @@ func TestStaticPathAllocatesNothing(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%d stubs: %.1f allocations per request, want 0", n, allocs)
 		}
-	}
-}
-
-// TestIndexFindsTheSameStubAsAScan checks the path index against a plain
-// ordered scan, with paths that differ only in case.
-func TestIndexFindsTheSameStubAsAScan(t *testing.T) {
-	spec, err := ParseSpec([]byte(`{"protocol":"http","stubs":[
-		{"predicates":[{"equals":{"path":"/A"}}],"responses":[{"is":{"body":"0"}}]},
-		{"predicates":[{"equals":{"path":"/a"},"caseSensitive":true}],"responses":[{"is":{"body":"1"}}]},
-		{"predicates":[{"startsWith":{"path":"/a"}}],"responses":[{"is":{"body":"2"}}]},
-		{"predicates":[{"equals":{"path":"/b"}}],"responses":[{"is":{"body":"3"}}]},
-		{"predicates":[{"equals":{"path":"/k"}}],"responses":[{"is":{"body":"5"}}]},
-		{"responses":[{"is":{"body":"4"}}]}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	imp, err := New(spec, Options{Compiler: testCompiler})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl := imp.table.Load()
-	// "/\u212a" (the Kelvin sign) lowercases to "/k", as in JavaScript.
-	for _, path := range []string{"/a", "/A", "/ab", "/b", "/B", "/c", "/Ä", "/k", "/\u212a"} {
-		var req fasthttp.Request
-		req.SetRequestURI(path)
-		var ctx fasthttp.RequestCtx
-		ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil)
-		r := reqPool.Get().(*message.Request)
-		r.FillFromFastHTTP(&ctx)
-		got := tbl.match(r, nil)
-		var want *Stub
-		for _, s := range tbl.stubs {
-			if s.matches(r) {
-				want = s
-				break
-			}
-		}
-		if got != want {
-			t.Errorf("%s: index chose %v, scan chose %v", path, got, want)
-		}
-		r.Reset()
-		reqPool.Put(r)
 	}
 }

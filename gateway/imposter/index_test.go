@@ -57,21 +57,7 @@ func TestIndexPropertyMatchesAScan(t *testing.T) {
 			if p == "" {
 				p = "/"
 			}
-			var req fasthttp.Request
-			req.SetRequestURI(p)
-			var ctx fasthttp.RequestCtx
-			ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil)
-			r := new(message.Request)
-			r.FillFromFastHTTP(&ctx)
-			got := tbl.match(r, nil)
-			var want *Stub
-			for _, s := range tbl.stubs {
-				if s.matches(r) {
-					want = s
-					break
-				}
-			}
-			if got != want {
+			if got, want := matchBoth(tbl, p); got != want {
 				t.Fatalf("%s: index chose %s, scan chose %s\n%s", p, body(got), body(want), strings.Join(stubs, "\n"))
 			}
 		}
@@ -87,4 +73,48 @@ func body(s *Stub) string {
 		ps = append(ps, string(p))
 	}
 	return strings.Join(ps, ",")
+}
+
+// TestIndexFindsTheSameStubAsAScan checks the path index against a plain
+// ordered scan, with paths that differ only in case.
+func TestIndexFindsTheSameStubAsAScan(t *testing.T) {
+	spec, err := ParseSpec([]byte(`{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/A"}}],"responses":[{"is":{"body":"0"}}]},
+		{"predicates":[{"equals":{"path":"/a"},"caseSensitive":true}],"responses":[{"is":{"body":"1"}}]},
+		{"predicates":[{"startsWith":{"path":"/a"}}],"responses":[{"is":{"body":"2"}}]},
+		{"predicates":[{"equals":{"path":"/b"}}],"responses":[{"is":{"body":"3"}}]},
+		{"predicates":[{"equals":{"path":"/k"}}],"responses":[{"is":{"body":"5"}}]},
+		{"responses":[{"is":{"body":"4"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := New(spec, Options{Compiler: testCompiler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := imp.table.Load()
+	// "/\u212a" (the Kelvin sign) lowercases to "/k", as in JavaScript.
+	for _, path := range []string{"/a", "/A", "/ab", "/b", "/B", "/c", "/Ä", "/k", "/\u212a"} {
+		if got, want := matchBoth(tbl, path); got != want {
+			t.Errorf("%s: index chose %v, scan chose %v", path, got, want)
+		}
+	}
+}
+
+// matchBoth matches a request for path through the table's index, and by
+// an ordered scan of its stubs.
+func matchBoth(tbl *table, path string) (indexed, scanned *Stub) {
+	var req fasthttp.Request
+	req.SetRequestURI(path)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil)
+	r := new(message.Request)
+	r.FillFromFastHTTP(&ctx)
+	for _, s := range tbl.stubs {
+		if s.matches(r) {
+			scanned = s
+			break
+		}
+	}
+	return tbl.match(r, nil), scanned
 }

@@ -221,6 +221,12 @@ func (s *Stub) matches(r *message.Request) bool {
 	return s.matcher == nil || s.matcher.Match(r)
 }
 
+// accepts reports whether s's predicates accept r and allow (when not nil)
+// lets s through.
+func (s *Stub) accepts(r *message.Request, allow func(*Stub) bool) bool {
+	return s.matches(r) && (allow == nil || allow(s))
+}
+
 // table is an immutable, indexed list of stubs. Admin changes build a new
 // table and swap it in, so the request path never takes a lock.
 type table struct {
@@ -245,21 +251,21 @@ func newTable(stubs []*Stub) *table {
 	t := &table{stubs: stubs, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
 	for i, s := range stubs {
 		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""
-		switch {
-		case !s.hinted || !isASCII(s.pathHint) || (s.prefix && s.pathHint == ""):
+		if !s.hinted || !isASCII(s.pathHint) || (s.prefix && s.pathHint == "") {
 			t.rest = append(t.rest, int32(i))
-		case s.prefix:
-			n := len(s.pathHint)
-			if t.byPrefix[n] == nil {
-				t.byPrefix[n] = make(map[uint64][]int32)
-				t.prefixLens = append(t.prefixLens, n)
-			}
-			h := xxhash.Sum64String(asciiLower(s.pathHint))
-			t.byPrefix[n][h] = append(t.byPrefix[n][h], int32(i))
-		default:
-			h := xxhash.Sum64String(asciiLower(s.pathHint))
-			t.byPath[h] = append(t.byPath[h], int32(i))
+			continue
 		}
+		h := lowerHash(s.pathHint)
+		if !s.prefix {
+			t.byPath[h] = append(t.byPath[h], int32(i))
+			continue
+		}
+		n := len(s.pathHint)
+		if t.byPrefix[n] == nil {
+			t.byPrefix[n] = make(map[uint64][]int32)
+			t.prefixLens = append(t.prefixLens, n)
+		}
+		t.byPrefix[n][h] = append(t.byPrefix[n][h], int32(i))
 	}
 	slices.Sort(t.prefixLens)
 	return t
@@ -273,7 +279,7 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 		// as JavaScript does, where some non-ASCII letters (the Kelvin
 		// sign) become ASCII ones: scan every stub.
 		for _, s := range t.stubs {
-			if s.matches(r) && (allow == nil || allow(s)) {
+			if s.accepts(r, allow) {
 				return s
 			}
 		}
@@ -303,13 +309,14 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 		}
 		i := lists[first][0]
 		lists[first] = lists[first][1:]
-		if s := t.stubs[i]; s.matches(r) && (allow == nil || allow(s)) {
+		if s := t.stubs[i]; s.accepts(r, allow) {
 			return s
 		}
 	}
 }
 
-// lowerHash hashes the ASCII-lowercased path without allocating.
+// lowerHash hashes the ASCII-lowercased path (or path hint) without
+// allocating.
 func lowerHash(p string) uint64 {
 	var buf [256]byte
 	if len(p) > len(buf) {

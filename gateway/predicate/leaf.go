@@ -630,6 +630,8 @@ func (l *leaf) hint() Hint {
 	if !ok {
 		return h
 	}
+	// equals and deepEquals compare a plain field's whole (lowered) text.
+	whole := l.op == opEquals || l.op == opDeepEquals
 	for k, v := range m {
 		s, ok := toString(v)
 		if !ok || isObject(v) {
@@ -637,10 +639,9 @@ func (l *leaf) hint() Hint {
 		}
 		field := l.fieldOf(k)
 		switch {
-		// equals and deepEquals compare a plain field's whole (lowered) text.
-		case (l.op == opEquals || l.op == opDeepEquals) && field == "method":
+		case whole && field == "method":
 			h.Method, h.HasMethod, h.MethodCaseSensitive = s, true, !l.lowerValues
-		case (l.op == opEquals || l.op == opDeepEquals) && field == "path":
+		case whole && field == "path":
 			h.Path, h.HasPath, h.PathCaseSensitive = s, true, !l.lowerValues
 		case l.op == opStartsWith && field == "path":
 			h.PathPrefix, h.HasPathPrefix = s, true

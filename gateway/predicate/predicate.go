@@ -179,6 +179,16 @@ type Hint struct {
 	HasPathPrefix bool
 }
 
+// PathIndex is what an engine indexes a stub by: the exact path when the
+// hint has one, else the text the path starts with (prefix true); ok is
+// false when the hint says nothing of the path.
+func (h Hint) PathIndex() (path string, prefix, ok bool) {
+	if h.HasPath {
+		return h.Path, false, true
+	}
+	return h.PathPrefix, true, h.HasPathPrefix
+}
+
 // Hints returns what p requires of the method and path, so that an engine
 // can index stubs by them. It never claims a requirement p does not have:
 // when p matches r, r's method and path satisfy the hint.

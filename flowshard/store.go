@@ -318,16 +318,25 @@ func (s *Store) forget(f *flow) {
 func (s *Store) nowMs() int64 { return s.opts.Now().UnixMilli() }
 
 func (s *Store) check(flowID, key string, value []byte) error {
-	for _, part := range [...]struct{ what, s string }{{"flow id", flowID}, {"key", key}} {
-		switch {
-		case part.s == "" || !utf8.ValidString(part.s):
-			return fmt.Errorf("%w: %s %q", ErrBadKey, part.what, part.s)
-		case len(part.s) > s.opts.MaxKeyBytes:
-			return fmt.Errorf("%w: %s of %d bytes (max %d)", ErrTooLarge, part.what, len(part.s), s.opts.MaxKeyBytes)
-		}
+	if err := s.checkName("flow id", flowID); err != nil {
+		return err
+	}
+	if err := s.checkName("key", key); err != nil {
+		return err
 	}
 	if len(value) > s.opts.MaxValueBytes {
 		return fmt.Errorf("%w: value of %d bytes (max %d)", ErrTooLarge, len(value), s.opts.MaxValueBytes)
+	}
+	return nil
+}
+
+// checkName checks a flow id or key.
+func (s *Store) checkName(what, name string) error {
+	switch {
+	case name == "" || !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s %q", ErrBadKey, what, name)
+	case len(name) > s.opts.MaxKeyBytes:
+		return fmt.Errorf("%w: %s of %d bytes (max %d)", ErrTooLarge, what, len(name), s.opts.MaxKeyBytes)
 	}
 	return nil
 }
@@ -450,6 +459,16 @@ func (s *Store) live(f *flow, key string, now int64) *entry {
 
 // store sets key to value with version ver and queues it per d. f.mu is held.
 func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability, now int64) (*entry, *batch) {
+	e := s.put(f, key, value, ver, ttlMs, d, now)
+	f.mode = d
+	if !s.diskBound(f, d) {
+		return e, nil
+	}
+	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
+}
+
+// put sets key to value with version ver in memory. f.mu is held.
+func (s *Store) put(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability, now int64) *entry {
 	e := &entry{value: bytes.Clone(value), ver: ver, expMs: now + ttlMs}
 	if e.value == nil {
 		e.value = []byte{}
@@ -465,11 +484,7 @@ func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int6
 	f.counter = max(f.counter, ver.V)
 	f.extend(e.expMs)
 	s.stats.puts[d].Add(1)
-	f.mode = d
-	if !s.diskBound(f, d) {
-		return e, nil
-	}
-	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
+	return e
 }
 
 // diskBound reports whether a write of f under d reaches the writer, so
@@ -732,6 +747,126 @@ func (s *Store) Entries(ctx context.Context, flowID string) (map[string]Entry, e
 	pending := f.pending
 	s.release(f)
 	return out, s.awaitRead(ctx, pending)
+}
+
+// KeyVersion names the version a Commit expects one key to have.
+type KeyVersion struct {
+	Key string
+	V   uint64
+}
+
+// Write is one change of a Commit: Value is stored under Key, or Key is
+// removed when Delete is set (an absent key is no error).
+type Write struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
+
+// Commit applies writes to a flow, all of them or none, only when the
+// flow's live keys are exactly base's, each with base's V: the flow has not
+// changed since it was read. Each write advances the flow's counter, as a
+// Put or Delete would, and all of them reach the disk in one batch. On
+// ErrVersionMismatch nothing is written and the current entries are
+// returned; on success, the entries after the writes.
+func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, writes []Write, p Policy) (map[string]Entry, error) {
+	ttl, err := s.ttlMs(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkName("flow id", flowID); err != nil {
+		return nil, err
+	}
+	stores := false
+	for _, w := range writes {
+		if err := s.check(flowID, w.Key, w.Value); err != nil {
+			return nil, err
+		}
+		stores = stores || !w.Delete
+	}
+	if err := s.reserve(ctx, p.Durability); err != nil {
+		return nil, err
+	}
+	f, now, err := s.acquire(flowID, len(base) == 0 && stores, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		if len(base) == 0 {
+			return map[string]Entry{}, nil // nothing to write to an absent flow
+		}
+		return map[string]Entry{}, ErrVersionMismatch
+	}
+	if !s.matches(f, base, now) {
+		out := s.exportLocked(f, now)
+		pending := f.pending
+		s.release(f)
+		if err := s.awaitRead(ctx, pending); err != nil {
+			return nil, err
+		}
+		return out, ErrVersionMismatch
+	}
+	var ops []op
+	for _, w := range writes {
+		if w.Delete {
+			e := s.live(f, w.Key, now)
+			if e == nil {
+				continue
+			}
+			delete(f.entries, w.Key)
+			s.stats.entries.Add(-1)
+			s.stats.bytes.Add(-int64(len(w.Key) + len(e.value)))
+			f.counter++
+			f.extend(now + ttl)
+			s.stats.puts[p.Durability].Add(1)
+			ops = append(ops, op{key: entryKey(f.id, w.Key), del: true})
+			continue
+		}
+		ver := Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}
+		e := s.put(f, w.Key, w.Value, ver, ttl, p.Durability, now)
+		ops = append(ops, op{key: entryKey(f.id, w.Key), val: encodeEntry(ver, e.expMs, e.value)})
+	}
+	f.mode = p.Durability
+	var b *batch
+	if len(ops) > 0 && s.diskBound(f, p.Durability) {
+		// The flow record keeps the counter across a restart for deletes.
+		ops = append(ops, op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs.Load())})
+		b = s.persist(f, p.Durability, ops...)
+	}
+	out := s.exportLocked(f, now)
+	s.release(f)
+	return out, await(ctx, b)
+}
+
+// matches reports whether f's live keys are exactly base's, with base's V.
+// f.mu is held.
+func (s *Store) matches(f *flow, base []KeyVersion, now int64) bool {
+	live := 0
+	for k := range f.entries {
+		if s.live(f, k, now) != nil {
+			live++
+		}
+	}
+	if live != len(base) {
+		return false
+	}
+	for _, kv := range base {
+		if e := f.entries[kv.Key]; e == nil || e.ver.V != kv.V {
+			return false
+		}
+	}
+	return true
+}
+
+// exportLocked copies f's live entries. f.mu is held.
+func (s *Store) exportLocked(f *flow, now int64) map[string]Entry {
+	out := make(map[string]Entry, len(f.entries))
+	for k := range f.entries {
+		if e := s.live(f, k, now); e != nil {
+			out[k] = e.export()
+		}
+	}
+	return out
 }
 
 // Clear removes a whole flow, its write counter included. If any of the

@@ -105,12 +105,7 @@ func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) s
 	}
 	// Built in one buffer: one allocation per request, not three.
 	var buf [64]byte
-	b := buf[:0]
-	if spec.Fleet {
-		b = append(b, "f:"...)
-	} else {
-		b = append(strconv.AppendInt(append(b, 'i'), int64(port), 10), ':')
-	}
+	b := flow.AppendScope(buf[:0], port, spec.Fleet)
 	if id == "" {
 		return string(strconv.AppendInt(b, int64(port), 10))
 	}
@@ -124,23 +119,24 @@ func (e *engine) routes(mux *http.ServeMux) {
 }
 
 // metrics appends the engine's metrics (plugins, flows) to GET /metrics.
-func (e *engine) metrics(b *strings.Builder, metric func(name, kind, help string)) {
-	st := e.shard.Stats()
-	metric("riftgate_flows", "gauge", "Flows held by this node's flow store")
-	fmt.Fprintf(b, "riftgate_flows %d\n", st.Flows)
-	metric("riftgate_flow_entries", "gauge", "Flow entries held by this node's flow store")
-	fmt.Fprintf(b, "riftgate_flow_entries %d\n", st.Entries)
-	metric("riftgate_flow_bytes", "gauge", "Bytes of keys and values held by this node's flow store")
-	fmt.Fprintf(b, "riftgate_flow_bytes %d\n", st.Bytes)
-	metric("riftgate_flow_writes_total", "counter", "Flow writes by durability mode")
-	for i, mode := range []string{"memory", "async", "sync"} {
-		fmt.Fprintf(b, "riftgate_flow_writes_total{durability=%q} %d\n", mode, st.Puts[i])
+func (e *engine) metrics(ctx context.Context, b *strings.Builder, metric func(name, kind, help string)) {
+	if st, err := e.flows.Stats(ctx); err == nil {
+		metric("riftgate_flows", "gauge", "Flows held by this node's flow store")
+		fmt.Fprintf(b, "riftgate_flows %d\n", st.Flows)
+		metric("riftgate_flow_entries", "gauge", "Flow entries held by this node's flow store")
+		fmt.Fprintf(b, "riftgate_flow_entries %d\n", st.Entries)
+		metric("riftgate_flow_bytes", "gauge", "Bytes of keys and values held by this node's flow store")
+		fmt.Fprintf(b, "riftgate_flow_bytes %d\n", st.Bytes)
+		metric("riftgate_flow_writes_total", "counter", "Flow writes by durability mode")
+		for i, mode := range []string{"memory", "async", "sync"} {
+			fmt.Fprintf(b, "riftgate_flow_writes_total{durability=%q} %d\n", mode, st.Writes[i])
+		}
+		metric("riftgate_flow_batches_total", "counter", "bbolt transactions committed by the flow writer")
+		fmt.Fprintf(b, "riftgate_flow_batches_total %d\n", st.Batches)
+		metric("riftgate_flow_evictions_total", "counter", "Whole flows removed, by reason")
+		fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"lru\"} %d\n", st.EvictedLRU)
+		fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"ttl\"} %d\n", st.Expired)
 	}
-	metric("riftgate_flow_batches_total", "counter", "bbolt transactions committed by the flow writer")
-	fmt.Fprintf(b, "riftgate_flow_batches_total %d\n", st.Batches)
-	metric("riftgate_flow_evictions_total", "counter", "Whole flows removed, by reason")
-	fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"lru\"} %d\n", st.EvictedLRU)
-	fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"ttl\"} %d\n", st.ExpiredFlows)
 	metric("riftgate_plugin_calls_total", "counter", "Plugin calls by module")
 	ms := e.plugins.Stats()
 	for _, m := range ms {
@@ -162,7 +158,7 @@ func (e *engine) metrics(b *strings.Builder, metric func(name, kind, help string
 
 // forget drops a deleted imposter's flows.
 func (e *engine) forget(ctx context.Context, imp *imposter.Imposter) {
-	if _, err := e.shard.DeletePrefix(ctx, "i"+strconv.Itoa(imp.Port())+":"); err != nil {
+	if _, err := e.flows.DeletePrefix(ctx, flow.Scope(imp.Port(), false)); err != nil {
 		e.g.log.Error("deleting an imposter's flows", "port", imp.Port(), "err", err)
 	}
 }

@@ -40,12 +40,7 @@ func (e *engine) flowRoutes(mux *http.ServeMux) {
 }
 
 // scope is the prefix of the imposter's flow ids in the store.
-func scope(imp *imposter.Imposter) string {
-	if imp.Spec().Flow.Fleet {
-		return "f:"
-	}
-	return "i" + strconv.Itoa(imp.Port()) + ":"
-}
+func scope(imp *imposter.Imposter) string { return flow.Scope(imp.Port(), imp.Spec().Flow.Fleet) }
 
 // flowParam returns the scoped flow id named by the path, or by ?flowId=,
 // defaulting to the imposter's own flow.
@@ -83,7 +78,7 @@ func (e *engine) listFlows(w http.ResponseWriter, r *http.Request, imp *imposter
 	if after != "" {
 		after = prefix + after
 	}
-	ids, more, err := e.shard.Flows(r.Context(), prefix, after, limit)
+	ids, more, err := e.flows.List(r.Context(), prefix, after, limit)
 	if err != nil {
 		flowError(w, err)
 		return
@@ -105,23 +100,14 @@ type flowValue struct {
 }
 
 func (e *engine) getFlow(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	id := flowParam(r, imp)
-	keys, err := e.flows.Keys(r.Context(), id)
+	snap, err := e.flows.Load(r.Context(), flowParam(r, imp))
 	if err != nil {
 		flowError(w, err)
 		return
 	}
-	entries := map[string]flowValue{}
-	for _, k := range keys {
-		en, err := e.flows.Get(r.Context(), id, k)
-		if errors.Is(err, flow.ErrNotFound) {
-			continue // expired between the listing and the read
-		}
-		if err != nil {
-			flowError(w, err)
-			return
-		}
-		entries[k] = flowValue{string(en.Value), en.Version.V}
+	entries := make(map[string]flowValue, len(snap))
+	for _, en := range snap {
+		entries[en.Key] = flowValue{string(en.Value), en.Version.V}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"flowId": r.PathValue("flow"), "entries": entries})
 }
@@ -251,7 +237,7 @@ func (e *engine) resetScenarios(w http.ResponseWriter, r *http.Request, imp *imp
 	names := scenarioNames(imp)
 	prefix, after := scope(imp), ""
 	for {
-		ids, more, err := e.shard.Flows(r.Context(), prefix, after, 1000)
+		ids, more, err := e.flows.List(r.Context(), prefix, after, 1000)
 		if err != nil {
 			flowError(w, err)
 			return

@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 
+	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/plugins"
 	"go.uber.org/goleak"
 )
 
@@ -60,5 +62,14 @@ func TestAccessRules(t *testing.T) {
 		if got := a.permits(net.ParseIP(tc.ip)); got != tc.want {
 			t.Errorf("localOnly=%v whitelist=%v: %s permitted=%v, want %v", tc.local, tc.list, tc.ip, got, tc.want)
 		}
+	}
+}
+
+// The plugin host refuses flow keys and values past its own caps before
+// they reach the flow store: the two must agree.
+func TestPluginFlowCapsAreTheStoresCaps(t *testing.T) {
+	if plugins.MaxFlowKeyBytes != flow.MaxKeyBytes || plugins.MaxFlowValueBytes != flow.MaxValueBytes {
+		t.Fatalf("plugins caps %d/%d, flow store caps %d/%d",
+			plugins.MaxFlowKeyBytes, plugins.MaxFlowValueBytes, flow.MaxKeyBytes, flow.MaxValueBytes)
 	}
 }

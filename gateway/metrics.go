@@ -34,7 +34,7 @@ func (g *gateway) metrics(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(&b, "riftgate_go_goroutines %d\n", runtime.NumGoroutine())
 	metric("riftgate_uptime_seconds", "gauge", "Seconds since the process started")
 	fmt.Fprintf(&b, "riftgate_uptime_seconds %.3f\n", time.Since(g.started).Seconds())
-	g.engine.metrics(&b, metric)
+	g.engine.metrics(r.Context(), &b, metric)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
 }

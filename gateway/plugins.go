@@ -285,21 +285,39 @@ type flowHandle struct {
 
 func (f flowHandle) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
 	e, err := f.store.Get(ctx, f.id, string(key))
-	return e.Value, e.Version.V, err
+	return e.Value, e.Version.V, pluginErr(err)
 }
 
 func (f flowHandle) Put(ctx context.Context, key, value []byte) error {
 	_, err := f.store.Put(ctx, f.id, string(key), value, f.policy)
-	return err
+	return pluginErr(err)
 }
 
 func (f flowHandle) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
 	_, err := f.store.CAS(ctx, f.id, string(key), expect, value, f.policy)
-	return err
+	return pluginErr(err)
 }
 
 func (f flowHandle) Delete(ctx context.Context, key []byte) error {
-	return f.store.Delete(ctx, f.id, string(key), f.policy)
+	return pluginErr(f.store.Delete(ctx, f.id, string(key), f.policy))
+}
+
+// pluginErr translates the flow seam's errors into the plugin host's.
+func pluginErr(err error) error {
+	var to error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flow.ErrNotFound):
+		to = plugins.ErrFlowNotFound
+	case errors.Is(err, flow.ErrVersionMismatch):
+		to = plugins.ErrFlowMismatch
+	case errors.Is(err, flow.ErrTooLarge), errors.Is(err, flow.ErrBadKey):
+		to = plugins.ErrFlowTooLarge
+	default:
+		to = plugins.ErrFlowUnavailable
+	}
+	return fmt.Errorf("%w: %w", to, err)
 }
 
 // pluginRoutes serves PUT, GET and DELETE /plugins/:name, and GET /plugins.

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -136,14 +135,14 @@ func (c *callState) flowStatus(err error) int32 {
 	switch {
 	case err == nil:
 		return statusOK
-	case errors.Is(err, flow.ErrNotFound):
+	case errors.Is(err, ErrFlowNotFound):
 		return statusNotFound
-	case errors.Is(err, flow.ErrVersionMismatch):
+	case errors.Is(err, ErrFlowMismatch):
 		return statusMismatch
-	case errors.Is(err, flow.ErrTooLarge), errors.Is(err, flow.ErrBadKey):
+	case errors.Is(err, ErrFlowTooLarge):
 		return statusTooLarge
 	}
-	// ErrUnavailable, and anything unexpected: the flow cannot be trusted
+	// ErrFlowUnavailable, and anything unexpected: the flow cannot be trusted
 	// to have done what was asked.
 	c.unavailable = true
 	return statusUnavailable
@@ -155,7 +154,7 @@ func flowKey(mod api.Module, ptr, n uint64) ([]byte, int32) {
 	switch {
 	case !ok:
 		return nil, statusBadMemory
-	case len(k) == 0 || len(k) > flow.MaxKeyBytes:
+	case len(k) == 0 || len(k) > MaxFlowKeyBytes:
 		return nil, statusTooLarge
 	}
 	return k, statusOK
@@ -167,7 +166,7 @@ func flowValue(mod api.Module, ptr, n uint64) ([]byte, int32) {
 	switch {
 	case !ok:
 		return nil, statusBadMemory
-	case len(v) > flow.MaxValueBytes:
+	case len(v) > MaxFlowValueBytes:
 		return nil, statusTooLarge
 	}
 	return slices.Clone(v), statusOK

@@ -15,9 +15,8 @@ import (
 )
 
 // Flow is the per-call flow handle: the request's flow, already chosen by
-// the engine. Errors wrap gateway/flow's sentinels (ErrNotFound,
-// ErrVersionMismatch, ErrUnavailable, ErrTooLarge, ErrBadKey); any other
-// error is treated as UNAVAILABLE. Get returns a value's version V, never 0
+// the engine. Errors wrap ErrFlowNotFound, ErrFlowMismatch or
+// ErrFlowTooLarge; any other error is treated as UNAVAILABLE. Get returns a value's version V, never 0
 // for a stored value. key is valid only during the call; value passed to Put
 // and CAS is the Flow's to keep.
 type Flow interface {

@@ -6,6 +6,23 @@ import (
 	"sync/atomic"
 )
 
+// Errors a Flow returns, matched with errors.Is. Any other error answers
+// the guest UNAVAILABLE, which turns a failed call's 500 into a 503.
+var (
+	ErrFlowNotFound    = errors.New("plugins: flow key not found")
+	ErrFlowMismatch    = errors.New("plugins: flow version mismatch")
+	ErrFlowTooLarge    = errors.New("plugins: flow key or value too large")
+	ErrFlowUnavailable = errors.New("plugins: flow unavailable")
+)
+
+// Caps on the flow keys and values a guest passes; past them an import
+// answers TOO_LARGE without reaching the Flow. The engine's flow store has
+// the same caps.
+const (
+	MaxFlowKeyBytes   = 1 << 10
+	MaxFlowValueBytes = 64 << 10
+)
+
 // Kind says why a call failed, so that the engine can tell a guest's fault
 // from a deadline or a caller that went away.
 type Kind uint8

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/riftgate/riftgate/gateway/flow"
 	"go.uber.org/goleak"
 )
 
@@ -109,11 +108,11 @@ func (f *memFlow) Get(_ context.Context, key []byte) ([]byte, uint64, error) {
 	defer f.mu.Unlock()
 	f.ops++
 	if f.unavailable {
-		return nil, 0, flow.ErrUnavailable
+		return nil, 0, ErrFlowUnavailable
 	}
 	e, ok := f.m[string(key)]
 	if !ok {
-		return nil, 0, flow.ErrNotFound
+		return nil, 0, ErrFlowNotFound
 	}
 	return e.val, e.ver, nil
 }
@@ -123,7 +122,7 @@ func (f *memFlow) Put(_ context.Context, key, value []byte) error {
 	defer f.mu.Unlock()
 	f.ops++
 	if f.unavailable {
-		return flow.ErrUnavailable
+		return ErrFlowUnavailable
 	}
 	f.v++
 	f.m[string(key)] = memEntry{val: value, ver: f.v}
@@ -135,10 +134,10 @@ func (f *memFlow) CAS(_ context.Context, key []byte, expect uint64, value []byte
 	defer f.mu.Unlock()
 	f.ops++
 	if f.unavailable {
-		return flow.ErrUnavailable
+		return ErrFlowUnavailable
 	}
 	if f.m[string(key)].ver != expect {
-		return flow.ErrVersionMismatch
+		return ErrFlowMismatch
 	}
 	f.v++
 	f.m[string(key)] = memEntry{val: value, ver: f.v}
@@ -150,10 +149,10 @@ func (f *memFlow) Delete(_ context.Context, key []byte) error {
 	defer f.mu.Unlock()
 	f.ops++
 	if f.unavailable {
-		return flow.ErrUnavailable
+		return ErrFlowUnavailable
 	}
 	if _, ok := f.m[string(key)]; !ok {
-		return flow.ErrNotFound
+		return ErrFlowNotFound
 	}
 	delete(f.m, string(key))
 	return nil

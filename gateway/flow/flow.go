@@ -10,6 +10,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -62,6 +63,48 @@ type Entry struct {
 	Version Version
 }
 
+// KeyEntry is one key of a flow with its entry.
+type KeyEntry struct {
+	Key string
+	Entry
+}
+
+// KeyVersion names the version of one key: what a Commit expects to find.
+type KeyVersion struct {
+	Key string
+	V   uint64
+}
+
+// Write is one change of a Commit: Value is stored under Key, or Key is
+// removed when Delete is set.
+type Write struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
+
+// Snapshot is a whole flow read at one instant: its live keys, sorted.
+type Snapshot []KeyEntry
+
+// Versions lists the snapshot's keys and versions, which a Commit based on
+// it expects.
+func (s Snapshot) Versions() []KeyVersion {
+	out := make([]KeyVersion, len(s))
+	for i, e := range s {
+		out[i] = KeyVersion{Key: e.Key, V: e.Version.V}
+	}
+	return out
+}
+
+// Stats are the counters of the flows one node holds, for metrics.
+type Stats struct {
+	Flows, Entries, Bytes int64
+	Writes                [3]uint64 // by Durability
+	Batches               uint64    // durable commits
+	EvictedLRU            uint64    // whole flows shed at the flow cap
+	Expired               uint64    // whole flows whose TTL ran out
+}
+
 // Store is the flow store. Every method is safe for concurrent use and
 // honours ctx's deadline.
 type Store interface {
@@ -72,6 +115,41 @@ type Store interface {
 	// entry, so that the caller need not read again.
 	CAS(ctx context.Context, flowID, key string, expect uint64, value []byte, p Policy) (Entry, error)
 	Delete(ctx context.Context, flowID, key string, p Policy) error
-	Keys(ctx context.Context, flowID string) ([]string, error)
+	// Load reads every live key of a flow at one instant; an absent flow
+	// is an empty snapshot.
+	Load(ctx context.Context, flowID string) (Snapshot, error)
+	// Commit applies writes, all or none, only when the flow holds exactly
+	// the keys and versions of base (a Load's Versions). On
+	// ErrVersionMismatch nothing is written and the current snapshot is
+	// returned, so that the caller can retry without reading again.
+	Commit(ctx context.Context, flowID string, base []KeyVersion, writes []Write, p Policy) (Snapshot, error)
+	// Clear removes a whole flow.
 	Clear(ctx context.Context, flowID string) error
+	// List pages through the ids of the flows whose id starts with prefix,
+	// in order, after the id after ("" from the start); more says whether
+	// ids follow the last one returned.
+	List(ctx context.Context, prefix, after string, limit int) (ids []string, more bool, err error)
+	// DeletePrefix removes every flow whose id starts with prefix (an
+	// imposter's, when it is deleted) and says how many it removed.
+	DeletePrefix(ctx context.Context, prefix string) (int, error)
+	// Stats reports the counters of the flows this node holds.
+	Stats(ctx context.Context) (Stats, error)
+}
+
+// Scope is the prefix of every flow id of an imposter on port: "i<port>:",
+// or "f:" for the fleet namespace that imposters with contextScope "fleet"
+// share. It is the one place that spells it.
+func Scope(port int, fleet bool) string {
+	if fleet {
+		return "f:"
+	}
+	return "i" + strconv.Itoa(port) + ":"
+}
+
+// AppendScope appends Scope(port, fleet) to b without allocating.
+func AppendScope(b []byte, port int, fleet bool) []byte {
+	if fleet {
+		return append(b, "f:"...)
+	}
+	return append(strconv.AppendInt(append(b, 'i'), int64(port), 10), ':')
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -74,13 +76,57 @@ func (s Store) Delete(ctx context.Context, flowID, key string, p flow.Policy) er
 	return mapErr(s.Shard.Delete(ctx, flowID, key, policy(p)))
 }
 
-// Keys implements flow.Store.
-func (s Store) Keys(ctx context.Context, flowID string) ([]string, error) {
-	k, err := s.Shard.Keys(ctx, flowID)
-	return k, mapErr(err)
+// Load implements flow.Store.
+func (s Store) Load(ctx context.Context, flowID string) (flow.Snapshot, error) {
+	m, err := s.Shard.Entries(ctx, flowID)
+	return snapshot(m), mapErr(err)
+}
+
+// Commit implements flow.Store.
+func (s Store) Commit(ctx context.Context, flowID string, base []flow.KeyVersion, writes []flow.Write, p flow.Policy) (flow.Snapshot, error) {
+	b := make([]flowshard.KeyVersion, len(base))
+	for i, kv := range base {
+		b[i] = flowshard.KeyVersion{Key: kv.Key, V: kv.V}
+	}
+	ws := make([]flowshard.Write, len(writes))
+	for i, w := range writes {
+		ws[i] = flowshard.Write{Key: w.Key, Value: w.Value, Delete: w.Delete}
+	}
+	m, err := s.Shard.Commit(ctx, flowID, b, ws, policy(p))
+	return snapshot(m), mapErr(err)
+}
+
+// snapshot orders a flowshard flow's entries by key.
+func snapshot(m map[string]flowshard.Entry) flow.Snapshot {
+	out := make(flow.Snapshot, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, flow.KeyEntry{Key: k, Entry: entry(m[k])})
+	}
+	return out
 }
 
 // Clear implements flow.Store.
 func (s Store) Clear(ctx context.Context, flowID string) error {
 	return mapErr(s.Shard.Clear(ctx, flowID))
+}
+
+// List implements flow.Store.
+func (s Store) List(ctx context.Context, prefix, after string, limit int) ([]string, bool, error) {
+	ids, more, err := s.Shard.Flows(ctx, prefix, after, limit)
+	return ids, more, mapErr(err)
+}
+
+// DeletePrefix implements flow.Store.
+func (s Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	n, err := s.Shard.DeletePrefix(ctx, prefix)
+	return n, mapErr(err)
+}
+
+// Stats implements flow.Store.
+func (s Store) Stats(context.Context) (flow.Stats, error) {
+	st := s.Shard.Stats()
+	return flow.Stats{
+		Flows: st.Flows, Entries: st.Entries, Bytes: st.Bytes, Writes: st.Puts,
+		Batches: st.Batches, EvictedLRU: st.EvictedLRU, Expired: st.ExpiredFlows,
+	}, nil
 }

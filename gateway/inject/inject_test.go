@@ -187,9 +187,13 @@ func TestStateLoadAndDelete(t *testing.T) {
 	if got["body"] != "object:2:plain words" {
 		t.Errorf("body %v", got["body"])
 	}
-	keys, err := store.Keys(ctx, id)
+	snap, err := store.Load(ctx, id)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var keys []string
+	for _, en := range snap {
+		keys = append(keys, en.Key)
 	}
 	if strings.Join(sortedCopy(keys), ",") != "json,same,text" {
 		t.Errorf("keys %v", keys)
@@ -414,12 +418,12 @@ func TestFlowUnavailable(t *testing.T) {
 // flow.ErrUnavailable, as the cluster runtime reports an unreachable owner.
 type unavailable struct{ flow.Store }
 
-func (u unavailable) Keys(ctx context.Context, id string) ([]string, error) {
-	k, err := u.Store.Keys(ctx, id)
+func (u unavailable) Load(ctx context.Context, id string) (flow.Snapshot, error) {
+	s, err := u.Store.Load(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", flow.ErrUnavailable, err)
 	}
-	return k, nil
+	return s, nil
 }
 
 func TestLoggerWritesSlog(t *testing.T) {

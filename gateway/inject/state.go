@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -75,20 +74,12 @@ func (e *Engine) load(ctx context.Context, flowID string) (*snapshot, error) {
 	if flowID == "" || e.flows == nil {
 		return s, nil
 	}
-	keys, err := e.flows.Keys(ctx, flowID)
+	snap, err := e.flows.Load(ctx, flowID)
 	if err != nil {
 		return nil, fmt.Errorf("inject: load state of %q: %w", flowID, err)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ent, err := e.flows.Get(ctx, flowID, k)
-		if errors.Is(err, flow.ErrNotFound) {
-			continue // expired since Keys
-		}
-		if err != nil {
-			return nil, fmt.Errorf("inject: load state of %q: %w", flowID, err)
-		}
-		s.add(k, ent.Value)
+	for _, en := range snap {
+		s.add(en.Key, en.Value)
 	}
 	return s, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"sort"
 	"testing"
 	"unicode/utf8"
 
@@ -134,16 +133,12 @@ func TestStateModel(t *testing.T) {
 			}
 		}
 		got := map[string]any{}
-		ks, err := store.Keys(ctx, id)
+		snap, err := store.Load(ctx, id)
 		if err != nil {
 			rt.Fatal(err)
 		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			ent, err := store.Get(ctx, id, k)
-			if err != nil {
-				rt.Fatal(err)
-			}
+		for _, ent := range snap {
+			k := ent.Key
 			var v any
 			if err := json.Unmarshal(ent.Value, &v); err != nil {
 				rt.Fatalf("%s = %q: %v", k, ent.Value, err)
@@ -173,12 +168,12 @@ func TestStateGoldenBytes(t *testing.T) {
 		"arr": `[1,"a",null,null]`, "obj": `{"b":1,"a":{"c":[]}}`, "date": `"1970-01-01T00:00:00.000Z"`, "nan": `null`,
 	}
 	ctx := context.Background()
-	keys, err := store.Keys(ctx, "i1:golden")
+	snap, err := store.Load(ctx, "i1:golden")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != len(want) {
-		t.Errorf("keys %v", keys)
+	if len(snap) != len(want) {
+		t.Errorf("keys %v", snap)
 	}
 	for k, w := range want {
 		ent, err := store.Get(ctx, "i1:golden", k)

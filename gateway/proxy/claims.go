@@ -21,14 +21,16 @@ type Claims interface {
 	Acquire(ctx context.Context, key string) (token uint64, won bool, err error)
 	// Recorded marks the claim done: call it only after the recorded stub
 	// is stored (and persisted). Waiters replay.
-	Recorded(key string, token uint64)
+	Recorded(ctx context.Context, key string, token uint64) error
 	// Release returns the claim to Unclaimed after a failed upstream call;
 	// one waiter wins the next attempt.
-	Release(key string, token uint64)
+	Release(ctx context.Context, key string, token uint64) error
 	// Forget drops a recorded claim, so that the next request proxies again
 	// (the recorded stub is gone).
-	Forget(key string)
+	Forget(ctx context.Context, key string) error
 }
+
+var _ Claims = (*LocalClaims)(nil)
 
 // LocalClaims is the single-node Claims.
 type LocalClaims struct {
@@ -73,30 +75,33 @@ func (l *LocalClaims) Acquire(ctx context.Context, key string) (uint64, bool, er
 }
 
 // Recorded implements Claims.
-func (l *LocalClaims) Recorded(key string, token uint64) {
+func (l *LocalClaims) Recorded(_ context.Context, key string, token uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.claims[key]; c != nil && c.token == token && !c.recorded {
 		c.recorded = true
 		close(c.done)
 	}
+	return nil
 }
 
 // Release implements Claims.
-func (l *LocalClaims) Release(key string, token uint64) {
+func (l *LocalClaims) Release(_ context.Context, key string, token uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.claims[key]; c != nil && c.token == token && !c.recorded {
 		delete(l.claims, key)
 		close(c.done)
 	}
+	return nil
 }
 
 // Forget implements Claims.
-func (l *LocalClaims) Forget(key string) {
+func (l *LocalClaims) Forget(_ context.Context, key string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.claims[key]; c != nil && c.recorded {
 		delete(l.claims, key)
 	}
+	return nil
 }

@@ -202,7 +202,7 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 	for {
 		token, won, err := p.f.Claims.Acquire(ctx, key)
 		if err != nil {
-			return nil, mberr.New(mberr.FlowUnavailable, "proxyOnce claim: "+err.Error())
+			return nil, claimErr(err)
 		}
 		if !won {
 			resp, ok, err := call.Imposter.Replay(ctx, call.Request)
@@ -210,21 +210,33 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 				return resp, err
 			}
 			// The recording is gone (its stub was deleted): proxy again.
-			p.f.Claims.Forget(key)
+			if err := p.f.Claims.Forget(ctx, key); err != nil {
+				return nil, claimErr(err)
+			}
 			continue
 		}
 		resp, is, err := p.forward(ctx, call)
+		if err == nil {
+			err = p.record(call, preds, is, true)
+		}
 		if err != nil {
-			p.f.Claims.Release(key, token)
+			// A release that fails leaves the claim to its owner, which
+			// forgets Pending claims when it restarts.
+			_ = p.f.Claims.Release(ctx, key, token)
 			return nil, err
 		}
-		if err := p.record(call, preds, is, true); err != nil {
-			p.f.Claims.Release(key, token)
-			return nil, err
-		}
-		p.f.Claims.Recorded(key, token)
+		// The stub is recorded whatever this says: the request answers,
+		// and a claim left Pending ends with its owner's restart, after
+		// which requests replay the recording.
+		_ = p.f.Claims.Recorded(ctx, key, token)
 		return resp, nil
 	}
+}
+
+// claimErr is what a request gets when its proxyOnce claim cannot be
+// arbitrated: 503, and the upstream is not called.
+func claimErr(err error) error {
+	return mberr.New(mberr.FlowUnavailable, "proxyOnce claim: "+err.Error())
 }
 
 // forward calls the upstream, applies behaviors, and for proxyAlways

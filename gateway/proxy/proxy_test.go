@@ -40,14 +40,14 @@ func TestClaimsHaveOneWinnerAndReleaseHandsOver(t *testing.T) {
 			}
 			if w {
 				winners.Add(1)
-				c.Recorded("k", tk)
+				_ = c.Recorded(ctx, "k", tk)
 			} else {
 				replays.Add(1)
 			}
 		}()
 	}
 	time.Sleep(50 * time.Millisecond)
-	c.Release("k", tok) // the upstream failed: one waiter wins the retry
+	_ = c.Release(ctx, "k", tok) // the upstream failed: one waiter wins the retry
 	wg.Wait()
 	if winners.Load() != 1 || replays.Load() != 15 {
 		t.Fatalf("winners %d, replays %d; want 1 and 15", winners.Load(), replays.Load())
@@ -55,7 +55,7 @@ func TestClaimsHaveOneWinnerAndReleaseHandsOver(t *testing.T) {
 	if _, won, _ := c.Acquire(ctx, "k"); won {
 		t.Fatal("a recorded claim must replay")
 	}
-	c.Forget("k")
+	_ = c.Forget(ctx, "k")
 	if _, won, _ := c.Acquire(ctx, "k"); !won {
 		t.Fatal("a forgotten claim is unclaimed again")
 	}

@@ -160,7 +160,7 @@ func (f *storeFlow) Get(ctx context.Context, key []byte) ([]byte, uint64, error)
 		return nil, 0, err
 	}
 	e, err := f.s.Get(ctx, f.id, string(key))
-	return e.Value, e.Version.V, err
+	return e.Value, e.Version.V, flowHostErr(err)
 }
 
 func (f *storeFlow) Put(ctx context.Context, key, value []byte) error {
@@ -168,7 +168,7 @@ func (f *storeFlow) Put(ctx context.Context, key, value []byte) error {
 		return err
 	}
 	_, err := f.s.Put(ctx, f.id, string(key), value, policy)
-	return err
+	return flowHostErr(err)
 }
 
 func (f *storeFlow) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
@@ -176,14 +176,26 @@ func (f *storeFlow) CAS(ctx context.Context, key []byte, expect uint64, value []
 		return err
 	}
 	_, err := f.s.CAS(ctx, f.id, string(key), expect, value, policy)
-	return err
+	return flowHostErr(err)
 }
 
 func (f *storeFlow) Delete(ctx context.Context, key []byte) error {
 	if err := f.count("delete"); err != nil {
 		return err
 	}
-	return f.s.Delete(ctx, f.id, string(key), policy)
+	return flowHostErr(f.s.Delete(ctx, f.id, string(key), policy))
+}
+
+// flowHostErr is what the plugin host expects of a Flow: its own errors for
+// a missing key and a CAS mismatch; anything else reads as UNAVAILABLE.
+func flowHostErr(err error) error {
+	switch {
+	case errors.Is(err, flow.ErrNotFound):
+		return plugins.ErrFlowNotFound
+	case errors.Is(err, flow.ErrVersionMismatch):
+		return plugins.ErrFlowMismatch
+	}
+	return err
 }
 
 // value reads a key straight from the store, as an inject script would.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 )
@@ -34,7 +35,7 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("POST /imposters/{id}/stubs", g.withImposter(g.postStub))
 	mux.HandleFunc("PUT /imposters/{id}/stubs/{index}", g.withImposter(g.putStub))
 	mux.HandleFunc("DELETE /imposters/{id}/stubs/{index}", g.withImposter(g.deleteStub))
-	mux.HandleFunc("GET /config", g.config)
+	mux.HandleFunc("GET /config", g.getConfig)
 	mux.HandleFunc("GET /logs", g.getLogs)
 	mux.HandleFunc("GET /metrics", g.metrics)
 	g.engine.routes(mux)
@@ -120,9 +121,16 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, mberr.New(mberr.InvalidJSON, "Unable to parse body as JSON").WithSource(string(body)))
 		return
 	}
-	g.mu.Lock()
-	imp, err := g.create(r.Context(), body)
-	g.mu.Unlock()
+	m := g.maker()
+	defer m.done()
+	doc, err := m.imposter(body)
+	if err == nil {
+		_, err = g.submit(r.Context(), m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
+	}
+	imp, ok := g.get(doc.Port)
+	if err == nil && !ok {
+		err = mberr.New(mberr.CannotStartServer, "the imposter was created and is gone")
+	}
 	if err != nil {
 		g.log.Error("error creating imposter: " + err.Error())
 		writeErr(w, err)
@@ -132,8 +140,8 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusCreated, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
 }
 
-// putImposters replaces every imposter. All definitions are validated first,
-// so a bad one changes nothing.
+// putImposters replaces every imposter, in one command: a bad definition
+// changes nothing, flows included.
 func (g *gateway) putImposters(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(w, r)
 	if !ok {
@@ -144,53 +152,35 @@ func (g *gateway) putImposters(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	specs := make([]*imposter.Spec, len(raws))
-	for i, raw := range raws {
-		if specs[i], err = imposter.ParseSpec(raw); err != nil {
-			writeErr(w, err)
-			return
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	ctx := r.Context()
-	old := g.snapshot()
-	var oldJSON [][]byte
-	for _, imp := range old {
-		oldJSON = append(oldJSON, imp.JSON(imposter.View{Replayable: true}))
-		g.remove(ctx, imp.Port())
-	}
-	var created []*imposter.Imposter
-	for _, spec := range specs {
-		imp, err := g.start(ctx, spec)
+	m := g.maker()
+	defer m.done()
+	cmd := &config.Command{Op: config.OpReplaceAll, Imposters: make([]config.ImposterDoc, 0, len(raws))}
+	for _, raw := range raws {
+		doc, err := m.imposter(raw)
 		if err != nil {
-			// Put back what was there: a failed replace changes nothing.
-			for _, c := range created {
-				g.remove(ctx, c.Port())
-			}
-			for _, data := range oldJSON {
-				if _, rerr := g.create(ctx, data); rerr != nil {
-					g.log.Error("restoring imposter after a failed replace", "err", rerr)
-				}
-			}
 			writeErr(w, err)
 			return
 		}
-		created = append(created, imp)
+		cmd.Imposters = append(cmd.Imposters, doc)
 	}
-	writeImposters(w, http.StatusOK, created, imposter.View{BaseURL: baseURL(r), List: true})
+	if _, err := g.submit(r.Context(), m.command(cmd)); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeImposters(w, http.StatusOK, g.snapshot(), imposter.View{BaseURL: baseURL(r), List: true})
 }
 
 func (g *gateway) deleteImposters(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
 	v.Replayable = true
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	imps := g.snapshot()
 	list := make([]json.RawMessage, len(imps))
 	for i, imp := range imps {
 		list[i] = imp.JSON(v)
-		g.remove(r.Context(), imp.Port())
+	}
+	if _, err := g.submit(r.Context(), &config.Command{Op: config.OpReplaceAll}); err != nil {
+		writeErr(w, err)
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"imposters": list})
 }
@@ -201,7 +191,7 @@ func (g *gateway) withImposter(h func(http.ResponseWriter, *http.Request, *impos
 		port, err := strconv.Atoi(r.PathValue("id"))
 		imp, ok := g.get(port)
 		if err != nil || !ok {
-			writeErr(w, mberr.New(mberr.NoSuchResource, "Try POSTing to /imposters first?"))
+			writeErr(w, mberr.New(mberr.NoSuchResource, config.MsgNoImposter))
 			return
 		}
 		h(w, r, imp)
@@ -216,15 +206,16 @@ func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
 	v.Replayable = true
 	port, err := strconv.Atoi(r.PathValue("id"))
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	imp, ok := g.get(port)
 	if err != nil || !ok {
 		writeRaw(w, http.StatusOK, json.RawMessage(`{}`))
 		return
 	}
 	out := imp.JSON(v)
-	g.remove(r.Context(), port)
+	if _, err := g.submit(r.Context(), &config.Command{Op: config.OpDeleteImposter, Port: port}); err != nil {
+		writeErr(w, err)
+		return
+	}
 	writeRaw(w, http.StatusOK, out)
 }
 
@@ -234,15 +225,7 @@ func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, im
 }
 
 func (g *gateway) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
-		kept := stubs[:0]
-		for _, s := range stubs {
-			if !s.Spec.Recorded {
-				kept = append(kept, s)
-			}
-		}
-		return kept, nil
-	})
+	g.editStubs(w, r, imp, &config.Command{Op: config.OpDropRecorded})
 }
 
 func (g *gateway) putStubs(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
@@ -261,14 +244,13 @@ func (g *gateway) putStubs(w http.ResponseWriter, r *http.Request, imp *imposter
 		writeErr(w, mberr.New(mberr.BadData, "'stubs' is a required field"))
 		return
 	}
-	specs, err := parseStubs(*req.Stubs)
+	m := g.maker()
+	stubs, err := m.stubs(*req.Stubs)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	g.editStubs(w, r, imp, func([]*imposter.Stub) ([]*imposter.Stub, error) {
-		return compileAll(imp, specs)
-	})
+	g.editStubs(w, r, imp, m.command(&config.Command{Op: config.OpReplaceStubs, Stubs: stubs}))
 }
 
 func (g *gateway) postStub(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
@@ -288,37 +270,31 @@ func (g *gateway) postStub(w http.ResponseWriter, r *http.Request, imp *imposter
 		writeErr(w, mberr.New(mberr.BadData, "must contain 'stub' field"))
 		return
 	}
-	spec, err := imposter.ParseStub(req.Stub)
+	at := -1
+	if req.Index != nil {
+		n, err := strconv.Atoi(req.Index.String())
+		if err != nil || n < 0 {
+			writeErr(w, mberr.New(mberr.BadData, config.MsgIndex))
+			return
+		}
+		at = n
+	}
+	m := g.maker()
+	stubs, err := m.stubs([]json.RawMessage{req.Stub})
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
-		at := len(stubs)
-		if req.Index != nil {
-			n, err := strconv.Atoi(req.Index.String())
-			if err != nil || n < 0 || n > len(stubs) {
-				return nil, mberr.New(mberr.BadData, "'index' must be between 0 and the length of the stubs array")
-			}
-			at = n
-		}
-		st, err := imp.CompileStub(spec)
-		if err != nil {
-			return nil, err
-		}
-		return append(stubs[:at], append([]*imposter.Stub{st}, stubs[at:]...)...), nil
-	})
+	g.editStubs(w, r, imp, m.command(&config.Command{Op: config.OpInsertStub, Index: at, Stubs: stubs}))
 }
 
-var errStubIndex = &mberr.Error{Code: mberr.BadData, Status: http.StatusNotFound,
-	Message: "'stubIndex' must be a valid integer, representing the array index position of the stub to replace"}
-
-func stubIndex(r *http.Request, n int) (int, error) {
+// stubIndex reads {index}; one that is not a number is out of range.
+func stubIndex(r *http.Request) int {
 	i, err := strconv.Atoi(r.PathValue("index"))
-	if err != nil || i < 0 || i >= n {
-		return 0, errStubIndex
+	if err != nil {
+		return -1
 	}
-	return i, nil
+	return i
 }
 
 func (g *gateway) putStub(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
@@ -326,83 +302,34 @@ func (g *gateway) putStub(w http.ResponseWriter, r *http.Request, imp *imposter.
 	if !ok {
 		return
 	}
-	spec, err := imposter.ParseStub(body)
+	m := g.maker()
+	stubs, err := m.stubs([]json.RawMessage{body})
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
-		i, err := stubIndex(r, len(stubs))
-		if err != nil {
-			return nil, err
-		}
-		st, err := imp.CompileStub(spec)
-		if err != nil {
-			return nil, err
-		}
-		stubs[i] = st
-		return stubs, nil
-	})
+	g.editStubs(w, r, imp, m.command(&config.Command{Op: config.OpReplaceStub, Index: stubIndex(r), Stubs: stubs}))
 }
 
 func (g *gateway) deleteStub(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	g.editStubs(w, r, imp, func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
-		i, err := stubIndex(r, len(stubs))
-		if err != nil {
-			return nil, err
-		}
-		return append(stubs[:i], stubs[i+1:]...), nil
-	})
+	g.editStubs(w, r, imp, &config.Command{Op: config.OpDeleteStub, Index: stubIndex(r)})
 }
 
-// editStubs applies a stub-list change, persists it, and answers with the
-// imposter. A failed edit or save leaves the stubs as they were.
-func (g *gateway) editStubs(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter,
-	edit func([]*imposter.Stub) ([]*imposter.Stub, error)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var before []*imposter.Stub
-	err := imp.EditStubs(func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
-		before = append([]*imposter.Stub(nil), stubs...)
-		return edit(stubs)
-	})
-	if err == nil {
-		if err = g.persist(imp); err != nil {
-			_ = imp.EditStubs(func([]*imposter.Stub) ([]*imposter.Stub, error) { return before, nil })
-		}
-	}
-	if err != nil {
+// editStubs submits a command on imp's stubs and answers with the imposter
+// as the command left it.
+func (g *gateway) editStubs(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter, cmd *config.Command) {
+	cmd.Port = imp.Port()
+	if _, err := g.submit(r.Context(), cmd); err != nil {
 		writeErr(w, err)
 		return
+	}
+	if now, ok := g.get(imp.Port()); ok {
+		imp = now
 	}
 	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
 }
 
-func parseStubs(raws []json.RawMessage) ([]*imposter.StubSpec, error) {
-	specs := make([]*imposter.StubSpec, len(raws))
-	for i, raw := range raws {
-		s, err := imposter.ParseStub(raw)
-		if err != nil {
-			return nil, err
-		}
-		specs[i] = s
-	}
-	return specs, nil
-}
-
-func compileAll(imp *imposter.Imposter, specs []*imposter.StubSpec) ([]*imposter.Stub, error) {
-	out := make([]*imposter.Stub, len(specs))
-	for i, s := range specs {
-		st, err := imp.CompileStub(s)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = st
-	}
-	return out, nil
-}
-
-func (g *gateway) config(w http.ResponseWriter, r *http.Request) {
+func (g *gateway) getConfig(w http.ResponseWriter, r *http.Request) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	cwd, _ := os.Getwd()

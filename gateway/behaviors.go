@@ -22,15 +22,15 @@ type behaviors struct {
 	jsonBody   bool
 }
 
-func (e *engine) compileBehaviors(response json.RawMessage, imp *imposter.Imposter) (imposter.Behaviors, error) {
+func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (imposter.Behaviors, error) {
 	b, err := behavior.Compile(response, behavior.Options{
-		Inject: e.injectHooks(imp),
+		Inject: e.injectHooks(bd.Imposter),
 		Wasm: func(spec json.RawMessage) (behavior.Decorator, error) {
-			c, err := e.compileWasm(spec, "decorate")
+			c, err := e.compileWasm(spec, "decorate", bd)
 			if err != nil {
 				return nil, err
 			}
-			return wasmDecorator{c, imp}, nil
+			return wasmDecorator{c, bd.Imposter}, nil
 		},
 	})
 	if err != nil {

@@ -58,7 +58,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.close(ctx)
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	e.proxies = &proxy.Factory{Claims: proxy.NewLocalClaims()}
+	e.proxies = &proxy.Factory{Claims: proxy.NewLocalClaims(), Recorder: recorder{g}}
 	if opts.AllowInjection {
 		e.inject = inject.New(inject.Options{Logger: opts.Logger, Flows: e.flows})
 		e.proxies.Inject = e.inject.Generate
@@ -69,7 +69,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		PathHint: func(m imposter.Matcher) (string, bool, bool) {
 			return predicate.Hints(m.(predicate.Predicate)).PathIndex()
 		},
-		Responders: map[string]func(json.RawMessage, *imposter.Imposter) (imposter.Responder, error){
+		Responders: map[string]func(json.RawMessage, imposter.Build) (imposter.Responder, error){
 			"wasm":  e.wasmResponder,
 			"proxy": e.proxies.New,
 		},
@@ -91,7 +91,6 @@ func (e *engine) imposterOptions() imposter.Options {
 		MaxBodyBytes:  maxImposterBody,
 		Flows:         e,
 		Store:         e.flows,
-		Commit:        e.g.commit,
 	}
 }
 
@@ -156,13 +155,6 @@ func (e *engine) metrics(ctx context.Context, b *strings.Builder, metric func(na
 	}
 }
 
-// forget drops a deleted imposter's flows.
-func (e *engine) forget(ctx context.Context, imp *imposter.Imposter) {
-	if _, err := e.flows.DeletePrefix(ctx, flow.Scope(imp.Port(), false)); err != nil {
-		e.g.log.Error("deleting an imposter's flows", "port", imp.Port(), "err", err)
-	}
-}
-
 func (e *engine) close(ctx context.Context) {
 	if e.inject != nil {
 		e.inject.Close()
@@ -185,15 +177,15 @@ func (e *engine) close(ctx context.Context) {
 
 // compilePredicates compiles a stub's predicates for imp; wasm predicates
 // run against imp's flows.
-func (e *engine) compilePredicates(raws []json.RawMessage, imp *imposter.Imposter) (imposter.Matcher, error) {
+func (e *engine) compilePredicates(raws []json.RawMessage, b imposter.Build) (imposter.Matcher, error) {
 	return predicate.CompileAll(raws, predicate.Options{
-		Inject: e.injectPredicate(imp),
+		Inject: e.injectPredicate(b.Imposter),
 		Wasm: func(spec json.RawMessage) (predicate.Predicate, error) {
-			c, err := e.compileWasm(spec, "matches")
+			c, err := e.compileWasm(spec, "matches", b)
 			if err != nil {
 				return nil, err
 			}
-			return wasmPredicate{c, imp}, nil
+			return wasmPredicate{c, b.Imposter}, nil
 		},
 	})
 }

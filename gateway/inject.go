@@ -27,7 +27,7 @@ type injectResponder struct {
 	imp *imposter.Imposter
 }
 
-func (e *engine) injectResponder(raw json.RawMessage, imp *imposter.Imposter) (imposter.Responder, error) {
+func (e *engine) injectResponder(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
 	var src string
 	if err := json.Unmarshal(raw, &src); err != nil {
 		return nil, mberr.New(mberr.BadData, "inject must be a function's source").WithSource(raw)
@@ -36,7 +36,7 @@ func (e *engine) injectResponder(raw json.RawMessage, imp *imposter.Imposter) (i
 	if err != nil {
 		return nil, err
 	}
-	return &injectResponder{p, imp}, nil
+	return &injectResponder{p, b.Imposter}, nil
 }
 
 func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {

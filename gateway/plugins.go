@@ -3,18 +3,20 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"net/url"
-	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
@@ -26,32 +28,50 @@ import (
 // a decorate behavior.
 type wasmSpec struct {
 	// Module names a module registered through PUT /plugins/:name, or a
-	// path to a .wasm file (relative to the working directory).
+	// path to a .wasm file (relative to the working directory), read when
+	// the stub is made.
 	Module string          `json:"module"`
 	Export string          `json:"export"`
 	Config json.RawMessage `json:"config"`
-	// Base64 carries the module inline, so an imposter file is self-contained;
-	// it is registered under Module.
+	// Base64 carries the module inline, so an imposter file is
+	// self-contained; Module is then only its name.
 	Base64 string `json:"base64"`
 	// Limits, with a path or base64, are the module's limits; a module
 	// registered by name has the limits its PUT gave.
-	Limits *wasmLimits `json:"limits,omitempty"`
+	Limits *config.Limits `json:"limits,omitempty"`
 }
 
-// wasmLimits are a module's limits as the API spells them, in imposter JSON,
-// in PUT /plugins/:name's query and in GET /plugins. Zero keeps the default;
-// deadlineMs -1 turns the deadline off (then nothing stops a guest that
-// never returns).
-type wasmLimits struct {
-	MemoryPages      uint32 `json:"memoryPages,omitempty"`
-	DeadlineMs       int64  `json:"deadlineMs,omitempty"`
-	MaxResponseBytes int    `json:"maxResponseBytes,omitempty"`
-	PoolSize         int    `json:"poolSize,omitempty"`
-	RecycleAfter     int    `json:"recycleAfter,omitempty"`
+func parseWasm(raw json.RawMessage) (wasmSpec, error) {
+	var s wasmSpec
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&s); err != nil {
+		return s, mberr.New(mberr.BadData, "invalid wasm: "+err.Error()).WithSource(raw)
+	}
+	if s.Module == "" {
+		return s, mberr.New(mberr.BadData, "wasm needs a 'module'").WithSource(raw)
+	}
+	if s.Limits != nil && s.Base64 == "" && !looksLikePath(s.Module) {
+		return s, mberr.New(mberr.BadData, fmt.Sprintf("plugin %q is registered by name: give its limits to PUT /plugins/%s?memoryPages=...", s.Module, s.Module)).WithSource(raw)
+	}
+	if _, err := pluginLimits(s.Limits); err != nil {
+		return s, mberr.As(err).WithSource(raw)
+	}
+	return s, nil
 }
 
-// limits converts l; the host checks the rest when the module registers.
-func (l *wasmLimits) limits() (plugins.Limits, error) {
+// inline reports whether the spec brings its module (a file or base64)
+// rather than naming a registered plugin.
+func (s wasmSpec) inline() bool { return s.Base64 != "" || looksLikePath(s.Module) }
+
+func looksLikePath(s string) bool {
+	return strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".wasm")
+}
+
+// pluginLimits converts the API's limits; the host checks the rest when
+// the module loads. Zero keeps the default; deadlineMs -1 turns the
+// deadline off (then nothing stops a guest that never returns).
+func pluginLimits(l *config.Limits) (plugins.Limits, error) {
 	if l == nil {
 		return plugins.Limits{}, nil
 	}
@@ -69,107 +89,144 @@ func (l *wasmLimits) limits() (plugins.Limits, error) {
 // limitsFromQuery reads PUT /plugins/:name's query, whose parameters are
 // the limits' JSON names, through the same strict decoding as a stub's
 // `limits`.
-func limitsFromQuery(q url.Values) (*wasmLimits, error) {
+func limitsFromQuery(q url.Values) (config.Limits, error) {
 	obj := make(map[string]json.Number, len(q))
 	for name, vs := range q {
 		obj[name] = json.Number(vs[len(vs)-1])
 	}
 	raw, err := json.Marshal(obj)
-	l := &wasmLimits{}
+	var l config.Limits
 	if err == nil {
 		d := json.NewDecoder(bytes.NewReader(raw))
 		d.DisallowUnknownFields()
-		err = d.Decode(l)
+		err = d.Decode(&l)
 	}
 	if err != nil {
-		return nil, mberr.New(mberr.BadData, "invalid limits in the query (memoryPages, deadlineMs, maxResponseBytes, poolSize, recycleAfter): "+err.Error())
+		return l, mberr.New(mberr.BadData, "invalid limits in the query (memoryPages, deadlineMs, maxResponseBytes, poolSize, recycleAfter): "+err.Error())
 	}
-	return l, nil
+	_, err = pluginLimits(&l)
+	return l, err
+}
+
+// moduleKey names a module in the plugin host by its content and limits,
+// so that loading it twice is a no-op and never replaces another: loading
+// has no effect anyone else can see.
+func moduleKey(hash string, lim config.Limits) string {
+	if lim == (config.Limits{}) {
+		return "sha256:" + hash
+	}
+	return fmt.Sprintf("sha256:%s?memoryPages=%d&deadlineMs=%d&maxResponseBytes=%d&poolSize=%d&recycleAfter=%d",
+		hash, lim.MemoryPages, lim.DeadlineMs, lim.MaxResponseBytes, lim.PoolSize, lim.RecycleAfter)
+}
+
+// load makes the module with this hash and limits callable, under its
+// moduleKey, from the bytes cfg holds. A module that does not load (bad
+// bytes, a start function that traps or loops) is an error here, when the
+// stub or plugin is made, and not at its first request.
+func (e *engine) load(cfg *config.State, hash string, lim config.Limits) (string, plugins.ModuleInfo, error) {
+	key := moduleKey(hash, lim)
+	if info, ok := e.plugins.Module(key); ok {
+		return key, info, nil
+	}
+	var wasm []byte
+	if cfg != nil {
+		wasm = cfg.Modules[hash]
+	}
+	if wasm == nil {
+		return "", plugins.ModuleInfo{}, mberr.New(mberr.BadData, "the configuration lacks module "+hash)
+	}
+	pl, err := pluginLimits(&lim)
+	if err != nil {
+		return "", plugins.ModuleInfo{}, err
+	}
+	info, err := e.plugins.Register(context.Background(), key, wasm, pl)
+	if err != nil {
+		return "", info, mberr.New(mberr.BadData, "invalid plugin: "+err.Error())
+	}
+	return key, info, nil
+}
+
+// unloadUnused unloads every module the configuration cfg no longer names:
+// the modules of deleted stubs and replaced plugins.
+func (e *engine) unloadUnused(cfg *config.State) {
+	used := map[string]bool{}
+	for _, p := range cfg.Plugins {
+		used[moduleKey(p.Hash, p.Limits)] = true
+	}
+	for _, imp := range cfg.Imposters {
+		for _, st := range imp.Stubs {
+			for _, m := range st.Refs.Modules {
+				used[moduleKey(m.Hash, m.Limits)] = true
+			}
+		}
+	}
+	for _, m := range e.plugins.Modules() {
+		if !used[m.Name] {
+			_ = e.plugins.Unregister(context.Background(), m.Name)
+		}
+	}
 }
 
 // wasmCall is one compiled use of a plugin.
 type wasmCall struct {
 	e      *engine
-	module string
+	module string // the host's name for it: its moduleKey
+	name   string // as the stub spells it, for messages
 	export string
 	config []byte
 }
 
-// compileWasm validates a `{"wasm": ...}` value and makes sure its module is
-// registered, so that a bad module is refused with the stub, not at the
-// first request.
-func (e *engine) compileWasm(raw json.RawMessage, defaultExport string) (*wasmCall, error) {
-	var s wasmSpec
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&s); err != nil {
-		return nil, mberr.New(mberr.BadData, "invalid wasm: "+err.Error()).WithSource(raw)
-	}
-	if s.Module == "" {
-		return nil, mberr.New(mberr.BadData, "wasm needs a 'module'").WithSource(raw)
+// compileWasm compiles a `{"wasm": ...}` value of the stub b builds,
+// finding its module in the configuration b compiles against: by the hash
+// the stub's refs recorded for a path or an inline module, or under the
+// name a plugin was registered with.
+func (e *engine) compileWasm(raw json.RawMessage, defaultExport string, b imposter.Build) (*wasmCall, error) {
+	s, err := parseWasm(raw)
+	if err != nil {
+		return nil, err
 	}
 	if s.Export == "" {
 		s.Export = defaultExport
+	}
+	var hash string
+	var lim config.Limits
+	if s.inline() {
+		var want config.Limits
+		if s.Limits != nil {
+			want = *s.Limits
+		}
+		ref, ok := b.Stub.Refs.Module(s.Module, want)
+		if !ok {
+			return nil, mberr.New(mberr.BadData, fmt.Sprintf("wasm module %q was not read when the stub was made", s.Module)).WithSource(raw)
+		}
+		hash, lim = ref.Hash, ref.Limits
+	} else {
+		var p config.Plugin
+		ok := b.Config != nil
+		if ok {
+			p, ok = b.Config.Plugins[s.Module]
+		}
+		if !ok {
+			return nil, mberr.New(mberr.BadData, fmt.Sprintf("no plugin named %q: PUT it to /plugins/%s first", s.Module, s.Module)).WithSource(raw)
+		}
+		hash, lim = p.Hash, p.Limits
+	}
+	key, info, err := e.load(b.Config, hash, lim)
+	if err != nil {
+		return nil, mberr.As(err).WithSource(raw)
+	}
+	if !slices.Contains(info.Entry, s.Export) {
+		return nil, mberr.New(mberr.BadData, fmt.Sprintf("plugin %q has no entry point %q (it has %v)", s.Module, s.Export, info.Entry)).WithSource(raw)
 	}
 	cfg := []byte("null")
 	if len(s.Config) > 0 {
 		cfg = bytes.Clone(s.Config)
 	}
-	lim, err := s.Limits.limits()
-	if err != nil {
-		return nil, err
-	}
-	var info plugins.ModuleInfo
-	switch {
-	case s.Base64 != "":
-		var wasm []byte
-		if wasm, err = base64.StdEncoding.DecodeString(s.Base64); err != nil {
-			return nil, mberr.New(mberr.BadData, "wasm.base64 is not valid base64").WithSource(raw)
-		}
-		info, err = e.register(s.Module, wasm, lim)
-	case looksLikePath(s.Module):
-		var wasm []byte
-		if wasm, err = os.ReadFile(s.Module); err != nil {
-			return nil, mberr.New(mberr.BadData, "cannot read wasm module: "+err.Error()).WithSource(raw)
-		}
-		info, err = e.register(s.Module, wasm, lim)
-	case s.Limits != nil:
-		err = mberr.New(mberr.BadData, fmt.Sprintf("plugin %q is registered by name: give its limits to PUT /plugins/%s?memoryPages=...", s.Module, s.Module))
-	default:
-		var ok bool
-		if info, ok = e.plugins.Module(s.Module); !ok {
-			err = mberr.New(mberr.BadData, fmt.Sprintf("no plugin named %q: PUT it to /plugins/%s first", s.Module, s.Module))
-		}
-	}
-	if err != nil {
-		return nil, mberr.As(err).WithSource(raw)
-	}
-	found := false
-	for _, x := range info.Entry {
-		found = found || x == s.Export
-	}
-	if !found {
-		return nil, mberr.New(mberr.BadData, fmt.Sprintf("plugin %q has no entry point %q (it has %v)", s.Module, s.Export, info.Entry)).WithSource(raw)
-	}
-	return &wasmCall{e: e, module: s.Module, export: s.Export, config: cfg}, nil
+	return &wasmCall{e: e, module: key, name: s.Module, export: s.Export, config: cfg}, nil
 }
 
-func looksLikePath(s string) bool {
-	return strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".wasm")
-}
-
-// register registers wasm under name with lim; the same bytes with the
-// same limits are already there and cost nothing.
-func (e *engine) register(name string, wasm []byte, lim plugins.Limits) (plugins.ModuleInfo, error) {
-	info, err := e.plugins.Register(context.Background(), name, wasm, lim)
-	if err != nil {
-		return info, mberr.New(mberr.BadData, "invalid plugin: "+err.Error())
-	}
-	return info, nil
-}
-
-func (e *engine) wasmResponder(raw json.RawMessage, _ *imposter.Imposter) (imposter.Responder, error) {
-	return e.compileWasm(raw, "handle")
+func (e *engine) wasmResponder(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
+	return e.compileWasm(raw, "handle", b)
 }
 
 // Respond runs the plugin as a response.
@@ -179,7 +236,7 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 		return nil, err
 	}
 	if out.Result != 0 || !out.Wrote {
-		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.module, w.export, out.Result))
+		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.name, w.export, out.Result))
 	}
 	resp := fromPlugin(&out.Response)
 	// mb's `Connection: close` default exists for mb's own responses; a
@@ -321,44 +378,62 @@ func pluginErr(err error) error {
 }
 
 // pluginRoutes serves PUT, GET and DELETE /plugins/:name, and GET /plugins.
+// PUT and DELETE are configuration commands; the GETs read the state and
+// the plugin host's counters.
 func (e *engine) pluginRoutes(mux *http.ServeMux) {
+	g := e.g
 	mux.HandleFunc("GET /plugins", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"plugins": pluginsJSON(e.plugins.Modules())})
+		cfg := g.config.State()
+		list := []map[string]any{}
+		for _, name := range slices.Sorted(maps.Keys(cfg.Plugins)) {
+			list = append(list, e.pluginJSON(name, cfg.Plugins[name]))
+		}
+		// Then the modules stubs bring themselves, under the name they
+		// give them, once each.
+		seen := map[config.ModuleRef]bool{}
+		for _, port := range cfg.Ports() {
+			for _, st := range cfg.Imposters[port].Stubs {
+				for _, m := range st.Refs.Modules {
+					if !seen[m] {
+						seen[m] = true
+						list = append(list, e.pluginJSON(m.Module, config.Plugin{Hash: m.Hash, Limits: m.Limits}))
+					}
+				}
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"plugins": list})
 	})
 	mux.HandleFunc("GET /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
-		info, ok := e.plugins.Module(r.PathValue("name"))
+		p, ok := g.config.State().Plugins[r.PathValue("name")]
 		if !ok {
 			writeErr(w, mberr.New(mberr.NoSuchResource, "no plugin named "+r.PathValue("name")))
 			return
 		}
-		writeJSON(w, http.StatusOK, pluginJSON(info))
+		writeJSON(w, http.StatusOK, e.pluginJSON(r.PathValue("name"), p))
 	})
 	mux.HandleFunc("PUT /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
-		wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
-		if err != nil {
-			writeErr(w, mberr.New(mberr.PayloadTooLarge, "the module is over the size limit"))
+		wasm, ok := readBody(w, r)
+		if !ok {
 			return
 		}
-		l, err := limitsFromQuery(r.URL.Query())
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		lim, err := l.limits()
+		lim, err := limitsFromQuery(r.URL.Query())
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		info, err := e.register(r.PathValue("name"), wasm, lim)
+		name, hash := r.PathValue("name"), contentHash(wasm)
+		_, err = g.submit(r.Context(), &config.Command{
+			Op: config.OpPutPlugin, Name: name, Plugin: &config.Plugin{Hash: hash, Limits: lim},
+			Modules: map[string][]byte{hash: wasm},
+		})
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, pluginJSON(info))
+		writeJSON(w, http.StatusOK, e.pluginJSON(name, g.config.State().Plugins[name]))
 	})
 	mux.HandleFunc("DELETE /plugins/{name}", func(w http.ResponseWriter, r *http.Request) {
-		err := e.plugins.Unregister(r.Context(), r.PathValue("name"))
-		if err != nil && !errors.Is(err, plugins.ErrUnknownModule) {
+		if _, err := g.submit(r.Context(), &config.Command{Op: config.OpDeletePlugin, Name: r.PathValue("name")}); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -366,15 +441,26 @@ func (e *engine) pluginRoutes(mux *http.ServeMux) {
 	})
 }
 
-func pluginJSON(m plugins.ModuleInfo) map[string]any {
-	return map[string]any{
-		"name": m.Name, "sha256": m.Hash, "size": m.Size, "exports": m.Entry,
-		"limits": wasmLimits{
-			MemoryPages: m.Limits.MemoryPages, DeadlineMs: deadlineMs(m.Limits.Deadline),
-			MaxResponseBytes: m.Limits.MaxResponseBytes, PoolSize: m.Limits.PoolSize,
-			RecycleAfter: m.Limits.RecycleAfter,
-		},
+// contentHash is a module's content hash: hex SHA-256, as the plugin host
+// reports it.
+func contentHash(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return hex.EncodeToString(sum[:])
+}
+
+// pluginJSON shows a registered plugin: its module, the limits it runs
+// under (the host's defaults filled in) and its counters.
+func (e *engine) pluginJSON(name string, p config.Plugin) map[string]any {
+	out := map[string]any{"name": name, "sha256": p.Hash}
+	if info, ok := e.plugins.Module(moduleKey(p.Hash, p.Limits)); ok {
+		m := info.Limits
+		out["size"], out["exports"] = info.Size, info.Entry
+		out["limits"] = config.Limits{
+			MemoryPages: m.MemoryPages, DeadlineMs: deadlineMs(m.Deadline),
+			MaxResponseBytes: m.MaxResponseBytes, PoolSize: m.PoolSize, RecycleAfter: m.RecycleAfter,
+		}
 	}
+	return out
 }
 
 func deadlineMs(d time.Duration) int64 {
@@ -382,14 +468,6 @@ func deadlineMs(d time.Duration) int64 {
 		return -1
 	}
 	return d.Milliseconds()
-}
-
-func pluginsJSON(ms []plugins.ModuleInfo) []map[string]any {
-	out := make([]map[string]any, len(ms))
-	for i, m := range ms {
-		out[i] = pluginJSON(m)
-	}
-	return out
 }
 
 // wasmPredicate is a `{"wasm": ...}` predicate: the plugin returns 1 to
@@ -402,7 +480,7 @@ type wasmPredicate struct {
 func (p wasmPredicate) Match(r *message.Request) bool {
 	out, err := p.c.call(context.Background(), p.imp, r, p.imp.FlowID(r), nil)
 	if err != nil {
-		p.c.e.g.log.Warn("wasm predicate failed", "module", p.c.module, "err", err)
+		p.c.e.g.log.Warn("wasm predicate failed", "module", p.c.name, "err", err)
 		return false
 	}
 	return out.Result == 1

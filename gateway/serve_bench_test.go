@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/valyala/fasthttp"
 )
 
@@ -38,18 +38,16 @@ func BenchmarkServe(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer g.close()
-			spec, err := imposter.ParseSpec([]byte(`{"protocol":"http","host":"127.0.0.1","stubs":[{"responses":[` + c.response + `]}]}`))
-			if err != nil {
-				b.Fatal(err)
+			m := g.maker()
+			doc, err := m.imposter([]byte(`{"protocol":"http","host":"127.0.0.1","stubs":[{"responses":[` + c.response + `]}]}`))
+			if err == nil {
+				_, err = g.submit(ctx, m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
 			}
-			imp, err := imposter.New(spec, g.engine.imposterOptions())
+			m.done()
 			if err != nil {
 				b.Skipf("%v (run make wasm)", err)
 			}
-			if err := imp.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer imp.Stop(ctx)
+			imp, _ := g.get(doc.Port)
 			serve := imp.Handler()
 			var req fasthttp.Request
 			req.SetRequestURI("/flowbench")

@@ -75,15 +75,6 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// KindOf returns the Kind of a Call error, and false for any other error.
-func KindOf(err error) (Kind, bool) {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind, true
-	}
-	return 0, false
-}
-
 // Errors Register, Unregister and Call wrap.
 var (
 	ErrInvalidModule = errors.New("invalid plugin module")

@@ -96,6 +96,7 @@ type Instance struct {
 	Dir     string // a scratch directory owned by the instance
 
 	t    testing.TB
+	wrap []string // a command the binary runs under (e.g. unshare), or none
 	args []string
 	cmd  *exec.Cmd
 	out  *LockedBuffer
@@ -107,7 +108,16 @@ type Instance struct {
 // ends; its output is logged if the test failed.
 func Start(t testing.TB, args ...string) *Instance {
 	t.Helper()
-	in := &Instance{t: t, Port: FreePort(t), Dir: t.TempDir()}
+	return StartUnder(t, nil, args...)
+}
+
+// StartUnder is Start with the binary run by wrap, a command that ends by
+// executing its arguments (the binary and its flags), such as
+// `unshare -m sh -c 'mount ... && exec "$0" "$@"'`: the process the test
+// signals is then riftgate itself.
+func StartUnder(t testing.TB, wrap []string, args ...string) *Instance {
+	t.Helper()
+	in := &Instance{t: t, Port: FreePort(t), Dir: t.TempDir(), wrap: wrap}
 	in.URL = "http://127.0.0.1:" + strconv.Itoa(in.Port)
 	for i, a := range args {
 		if a == "--datadir" && i+1 < len(args) {
@@ -129,7 +139,8 @@ func Start(t testing.TB, args ...string) *Instance {
 func (in *Instance) start() {
 	in.t.Helper()
 	in.out = &LockedBuffer{}
-	in.cmd = exec.Command(Binary(in.t), in.args...)
+	argv := append(append(append([]string(nil), in.wrap...), Binary(in.t)), in.args...)
+	in.cmd = exec.Command(argv[0], argv[1:]...)
 	in.cmd.Stdout, in.cmd.Stderr = in.out, in.out
 	in.cmd.Dir = in.Dir
 	if err := in.cmd.Start(); err != nil {

@@ -13,7 +13,7 @@ import (
 
 // testCompiler is the engine's predicate wiring, without plugins.
 var testCompiler = &Compiler{
-	Predicates: func(raws []json.RawMessage, _ *Imposter) (Matcher, error) {
+	Predicates: func(raws []json.RawMessage, _ Build) (Matcher, error) {
 		return predicate.CompileAll(raws, predicate.Options{})
 	},
 	PathHint: func(m Matcher) (string, bool, bool) {
@@ -40,7 +40,7 @@ func predicateImposter(tb testing.TB, n int, pred string) *Imposter {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	imp, err := New(spec, Options{Compiler: testCompiler})
+	imp, err := New(spec, Options{Compiler: testCompiler}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -41,9 +42,6 @@ type Options struct {
 	Store flow.Store
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
-	// Commit persists the imposter after the engine changed its stubs (a
-	// proxy recording); the change counts as made only when it returns nil.
-	Commit func(*Imposter) error
 }
 
 // FlowIDs derives a request's scoped flow id.
@@ -58,10 +56,6 @@ type Imposter struct {
 	log   *slog.Logger
 	table atomic.Pointer[table]
 	dflt  *response // the response when no stub matches
-
-	// mu serializes admin changes to the stub list; the request path only
-	// loads table.
-	mu sync.Mutex
 
 	requests   sync.Mutex // guards saved
 	saved      []*message.Request
@@ -78,13 +72,15 @@ type Imposter struct {
 	cancel context.CancelFunc
 }
 
-// New compiles spec. Nothing is bound until Start, and a spec that does not
-// compile leaves nothing behind.
-func New(spec *Spec, opts Options) (*Imposter, error) {
+// New compiles spec, taking the modules its stubs name from cfg. Nothing is
+// bound until Serve, and a spec that does not compile leaves nothing
+// behind.
+func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	imp := &Imposter{spec: spec, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
+	imp.log = opts.Logger.With("imposter", imp.scope())
 	dflt, isJSON, err := buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
@@ -92,51 +88,62 @@ func New(spec *Spec, opts Options) (*Imposter, error) {
 	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: renderHeader(dflt)}
 	stubs := make([]*Stub, 0, len(spec.Stubs))
 	for _, ss := range spec.Stubs {
-		st, err := imp.compile(ss)
+		st, err := imp.CompileStub(ss, cfg)
 		if err != nil {
 			return nil, err
 		}
 		stubs = append(stubs, st)
 	}
 	imp.table.Store(newTable(stubs))
+	imp.ctx, imp.cancel = context.WithCancel(context.Background())
 	return imp, nil
 }
 
-func (imp *Imposter) compile(ss *StubSpec) (*Stub, error) {
+// CompileStub compiles one stub for this imposter, without adding it,
+// taking the modules it names from cfg.
+func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error) {
 	c := imp.opts.Compiler
 	if c == nil {
 		c = &Compiler{}
 	}
-	return c.compileStub(ss, imp, imp.spec.DefaultResponse)
+	return c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
 }
+
+// SetStubs makes stubs the imposter's stub list. Requests already matching
+// finish against the list they loaded.
+func (imp *Imposter) SetStubs(stubs []*Stub) { imp.table.Store(newTable(stubs)) }
 
 // Spec returns the imposter's definition. Its Stubs reflect creation time;
 // Stubs returns the current ones.
 func (imp *Imposter) Spec() *Spec { return imp.spec }
 
-// Port returns the bound port (the requested one, or the ephemeral one).
+// Port returns the imposter's port.
 func (imp *Imposter) Port() int { return imp.spec.Port }
 
-// Start binds the listener and serves until Stop.
-func (imp *Imposter) Start() error {
-	host := imp.spec.Host
+// Listen binds the port spec asks for on its host (or the default host),
+// through opts.Listen, without serving it: port 0 binds a free port.
+func Listen(spec *Spec, opts Options) (net.Listener, error) {
+	host := spec.Host
 	if host == "" {
-		host = imp.opts.DefaultHost
+		host = opts.DefaultHost
 	}
-	listen := imp.opts.Listen
+	listen := opts.Listen
 	if listen == nil {
 		listen = net.Listen
 	}
-	ln, err := listen("tcp", net.JoinHostPort(host, strconv.Itoa(imp.spec.Port)))
+	ln, err := listen("tcp", net.JoinHostPort(host, strconv.Itoa(spec.Port)))
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return mberr.New(mberr.ResourceConflict, fmt.Sprintf("Port %d is already in use", imp.spec.Port))
+			return nil, mberr.New(mberr.ResourceConflict, fmt.Sprintf("Port %d is already in use", spec.Port))
 		}
-		return mberr.New(mberr.CannotStartServer, err.Error())
+		return nil, mberr.New(mberr.CannotStartServer, err.Error())
 	}
-	if imp.spec.Port == 0 {
-		imp.spec.Port = ln.Addr().(*net.TCPAddr).Port
-	}
+	return ln, nil
+}
+
+// Serve serves the imposter on ln, a listener Listen bound for its port,
+// until Stop. The imposter owns ln from here, even on error.
+func (imp *Imposter) Serve(ln net.Listener) error {
 	if imp.spec.Protocol == "https" {
 		cfg, err := imp.tlsConfig()
 		if err != nil {
@@ -145,7 +152,6 @@ func (imp *Imposter) Start() error {
 		}
 		ln = tls.NewListener(ln, cfg)
 	}
-	imp.log = imp.opts.Logger.With("imposter", imp.scope())
 	imp.ln = ln
 	imp.server = &fasthttp.Server{
 		Handler:                       imp.Handler(),
@@ -158,7 +164,6 @@ func (imp *Imposter) Start() error {
 		Logger:                        fasthttpLogger{imp.log},
 	}
 	imp.done = make(chan struct{})
-	imp.ctx, imp.cancel = context.WithCancel(context.Background())
 	go func() {
 		defer close(imp.done)
 		_ = imp.server.Serve(ln)
@@ -167,13 +172,18 @@ func (imp *Imposter) Start() error {
 	return nil
 }
 
-// Stop closes the listener and every open connection, and waits for the
-// server to finish.
+// Stop ends what the imposter still computes, closes the listener and
+// every open connection, and waits for the server to finish. An imposter
+// that never served only releases its context.
 func (imp *Imposter) Stop(ctx context.Context) error {
+	imp.cancel()
 	if imp.server == nil {
 		return nil
 	}
-	imp.cancel()
+	// fasthttp's shutdown closes only the listeners Serve has registered;
+	// closing ours first ends a Serve that has not got that far, which
+	// would otherwise accept forever.
+	imp.ln.Close()
 	err := imp.server.ShutdownWithContext(ctx)
 	<-imp.done
 	imp.log.Info("Ciao for now")
@@ -317,36 +327,6 @@ func (imp *Imposter) Stats() Stats {
 // Stubs returns the current compiled stubs, in order.
 func (imp *Imposter) Stubs() []*Stub { return imp.table.Load().stubs }
 
-// ReplaceStubs compiles specs and swaps them in as the whole stub list.
-func (imp *Imposter) ReplaceStubs(specs []*StubSpec) error {
-	imp.mu.Lock()
-	defer imp.mu.Unlock()
-	stubs := make([]*Stub, 0, len(specs))
-	for _, ss := range specs {
-		st, err := imp.compile(ss)
-		if err != nil {
-			return err
-		}
-		stubs = append(stubs, st)
-	}
-	imp.table.Store(newTable(stubs))
-	return nil
-}
-
-// EditStubs applies edit to a copy of the current stub list under the admin
-// lock and swaps the result in; an error leaves the list as it was.
-func (imp *Imposter) EditStubs(edit func(stubs []*Stub) ([]*Stub, error)) error {
-	imp.mu.Lock()
-	defer imp.mu.Unlock()
-	cur := imp.table.Load().stubs
-	next, err := edit(append([]*Stub(nil), cur...))
-	if err != nil {
-		return err
-	}
-	imp.table.Store(newTable(next))
-	return nil
-}
-
 // Replay answers r from the stub table as a new request would, but only from
 // `is` responses. ok is false when r would reach a computed response: the
 // proxy stub itself, once its recording is gone.
@@ -367,17 +347,6 @@ func (imp *Imposter) Replay(ctx context.Context, r *message.Request) (resp *mess
 	}
 	return resp, true, nil
 }
-
-// Commit persists the imposter through Options.Commit.
-func (imp *Imposter) Commit() error {
-	if imp.opts.Commit == nil {
-		return nil
-	}
-	return imp.opts.Commit(imp)
-}
-
-// CompileStub compiles one stub for this imposter without adding it.
-func (imp *Imposter) CompileStub(ss *StubSpec) (*Stub, error) { return imp.compile(ss) }
 
 // fasthttpLogger sends fasthttp's own messages to slog at debug level.
 type fasthttpLogger struct{ l *slog.Logger }

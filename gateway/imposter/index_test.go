@@ -47,7 +47,7 @@ func TestIndexPropertyMatchesAScan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		imp, err := New(spec, Options{Compiler: testCompiler})
+		imp, err := New(spec, Options{Compiler: testCompiler}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestIndexFindsTheSameStubAsAScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imp, err := New(spec, Options{Compiler: testCompiler})
+	imp, err := New(spec, Options{Compiler: testCompiler}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

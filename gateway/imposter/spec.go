@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 )
@@ -35,14 +36,17 @@ type Spec struct {
 
 // StubSpec is one stub as stored.
 type StubSpec struct {
+	// ID is the stub's id in the configuration (0 for a stub not stored
+	// yet): stable across edits of other stubs.
+	ID uint64
+	// Refs are the modules the stub names, as the configuration resolved
+	// them when the stub was made.
+	Refs                  config.Refs
 	Predicates            []json.RawMessage
 	Responses             []*ResponseSpec
 	ScenarioName          string
 	RequiredScenarioState string
 	NewScenarioState      string
-	// Recorded marks a stub a proxy made, which DELETE
-	// /imposters/:id/savedProxyResponses removes.
-	Recorded bool
 
 	obj object
 }
@@ -167,6 +171,10 @@ func parseHeader(s *Spec, obj object) error {
 	}
 	return nil
 }
+
+// HeaderJSON returns the imposter's definition without its stubs, as
+// stored, with its port.
+func (s *Spec) HeaderJSON() json.RawMessage { return mustJSON(s.header.with("port", raw(s.Port))) }
 
 // JSON returns the stub as stored.
 func (s *StubSpec) JSON() json.RawMessage { return mustJSON(s.obj) }

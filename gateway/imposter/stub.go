@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/valyala/fasthttp"
@@ -57,12 +58,21 @@ type BehaviorHandler interface {
 	HandlesBehaviors() bool
 }
 
+// Build is what a compile hook compiles for: the imposter, the stub, and
+// the configuration the stub is compiled against, which holds the modules
+// it names. Compiling changes nothing outside the compiled stub.
+type Build struct {
+	Imposter *Imposter
+	Stub     *StubSpec
+	Config   *config.State // nil when the stub names no module
+}
+
 // Compiler turns the JSON of predicates, behaviors and non-`is` responses
 // into their compiled forms. The gateway wires it to the predicate, behavior,
 // proxy, inject and plugin packages; a nil hook refuses what it would
 // compile.
 type Compiler struct {
-	Predicates func(raws []json.RawMessage, imp *Imposter) (Matcher, error)
+	Predicates func(raws []json.RawMessage, b Build) (Matcher, error)
 	// PathHint returns the path a request must have to match, compared
 	// without regard to ASCII case, when the matcher requires one: the
 	// whole path, or (prefix true) its start. It must never exclude a
@@ -70,13 +80,13 @@ type Compiler struct {
 	PathHint func(m Matcher) (hint string, prefix, ok bool)
 	// Behaviors compiles the behaviors of a response, given the whole
 	// response object (mb's behaviors read its `is` fields).
-	Behaviors  func(response json.RawMessage, imp *Imposter) (Behaviors, error)
-	Responders map[string]func(raw json.RawMessage, imp *Imposter) (Responder, error)
+	Behaviors  func(response json.RawMessage, b Build) (Behaviors, error)
+	Responders map[string]func(raw json.RawMessage, b Build) (Responder, error)
 }
 
 // Stub is a compiled stub. Its responses cycle; the position is shared by
-// every table the stub appears in, so an admin change elsewhere does not
-// reset it.
+// every table the stub appears in, and Continue hands it to a recompiled
+// copy, so an admin change elsewhere does not reset it.
 type Stub struct {
 	Spec      *StubSpec
 	matcher   Matcher
@@ -89,6 +99,16 @@ type Stub struct {
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
+}
+
+// Continue makes s go on where from, an earlier compilation of the same
+// stub, is: its position in the responses cycle and, under --debug, what it
+// matched.
+func (s *Stub) Continue(from *Stub) {
+	s.pos.Store(from.pos.Load())
+	from.matchMu.Lock()
+	s.seen = append([]json.RawMessage(nil), from.seen...)
+	from.matchMu.Unlock()
 }
 
 // maxMatches bounds what a stub remembers under --debug.
@@ -134,10 +154,11 @@ type response struct {
 // maxCycle bounds the expanded response cycle; mb expands repeats the same way.
 const maxCycle = 1 << 16
 
-func (c *Compiler) compileStub(spec *StubSpec, imp *Imposter, defaults json.RawMessage) (*Stub, error) {
+func (c *Compiler) compileStub(b Build) (*Stub, error) {
+	spec := b.Stub
 	st := &Stub{Spec: spec}
 	if c.Predicates != nil {
-		m, err := c.Predicates(spec.Predicates, imp)
+		m, err := c.Predicates(spec.Predicates, b)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +170,7 @@ func (c *Compiler) compileStub(spec *StubSpec, imp *Imposter, defaults json.RawM
 		return nil, mberr.New(mberr.BadData, "predicates are not supported")
 	}
 	for _, rs := range spec.Responses {
-		r, err := c.compileResponse(rs, imp, defaults)
+		r, err := c.compileResponse(rs, b)
 		if err != nil {
 			return nil, err
 		}
@@ -164,11 +185,11 @@ func (c *Compiler) compileStub(spec *StubSpec, imp *Imposter, defaults json.RawM
 	return st, nil
 }
 
-func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults json.RawMessage) (*response, error) {
+func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error) {
 	r := &response{spec: rs}
 	switch rs.Kind {
 	case "is":
-		resp, isJSON, err := buildIs(rs.Value, defaults)
+		resp, isJSON, err := buildIs(rs.Value, b.Imposter.spec.DefaultResponse)
 		if err != nil {
 			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 		}
@@ -180,7 +201,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults jso
 		if mk == nil {
 			return nil, unsupported(rs)
 		}
-		resp, err := mk(rs.Value, imp)
+		resp, err := mk(rs.Value, b)
 		if err != nil {
 			return nil, err
 		}
@@ -193,11 +214,11 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, imp *Imposter, defaults jso
 		if c.Behaviors == nil {
 			return nil, mberr.New(mberr.BadData, "behaviors are not supported").WithSource(rs.obj)
 		}
-		b, err := c.Behaviors(mustJSON(rs.obj), imp)
+		bs, err := c.Behaviors(mustJSON(rs.obj), b)
 		if err != nil {
 			return nil, err
 		}
-		r.behaviors = b
+		r.behaviors = bs
 	}
 	return r, nil
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -33,9 +34,30 @@ import (
 // request object and returns the predicates it made.
 type InjectGenerator func(src string, request map[string]any) ([]json.RawMessage, error)
 
+// Recorder keeps what a proxy recorded.
+type Recorder interface {
+	// Record adds the recording to the configuration and returns once it
+	// is durable and served. On an error nothing was recorded (the proxy
+	// stub is gone, or the change could not be kept); the Recorder has
+	// said why in the log, and the request still gets its answer.
+	Record(ctx context.Context, r Recording) error
+}
+
+// Recording is one upstream answer to record.
+type Recording struct {
+	Port   int
+	Anchor uint64 // the proxy stub's id
+	Once   bool   // proxyOnce: before the anchor; else proxyAlways
+	// Stub is `{"predicates": [...], "responses": [the recorded one]}`.
+	Stub []byte
+	// Signature is config.Signature of the predicates.
+	Signature string
+}
+
 // Factory makes proxy responders; the engine keeps one.
 type Factory struct {
-	Claims Claims
+	Claims   Claims
+	Recorder Recorder
 	// Inject runs predicateGenerator injections; nil refuses them.
 	Inject InjectGenerator
 	// Timeout bounds one upstream call.
@@ -70,7 +92,7 @@ type Responder struct {
 }
 
 // New compiles a `proxy` response.
-func (f *Factory) New(raw json.RawMessage, _ *imposter.Imposter) (imposter.Responder, error) {
+func (f *Factory) New(raw json.RawMessage, _ imposter.Build) (imposter.Responder, error) {
 	var s spec
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
@@ -198,7 +220,7 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 	if err != nil {
 		return nil, err
 	}
-	key := strconv.Itoa(call.Imposter.Port()) + "|" + signature(preds)
+	key := strconv.Itoa(call.Imposter.Port()) + "|" + config.Signature(preds)
 	for {
 		token, won, err := p.f.Claims.Acquire(ctx, key)
 		if err != nil {
@@ -216,14 +238,17 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 			continue
 		}
 		resp, is, err := p.forward(ctx, call)
-		if err == nil {
-			err = p.record(call, preds, is, true)
-		}
 		if err != nil {
 			// A release that fails leaves the claim to its owner, which
 			// forgets Pending claims when it restarts.
 			_ = p.f.Claims.Release(ctx, key, token)
 			return nil, err
+		}
+		if err := p.record(ctx, call, preds, is, true); err != nil {
+			// Not kept, so not served: the next request calls the
+			// upstream again. This one has its answer.
+			_ = p.f.Claims.Release(ctx, key, token)
+			return resp, nil
 		}
 		// The stub is recorded whatever this says: the request answers,
 		// and a claim left Pending ends with its owner's restart, after
@@ -259,9 +284,8 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := p.record(call, preds, is, false); err != nil {
-			return nil, nil, err
-		}
+		// A recording that was not kept is not served; this answer stands.
+		_ = p.record(ctx, call, preds, is, false)
 	}
 	return resp, is, nil
 }
@@ -429,23 +453,12 @@ func isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
 		r.StatusCode, headers.Bytes(), body, mode, f.T))
 }
 
-// signature is the canonical form of generated predicates: the claim key.
-func signature(preds []json.RawMessage) string {
-	var v []any
-	for _, p := range preds {
-		var x any
-		_ = json.Unmarshal(p, &x)
-		v = append(v, x)
-	}
-	b, _ := json.Marshal(v) // encoding/json sorts map keys: canonical
-	return string(b)
-}
-
-// record stores the new stub: before the proxy stub for proxyOnce; for
-// proxyAlways, as another response of the first later stub with the same
-// predicates, or a new stub after the proxy stub. It returns only once the
-// imposter is persisted.
-func (p *Responder) record(call *imposter.Call, preds []json.RawMessage, is json.RawMessage, once bool) error {
+// record stores the recording as a configuration change: for proxyOnce,
+// just before the proxy stub; for proxyAlways, as another response of the
+// first later stub with the same predicates, or a new last stub (the
+// command's Apply places it). It returns once the recorded stub is durable
+// and in the imposter's table.
+func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []json.RawMessage, is json.RawMessage, once bool) error {
 	response := map[string]any{"is": is}
 	var behaviors []map[string]any
 	if p.spec.AddWaitBehavior {
@@ -466,60 +479,14 @@ func (p *Responder) record(call *imposter.Call, preds []json.RawMessage, is json
 	if preds == nil {
 		preds = []json.RawMessage{}
 	}
-	imp := call.Imposter
-	err := imp.EditStubs(func(stubs []*imposter.Stub) ([]*imposter.Stub, error) {
-		at := len(stubs)
-		for i, s := range stubs {
-			if s == call.Stub {
-				at = i
-			}
-		}
-		if !once {
-			for i := at + 1; i < len(stubs); i++ {
-				if s := stubs[i]; s.Spec.Recorded && samePredicates(s.Spec.Predicates, preds) {
-					var obj map[string]json.RawMessage
-					_ = json.Unmarshal(s.Spec.JSON(), &obj)
-					var rs []json.RawMessage
-					_ = json.Unmarshal(obj["responses"], &rs)
-					rb, _ := json.Marshal(response)
-					rs = append(rs, rb)
-					obj["responses"], _ = json.Marshal(rs)
-					st, err := compileRecorded(imp, obj)
-					if err != nil {
-						return nil, err
-					}
-					stubs[i] = st
-					return stubs, nil
-				}
-			}
-			at++
-		}
-		predsJSON, _ := json.Marshal(preds)
-		respJSON, _ := json.Marshal([]any{response})
-		st, err := compileRecorded(imp, map[string]json.RawMessage{"predicates": predsJSON, "responses": respJSON})
-		if err != nil {
-			return nil, err
-		}
-		return append(stubs[:at:at], append([]*imposter.Stub{st}, stubs[at:]...)...), nil
-	})
+	stub, err := json.Marshal(map[string]any{"predicates": preds, "responses": []any{response}})
 	if err != nil {
 		return err
 	}
-	return imp.Commit()
-}
-
-func compileRecorded(imp *imposter.Imposter, obj map[string]json.RawMessage) (*imposter.Stub, error) {
-	b, _ := json.Marshal(map[string]json.RawMessage{"predicates": obj["predicates"], "responses": obj["responses"]})
-	spec, err := imposter.ParseStub(b)
-	if err != nil {
-		return nil, err
-	}
-	spec.Recorded = true
-	return imp.CompileStub(spec)
-}
-
-func samePredicates(a, b []json.RawMessage) bool {
-	return signature(a) == signature(b)
+	return p.f.Recorder.Record(ctx, Recording{
+		Port: call.Imposter.Port(), Anchor: call.Stub.Spec.ID, Once: once,
+		Stub: stub, Signature: config.Signature(preds),
+	})
 }
 
 // queryString encodes pairs as node's querystring.stringify does for mb's

@@ -1,0 +1,373 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
+)
+
+// Refusals in mb 2.9.1's words, which the admin API also gives before a
+// command is made (an index that is not a number).
+const (
+	MsgNoImposter = "Try POSTing to /imposters first?"
+	MsgStubIndex  = "'stubIndex' must be a valid integer, representing the array index position of the stub to replace"
+	MsgIndex      = "'index' must be between 0 and the length of the stubs array"
+)
+
+// Apply reduces s and cmd to the next state and the command's result. It
+// is pure: the same state and command give byte-identical results on every
+// node. A refused command (Result.Err) returns s itself: nothing changed.
+func Apply(s *State, cmd *Command) (*State, Result) {
+	next := s.clone()
+	res := next.apply(cmd)
+	if res.Err != nil {
+		return s, Result{Err: res.Err}
+	}
+	for h, b := range cmd.Modules {
+		if _, ok := next.Modules[h]; !ok {
+			if next.Modules == nil {
+				next.Modules = map[string][]byte{}
+			}
+			next.Modules[h] = b
+		}
+	}
+	if r := next.checkRefs(); r.Err != nil {
+		return s, r
+	}
+	used := next.referenced()
+	maps.DeleteFunc(next.Modules, func(h string, _ []byte) bool { return !used[h] })
+	return next, res
+}
+
+func (s *State) apply(cmd *Command) Result {
+	switch cmd.Op {
+	case OpCreateImposter, OpReplaceImposter:
+		if len(cmd.Imposters) != 1 {
+			return refuse(mberr.BadData, "%s needs one imposter", cmd.Op)
+		}
+		doc := cmd.Imposters[0]
+		if r := checkPort(doc.Port); r.Err != nil {
+			return r
+		}
+		old := s.Imposters[doc.Port]
+		if old != nil && cmd.Op == OpCreateImposter {
+			return refuse(mberr.ResourceConflict, "Port %d is already in use", doc.Port)
+		}
+		imp := s.imposter(doc)
+		if old != nil && old.Equal(imp) {
+			return Result{}
+		}
+		s.setImposter(imp)
+		if old != nil {
+			return Result{Dropped: []int{doc.Port}}
+		}
+		return Result{}
+	case OpDeleteImposter:
+		if s.Imposters[cmd.Port] == nil {
+			return Result{}
+		}
+		delete(s.Imposters, cmd.Port)
+		return Result{Dropped: []int{cmd.Port}}
+	case OpReplaceAll:
+		seen := map[int]bool{}
+		for _, doc := range cmd.Imposters {
+			if r := checkPort(doc.Port); r.Err != nil {
+				return r
+			}
+			if seen[doc.Port] {
+				return refuse(mberr.ResourceConflict, "Port %d is already in use", doc.Port)
+			}
+			seen[doc.Port] = true
+		}
+		dropped := s.Ports()
+		s.Imposters = make(map[int]*Imposter, len(cmd.Imposters))
+		for _, doc := range cmd.Imposters {
+			s.setImposter(s.imposter(doc))
+		}
+		return Result{Dropped: dropped}
+	case OpInsertStub, OpReplaceStub, OpDeleteStub, OpReplaceStubs, OpRecordStub, OpDropRecorded:
+		old := s.Imposters[cmd.Port]
+		if old == nil {
+			return refuse(mberr.NoSuchResource, MsgNoImposter)
+		}
+		imp := &Imposter{Port: old.Port, Header: old.Header, Stubs: slices.Clone(old.Stubs)}
+		res := s.editStubs(imp, cmd)
+		if res.Err == nil {
+			s.setImposter(imp)
+		}
+		return res
+	case OpPutPlugin:
+		if cmd.Name == "" || cmd.Plugin == nil || cmd.Plugin.Hash == "" {
+			return refuse(mberr.BadData, "a plugin needs a name and a module")
+		}
+		if s.Plugins == nil {
+			s.Plugins = map[string]Plugin{}
+		}
+		s.Plugins[cmd.Name] = *cmd.Plugin
+		return Result{}
+	case OpDeletePlugin:
+		if _, ok := s.Plugins[cmd.Name]; !ok {
+			return Result{}
+		}
+		if users := s.usersOf(cmd.Name); len(users) > 0 {
+			return refuse(mberr.ResourceConflict, "plugin %q is in use by the imposter on port %d", cmd.Name, users[0])
+		}
+		delete(s.Plugins, cmd.Name)
+		return Result{}
+	}
+	return refuse(mberr.BadData, "unknown configuration command %s", cmd.Op)
+}
+
+func checkPort(port int) Result {
+	if port <= 0 || port >= 65536 {
+		return refuse(mberr.BadData, "invalid value for 'port'")
+	}
+	return Result{}
+}
+
+// imposter makes an imposter of doc, its stubs numbered from NextStubID.
+func (s *State) imposter(doc ImposterDoc) *Imposter {
+	imp := &Imposter{Port: doc.Port, Header: doc.Header, Stubs: make([]Stub, 0, len(doc.Stubs))}
+	for _, sd := range doc.Stubs {
+		imp.Stubs = append(imp.Stubs, s.stub(sd))
+	}
+	return imp
+}
+
+func (s *State) stub(sd StubDoc) Stub {
+	id := s.NextStubID
+	s.NextStubID++
+	return Stub{ID: id, JSON: sd.JSON, Refs: sd.Refs, Signature: sd.Signature}
+}
+
+func (s *State) setImposter(imp *Imposter) {
+	if s.Imposters == nil {
+		s.Imposters = map[int]*Imposter{}
+	}
+	s.Imposters[imp.Port] = imp
+}
+
+// editStubs applies a stub command to imp, a copy the caller owns.
+func (s *State) editStubs(imp *Imposter, cmd *Command) Result {
+	one := func() (StubDoc, Result) {
+		if len(cmd.Stubs) != 1 {
+			return StubDoc{}, refuse(mberr.BadData, "%s needs one stub", cmd.Op)
+		}
+		return cmd.Stubs[0], Result{}
+	}
+	at := func(n int) (int, Result) {
+		if cmd.Index < 0 || cmd.Index >= n {
+			r := refuse(mberr.BadData, MsgStubIndex)
+			r.Err.Status = http.StatusNotFound
+			return 0, r
+		}
+		return cmd.Index, Result{}
+	}
+	switch cmd.Op {
+	case OpInsertStub:
+		sd, r := one()
+		if r.Err != nil {
+			return r
+		}
+		i := cmd.Index
+		if i == -1 {
+			i = len(imp.Stubs)
+		}
+		if i < 0 || i > len(imp.Stubs) {
+			return refuse(mberr.BadData, MsgIndex)
+		}
+		st := s.stub(sd)
+		imp.Stubs = slices.Insert(imp.Stubs, i, st)
+		return Result{StubID: st.ID}
+	case OpReplaceStub:
+		sd, r := one()
+		if r.Err != nil {
+			return r
+		}
+		i, r := at(len(imp.Stubs))
+		if r.Err != nil {
+			return r
+		}
+		st := s.stub(sd)
+		imp.Stubs[i] = st
+		return Result{StubID: st.ID}
+	case OpDeleteStub:
+		i, r := at(len(imp.Stubs))
+		if r.Err != nil {
+			return r
+		}
+		imp.Stubs = slices.Delete(imp.Stubs, i, i+1)
+		return Result{}
+	case OpReplaceStubs:
+		imp.Stubs = make([]Stub, 0, len(cmd.Stubs))
+		for _, sd := range cmd.Stubs {
+			imp.Stubs = append(imp.Stubs, s.stub(sd))
+		}
+		return Result{}
+	case OpRecordStub:
+		sd, r := one()
+		if r.Err != nil {
+			return r
+		}
+		anchor := imp.Index(cmd.Anchor)
+		if anchor < 0 {
+			return refuse(mberr.NoSuchResource, "the proxy stub that recorded this is gone")
+		}
+		if cmd.Once {
+			st := s.stub(sd)
+			imp.Stubs = slices.Insert(imp.Stubs, anchor, st)
+			return Result{StubID: st.ID}
+		}
+		for i := anchor + 1; i < len(imp.Stubs); i++ {
+			if imp.Stubs[i].Signature != sd.Signature {
+				continue
+			}
+			added, ok := appendResponses(imp.Stubs[i].JSON, sd.JSON)
+			if !ok {
+				return refuse(mberr.BadData, "cannot add a recorded response to stub %d", i)
+			}
+			imp.Stubs[i].JSON = added
+			return Result{StubID: imp.Stubs[i].ID}
+		}
+		st := s.stub(sd)
+		imp.Stubs = append(imp.Stubs, st)
+		return Result{StubID: st.ID}
+	case OpDropRecorded:
+		kept := make([]Stub, 0, len(imp.Stubs))
+		for _, st := range imp.Stubs {
+			b, ok := dropRecorded(st.JSON)
+			if !ok {
+				continue // every response was recorded: the stub goes
+			}
+			// mb rewrites the whole list, so every stub starts its
+			// responses over: new ids say the same.
+			kept = append(kept, s.stub(StubDoc{JSON: b, Refs: st.Refs, Signature: st.Signature}))
+		}
+		imp.Stubs = kept
+		return Result{}
+	}
+	return refuse(mberr.BadData, "unknown stub command %s", cmd.Op)
+}
+
+// checkRefs refuses a state whose stubs or plugins name a module it lacks:
+// a maker that skipped its checks must not diverge the replicas.
+func (s *State) checkRefs() Result {
+	for name, p := range s.Plugins {
+		if _, ok := s.Modules[p.Hash]; !ok {
+			return refuse(mberr.BadData, "plugin %q: module %s is missing", name, p.Hash)
+		}
+	}
+	for _, port := range s.Ports() {
+		for _, st := range s.Imposters[port].Stubs {
+			for _, m := range st.Refs.Modules {
+				if _, ok := s.Modules[m.Hash]; !ok {
+					return refuse(mberr.BadData, "wasm module %q: its content is missing", m.Module)
+				}
+			}
+			for _, name := range st.Refs.Plugins {
+				if _, ok := s.Plugins[name]; !ok {
+					return refuse(mberr.BadData, "no plugin named %q: PUT it to /plugins/%s first", name, name)
+				}
+			}
+		}
+	}
+	return Result{}
+}
+
+// appendResponses adds the responses of stub add to those of stub to.
+func appendResponses(to, add []byte) ([]byte, bool) {
+	fields, err := message.ObjectFields(to)
+	if err != nil {
+		return nil, false
+	}
+	var have, more []json.RawMessage
+	if raw := get(fields, "responses"); raw != nil && json.Unmarshal(raw, &have) != nil {
+		return nil, false
+	}
+	addFields, err := message.ObjectFields(add)
+	if err != nil || json.Unmarshal(get(addFields, "responses"), &more) != nil {
+		return nil, false
+	}
+	return withResponses(fields, append(have, more...)), true
+}
+
+// dropRecorded removes the recorded responses of a stub; ok is false when
+// none is left.
+func dropRecorded(stub []byte) ([]byte, bool) {
+	fields, err := message.ObjectFields(stub)
+	if err != nil {
+		return stub, true
+	}
+	var rs []json.RawMessage
+	if json.Unmarshal(get(fields, "responses"), &rs) != nil {
+		return stub, true
+	}
+	kept := slices.DeleteFunc(slices.Clone(rs), recorded)
+	if len(kept) == 0 {
+		return nil, false
+	}
+	if len(kept) == len(rs) {
+		return stub, true
+	}
+	return withResponses(fields, kept), true
+}
+
+// recorded is mb's test for a response a proxy recorded: an `is` with a
+// numeric _proxyResponseTime.
+func recorded(r json.RawMessage) bool {
+	var v struct {
+		Is *struct {
+			T json.RawMessage `json:"_proxyResponseTime"`
+		} `json:"is"`
+	}
+	if json.Unmarshal(r, &v) != nil || v.Is == nil {
+		return false
+	}
+	t := bytes.TrimSpace(v.Is.T)
+	return len(t) > 0 && (t[0] == '-' || t[0] >= '0' && t[0] <= '9')
+}
+
+func get(fields []message.Field, key string) json.RawMessage {
+	for _, f := range fields {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// withResponses renders a stub's fields, in order, with its responses
+// replaced by rs.
+func withResponses(fields []message.Field, rs []json.RawMessage) []byte {
+	list, _ := json.Marshal(rs) // raw messages always encode
+	var b bytes.Buffer
+	b.WriteByte('{')
+	done := false
+	for _, f := range fields {
+		v := f.Value
+		if f.Key == "responses" {
+			v, done = list, true
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	if !done {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"responses":`)
+		b.Write(list)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

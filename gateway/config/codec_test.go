@@ -1,0 +1,74 @@
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"testing"
+)
+
+// goldenCommands pins the command encoding: one of every op. A change here
+// breaks every log and Raft group already written: give it a new
+// CommandVersion and keep decoding this one.
+var goldenCommands = []struct {
+	name string
+	cmd  Command
+	hex  string
+}{
+	{"create", Command{Op: OpCreateImposter, Imposters: []ImposterDoc{{Port: 4545, Header: []byte(`{"protocol":"http"}`),
+		Stubs: []StubDoc{{JSON: []byte(`{}`), Signature: "[]", Refs: Refs{Modules: []ModuleRef{{Module: "a.wasm", Hash: "ab", Limits: Limits{DeadlineMs: 5}}}, Plugins: []string{"p"}}}}}},
+		Modules: map[string][]byte{"ab": {0, 'a', 's', 'm'}}}, "01a301010481a3011911c102537b2270726f746f636f6c223a2268747470227d0381a301427b7d02a20181a30166612e7761736d0262616203a102050281617003625b5d0aa1626162440061736d"},
+	{"replace", Command{Op: OpReplaceImposter, Imposters: []ImposterDoc{{Port: 1, Header: []byte(`{}`)}}}, "01a201020481a2010102427b7d"},
+	{"delete", Command{Op: OpDeleteImposter, Port: 4545}, "01a20103021911c1"},
+	{"replace all", Command{Op: OpReplaceAll, Imposters: []ImposterDoc{{Port: 1, Header: []byte(`{}`)}, {Port: 2, Header: []byte(`{}`)}}}, "01a201040482a2010102427b7da2010202427b7d"},
+	{"insert", Command{Op: OpInsertStub, Port: 4545, Index: -1, Stubs: []StubDoc{{JSON: []byte(`{}`)}}}, "01a40105021911c103200581a101427b7d"},
+	{"replace stub", Command{Op: OpReplaceStub, Port: 4545, Index: 2, Stubs: []StubDoc{{JSON: []byte(`{}`)}}}, "01a40106021911c103020581a101427b7d"},
+	{"delete stub", Command{Op: OpDeleteStub, Port: 4545, Index: 0}, "01a20107021911c1"},
+	{"replace stubs", Command{Op: OpReplaceStubs, Port: 4545}, "01a20108021911c1"},
+	{"record", Command{Op: OpRecordStub, Port: 4545, Anchor: 7, Once: true, Stubs: []StubDoc{{JSON: []byte(`{}`), Signature: "[]"}}}, "01a50109021911c10581a201427b7d03625b5d060707f5"},
+	{"drop recorded", Command{Op: OpDropRecorded, Port: 4545}, "01a2010a021911c1"},
+	{"put plugin", Command{Op: OpPutPlugin, Name: "m", Plugin: &Plugin{Hash: "ab", Limits: Limits{MemoryPages: 64, DeadlineMs: -1, MaxResponseBytes: 1, PoolSize: 2, RecycleAfter: 3}}}, "01a3010b08616d09a20162616202a50118400220030104020503"},
+	{"delete plugin", Command{Op: OpDeletePlugin, Name: "m"}, "01a2010c08616d"},
+}
+
+func TestCommandEncodingIsPinned(t *testing.T) {
+	for _, g := range goldenCommands {
+		b, err := EncodeCommand(&g.cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hex.EncodeToString(b); got != g.hex {
+			t.Errorf("%s: encoding\n got %s\nwant %s", g.name, got, g.hex)
+		}
+	}
+}
+
+func goldenState(t testing.TB) []byte {
+	s := Empty()
+	for _, c := range goldenCommands[:1] {
+		var res Result
+		if s, res = Apply(s, &c.cmd); res.Err != nil {
+			// The golden state needs the plugin the stub names.
+			s, _ = Apply(Empty(), &Command{Op: OpPutPlugin, Name: "p", Plugin: &Plugin{Hash: "ab"}, Modules: c.cmd.Modules})
+			s, _ = Apply(s, &c.cmd)
+		}
+	}
+	b, err := EncodeState(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const goldenStateHex = "524743530001a401a11911c1a3011911c102537b2270726f746f636f6c223a2268747470227d0381a4010102427b7d03a20181a30166612e7761736d0262616203a102050281617005625b5d02a16170a10162616203a1626162440061736d0402"
+
+func TestSnapshotEncodingIsPinned(t *testing.T) {
+	if got := hex.EncodeToString(goldenState(t)); got != goldenStateHex {
+		t.Errorf("snapshot encoding\n got %s\nwant %s", got, goldenStateHex)
+	}
+	if _, err := DecodeState([]byte("RGCS\x00\x02\xa0")); !errors.Is(err, ErrFormat) {
+		t.Errorf("a later snapshot version: %v", err)
+	}
+	if _, err := DecodeCommand([]byte{2, 0xa0}); !errors.Is(err, ErrFormat) {
+		t.Errorf("a later command version: %v", err)
+	}
+}

@@ -1,0 +1,382 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/config"
+	"github.com/riftgate/riftgate/gateway/imposter"
+)
+
+// reconciler derives the running imposters from the configuration: it is
+// the config.Reconciler every log drives. Each state the log applies is
+// prepared (stubs compiled, listeners bound) and then committed (servers
+// started, stub tables swapped, imposters stopped); a stub whose definition
+// did not change keeps its compiled self, and with it where its responses
+// cycle is.
+type reconciler struct {
+	e   *engine
+	log *slog.Logger
+
+	mu      sync.RWMutex // guards running; Prepare reads it, Commit writes it
+	running map[int]*running
+
+	resMu    sync.Mutex
+	reserved map[int]net.Listener // port-0 imposters' listeners, bound by their maker
+}
+
+// running is one imposter the reconciler runs, and what it was built from.
+type running struct {
+	imp   *imposter.Imposter
+	doc   *config.Imposter
+	stubs map[uint64]compiled // by stub id
+	// serving is false for an imposter whose port could not be bound when
+	// the process started: it is configured, shown, and not served.
+	serving bool
+}
+
+// compiled is a compiled stub and the definition it came from.
+type compiled struct {
+	doc config.Stub
+	st  *imposter.Stub
+}
+
+func newReconciler(e *engine, log *slog.Logger) *reconciler {
+	return &reconciler{e: e, log: log, running: map[int]*running{}, reserved: map[int]net.Listener{}}
+}
+
+// get returns the running imposter on port.
+func (r *reconciler) get(port int) (*imposter.Imposter, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	run, ok := r.running[port]
+	if !ok {
+		return nil, false
+	}
+	return run.imp, true
+}
+
+// snapshot returns the running imposters ordered by port.
+func (r *reconciler) snapshot() []*imposter.Imposter {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*imposter.Imposter, 0, len(r.running))
+	for _, port := range slices.Sorted(maps.Keys(r.running)) {
+		out = append(out, r.running[port].imp)
+	}
+	return out
+}
+
+// reserve binds a free port for an imposter that asked for port 0, and
+// holds the listener for the command that will create it.
+func (r *reconciler) reserve(spec *imposter.Spec) (int, error) {
+	ln, err := imposter.Listen(spec, r.e.imposterOptions())
+	if err != nil {
+		return 0, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	r.resMu.Lock()
+	r.reserved[port] = ln
+	r.resMu.Unlock()
+	return port, nil
+}
+
+// release closes a reservation no command took.
+func (r *reconciler) release(ports ...int) {
+	r.resMu.Lock()
+	defer r.resMu.Unlock()
+	for _, p := range ports {
+		if ln, ok := r.reserved[p]; ok {
+			ln.Close()
+			delete(r.reserved, p)
+		}
+	}
+}
+
+// listen takes port's reservation, or binds it.
+func (r *reconciler) listen(spec *imposter.Spec) (net.Listener, error) {
+	r.resMu.Lock()
+	ln, ok := r.reserved[spec.Port]
+	delete(r.reserved, spec.Port)
+	r.resMu.Unlock()
+	if ok {
+		return ln, nil
+	}
+	return imposter.Listen(spec, r.e.imposterOptions())
+}
+
+// plan is a prepared move of the running imposters to a new state.
+type plan struct {
+	r      *reconciler
+	next   *config.State
+	stops  []*running // imposters that go
+	swaps  []swap     // imposters whose stubs change
+	starts []start    // imposters that come, or replace one on their port
+}
+
+type swap struct {
+	run   *running
+	doc   *config.Imposter
+	stubs map[uint64]compiled
+	list  []*imposter.Stub
+}
+
+type start struct {
+	run *running
+	ln  net.Listener // nil when it replaces an imposter, whose port it binds at Commit
+	old *running
+}
+
+// Prepare implements config.Reconciler.
+func (r *reconciler) Prepare(ctx context.Context, prev, next *config.State, _ config.Result) (config.Plan, error) {
+	r.mu.RLock()
+	cur := maps.Clone(r.running)
+	r.mu.RUnlock()
+	p := &plan{r: r, next: next}
+	for _, port := range union(slices.Collect(maps.Keys(cur)), next.Ports()) {
+		doc, old := next.Imposters[port], cur[port]
+		switch {
+		case doc == nil:
+			p.stops = append(p.stops, old)
+		case old != nil && bytes.Equal(old.doc.Header, doc.Header):
+			if old.doc == doc && !pluginsMoved(doc, prev, next) {
+				continue
+			}
+			sw, err := r.restub(old, doc, prev, next)
+			if err != nil {
+				p.Abort()
+				return nil, err
+			}
+			p.swaps = append(p.swaps, sw)
+		default:
+			run, err := r.build(doc, next)
+			if err != nil {
+				p.Abort()
+				return nil, err
+			}
+			st := start{run: run, old: old}
+			if old == nil {
+				if st.ln, err = r.listen(run.imp.Spec()); err != nil {
+					_ = run.imp.Stop(ctx)
+					p.Abort()
+					return nil, err
+				}
+			}
+			p.starts = append(p.starts, st)
+		}
+	}
+	// A plugin that a changed command registers must load, whether or not
+	// a stub uses it yet.
+	for name, pl := range next.Plugins {
+		if prev.Plugins[name] != pl {
+			if _, _, err := r.e.load(next, pl.Hash, pl.Limits); err != nil {
+				p.Abort()
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+func union(a, b []int) []int {
+	return slices.Compact(slices.Sorted(slices.Values(append(a, b...))))
+}
+
+// pluginsMoved reports whether a plugin some stub of doc uses by name now
+// names another module or limits.
+func pluginsMoved(doc *config.Imposter, prev, next *config.State) bool {
+	for _, st := range doc.Stubs {
+		for _, name := range st.Refs.Plugins {
+			if prev.Plugins[name] != next.Plugins[name] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// spec parses a stored imposter with its stubs.
+func spec(doc *config.Imposter) (*imposter.Spec, error) {
+	s, err := imposter.ParseSpec(doc.Header)
+	if err != nil {
+		return nil, err
+	}
+	s.Stubs = make([]*imposter.StubSpec, len(doc.Stubs))
+	for i, st := range doc.Stubs {
+		if s.Stubs[i], err = stubSpec(st); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func stubSpec(st config.Stub) (*imposter.StubSpec, error) {
+	ss, err := imposter.ParseStub(st.JSON)
+	if err != nil {
+		return nil, err
+	}
+	ss.ID, ss.Refs = st.ID, st.Refs
+	return ss, nil
+}
+
+// build compiles an imposter of the configuration, not yet serving.
+func (r *reconciler) build(doc *config.Imposter, cfg *config.State) (*running, error) {
+	s, err := spec(doc)
+	if err != nil {
+		return nil, err
+	}
+	imp, err := imposter.New(s, r.e.imposterOptions(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	run := &running{imp: imp, doc: doc, stubs: make(map[uint64]compiled, len(doc.Stubs))}
+	for i, st := range imp.Stubs() {
+		run.stubs[st.Spec.ID] = compiled{doc: doc.Stubs[i], st: st}
+	}
+	return run, nil
+}
+
+// restub compiles the stub list doc gives a running imposter: a stub whose
+// definition and plugins are unchanged is kept as it is, and a recompiled
+// one (a proxyAlways recording added a response) goes on where it was.
+func (r *reconciler) restub(run *running, doc *config.Imposter, prev, next *config.State) (swap, error) {
+	sw := swap{run: run, doc: doc, stubs: make(map[uint64]compiled, len(doc.Stubs)), list: make([]*imposter.Stub, 0, len(doc.Stubs))}
+	for _, st := range doc.Stubs {
+		old, had := run.stubs[st.ID]
+		if had && bytes.Equal(old.doc.JSON, st.JSON) && !stubPluginsMoved(st, prev, next) {
+			sw.stubs[st.ID] = compiled{doc: st, st: old.st}
+			sw.list = append(sw.list, old.st)
+			continue
+		}
+		ss, err := stubSpec(st)
+		if err != nil {
+			return swap{}, err
+		}
+		c, err := run.imp.CompileStub(ss, next)
+		if err != nil {
+			return swap{}, err
+		}
+		if had {
+			c.Continue(old.st)
+		}
+		sw.stubs[st.ID] = compiled{doc: st, st: c}
+		sw.list = append(sw.list, c)
+	}
+	return sw, nil
+}
+
+func stubPluginsMoved(st config.Stub, prev, next *config.State) bool {
+	for _, name := range st.Refs.Plugins {
+		if prev.Plugins[name] != next.Plugins[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// Commit implements config.Plan: imposters that go stop first, freeing
+// their ports; then new ones serve and changed stub lists swap in.
+func (p *plan) Commit() {
+	r := p.r
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, run := range p.stops {
+		r.stop(ctx, run)
+	}
+	for _, st := range p.starts {
+		if st.old != nil {
+			r.stop(ctx, st.old)
+		}
+	}
+	r.mu.Lock()
+	for _, run := range p.stops {
+		delete(r.running, run.imp.Port())
+	}
+	for _, sw := range p.swaps {
+		sw.run.imp.SetStubs(sw.list)
+		sw.run.stubs, sw.run.doc = sw.stubs, sw.doc
+	}
+	for _, st := range p.starts {
+		r.serve(st.run, st.ln)
+		r.running[st.run.imp.Port()] = st.run
+	}
+	r.mu.Unlock()
+	r.e.unloadUnused(p.next)
+}
+
+// serve starts run on ln, or on its port freshly bound when ln is nil (it
+// replaces an imposter that held the port until now). A port that cannot
+// be bound leaves the imposter configured and not served, said in the log.
+func (r *reconciler) serve(run *running, ln net.Listener) {
+	var err error
+	if ln == nil {
+		ln, err = imposter.Listen(run.imp.Spec(), r.e.imposterOptions())
+	}
+	if err == nil {
+		err = run.imp.Serve(ln)
+	}
+	if err != nil {
+		r.log.Error("cannot serve imposter", "port", run.imp.Port(), "err", err)
+		return
+	}
+	run.serving = true
+}
+
+func (r *reconciler) stop(ctx context.Context, run *running) {
+	if err := run.imp.Stop(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		r.log.Warn("stopping imposter", "port", run.imp.Port(), "err", err)
+	}
+}
+
+// Abort implements config.Plan: what Prepare bound or built is released.
+func (p *plan) Abort() {
+	ctx := context.Background()
+	for _, st := range p.starts {
+		if st.ln != nil {
+			st.ln.Close()
+		}
+		_ = st.run.imp.Stop(ctx)
+	}
+}
+
+// start runs the imposters of the state a log was opened with. Unlike a
+// command's, a failure here refuses nothing: the imposter that cannot be
+// compiled is left out and the one that cannot bind its port is left
+// unserved, both said in the log, and every other one runs.
+func (r *reconciler) start(cfg *config.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, port := range cfg.Ports() {
+		run, err := r.build(cfg.Imposters[port], cfg)
+		if err != nil {
+			r.log.Error("cannot start a saved imposter", "port", port, "err", err)
+			continue
+		}
+		ln, err := r.listen(run.imp.Spec())
+		if err != nil {
+			r.log.Error("cannot serve a saved imposter", "port", port, "err", err)
+		} else {
+			r.serve(run, ln)
+		}
+		r.running[port] = run
+	}
+	r.e.unloadUnused(cfg)
+}
+
+// stopAll stops every imposter, when the process ends.
+func (r *reconciler) stopAll(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for port, run := range r.running {
+		r.stop(ctx, run)
+		delete(r.running, port)
+	}
+	r.release(slices.Collect(maps.Keys(r.reserved))...)
+}

@@ -39,6 +39,10 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("GET /logs", g.getLogs)
 	mux.HandleFunc("GET /metrics", g.metrics)
 	g.engine.routes(mux)
+	if c := g.opts.Cluster; c != nil && c.Admin != nil {
+		mux.Handle("/cluster", c.Admin)
+		mux.Handle("/cluster/", c.Admin)
+	}
 	if g.opts.Pprof {
 		// Go's profiler, for finding where a slow request goes; off by
 		// default, and behind the admin API's bind address and --apikey.

@@ -27,7 +27,7 @@ import (
 type engine struct {
 	g        *gateway
 	compiler *imposter.Compiler
-	shard    *flowshard.Store
+	shard    *flowshard.Store // the single node's flows; nil in a cluster, whose runtime has its own
 	flows    flow.Store
 	plugins  *plugins.Host
 	proxies  *proxy.Factory
@@ -48,17 +48,25 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		}
 		e.tmpDir, cacheDir = dir, dir
 	}
-	shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger, MaxFlows: opts.MaxFlows})
-	if err != nil {
-		e.close(ctx)
-		return nil, fmt.Errorf("flow store: %w", err)
+	claims := proxy.Claims(proxy.NewLocalClaims())
+	if c := opts.Cluster; c != nil {
+		// The cluster runtime owns this node's flowshard, beneath its
+		// owner RPC.
+		e.flows, claims = c.Flows, c.Claims
+	} else {
+		shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger, MaxFlows: opts.MaxFlows})
+		if err != nil {
+			e.close(ctx)
+			return nil, fmt.Errorf("flow store: %w", err)
+		}
+		e.shard, e.flows = shard, flowlocal.Store{Shard: shard}
 	}
-	e.shard, e.flows = shard, flowlocal.Store{Shard: shard}
+	var err error
 	if e.plugins, err = plugins.NewHost(ctx, plugins.Config{CacheDir: cacheDir, Logger: opts.Logger}); err != nil {
 		e.close(ctx)
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	e.proxies = &proxy.Factory{Claims: proxy.NewLocalClaims(), Recorder: recorder{g}}
+	e.proxies = &proxy.Factory{Claims: claims, Recorder: recorder{g}}
 	if opts.AllowInjection {
 		e.inject = inject.New(inject.Options{Logger: opts.Logger, Flows: e.flows})
 		e.proxies.Inject = e.inject.Generate

@@ -17,6 +17,10 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/riftgate/riftgate/gateway/config"
+	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/proxy"
 )
 
 // Version is riftgate's version, reported by GET /config and --version.
@@ -41,6 +45,25 @@ type Options struct {
 
 	// Ready, when set, is called once every listener is bound, with the admin API's address.
 	Ready func(adminAddr string)
+
+	// Cluster, when set, makes this process one member of a cluster: its
+	// seams replace the single node's. The start command builds them
+	// (gateway/cluster); the engine never imports the cluster runtime.
+	Cluster *Cluster
+}
+
+// Cluster is what a cluster runtime lends the engine.
+type Cluster struct {
+	// Log makes the configuration log that drives the engine's
+	// reconciler, on every node.
+	Log func(config.Reconciler) (config.Log, error)
+	// Flows is the flow store: the owner RPC, with this node's flowshard
+	// beneath it.
+	Flows flow.Store
+	// Claims arbitrates proxyOnce across the cluster.
+	Claims proxy.Claims
+	// Admin serves /cluster and what is under it on the admin API.
+	Admin http.Handler
 }
 
 // Size caps on what the admin API and imposters accept.

@@ -48,6 +48,13 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 		return nil, err
 	}
 	g.rec = newReconciler(g.engine, g.log)
+	if c := opts.Cluster; c != nil {
+		if g.config, err = c.Log(g.rec); err != nil {
+			g.engine.close(ctx)
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		return g, nil
+	}
 	path := ""
 	if opts.DataDir != "" {
 		path = filepath.Join(opts.DataDir, "config.db")
@@ -65,8 +72,10 @@ func (g *gateway) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	g.rec.stopAll(ctx)
-	if err := g.local.Close(); err != nil {
-		g.log.Error("closing the configuration log", "err", err)
+	if g.local != nil {
+		if err := g.local.Close(); err != nil {
+			g.log.Error("closing the configuration log", "err", err)
+		}
 	}
 	g.engine.close(ctx)
 }

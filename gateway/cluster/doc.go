@@ -1,0 +1,27 @@
+// Package cluster is riftgate's cluster runtime (seed 000 §9–12): the
+// configuration log on a raftnode group, flow ownership by rendezvous
+// hashing with one signed owner RPC, replicas on the two successors,
+// fencing, adoption and cluster-wide proxyOnce claims. It lends the engine
+// its seams (gateway.Cluster): a config.Log, a flow.Store, proxy.Claims and
+// the /cluster admin routes. No engine package imports it; the start
+// command builds it and hands the seams to gateway.Run.
+//
+// The package has two halves that meet at Membership: the group (the Raft
+// group, the configuration log, membership admin) tells the flow runtime
+// (ownership, the owner RPC, replicas, adoption) which membership is
+// committed and whether this node is isolated.
+package cluster
+
+import "github.com/riftgate/riftgate/raftnode"
+
+// Membership is what the flow runtime needs of the Raft group.
+type Membership interface {
+	// Self is this node's id (raftnode's id of --cluster-node-name).
+	Self() uint64
+	// Current is the committed membership this node has applied; its
+	// Index is the m_idx that ownership is computed at.
+	Current() raftnode.Membership
+	// IsIsolated reports the isolated-owner rule (seed 000 §11): true
+	// unless this node sees a leader that a quorum acknowledged recently.
+	IsIsolated() bool
+}

@@ -20,6 +20,7 @@ type behaviors struct {
 	b          *behavior.Behaviors
 	statusText string
 	jsonBody   bool
+	tcp        bool // a tcp imposter's: the body is its data
 }
 
 func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (imposter.Behaviors, error) {
@@ -49,7 +50,7 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 		} `json:"is"`
 	}
 	_ = json.Unmarshal(response, &r)
-	out := &behaviors{b: b}
+	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp"}
 	var s string
 	if json.Unmarshal(r.Is.StatusCode, &s) == nil {
 		out.statusText = s
@@ -61,7 +62,7 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 
 // Apply implements imposter.Behaviors.
 func (b *behaviors) Apply(ctx context.Context, req *message.Request, resp *message.Response) error {
-	br := &behavior.Response{Response: resp, StatusText: b.statusText, JSONBody: b.jsonBody}
+	br := &behavior.Response{Response: resp, StatusText: b.statusText, JSONBody: b.jsonBody, TCP: b.tcp}
 	if err := b.b.Apply(ctx, req, br); err != nil {
 		return err
 	}

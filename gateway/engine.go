@@ -84,6 +84,9 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	}
 	if e.inject != nil {
 		e.compiler.Responders["inject"] = e.injectResponder
+		e.compiler.EndOfRequest = func(src string, binary bool, _ *imposter.Imposter) (imposter.EndOfRequest, error) {
+			return e.inject.EndOfRequest(src, binary)
+		}
 	}
 	return e, nil
 }
@@ -186,8 +189,11 @@ func (e *engine) close(ctx context.Context) {
 // compilePredicates compiles a stub's predicates for imp; wasm predicates
 // run against imp's flows.
 func (e *engine) compilePredicates(raws []json.RawMessage, b imposter.Build) (imposter.Matcher, error) {
+	spec := b.Imposter.Spec()
 	return predicate.CompileAll(raws, predicate.Options{
-		Inject: e.injectPredicate(b.Imposter),
+		Protocol: spec.Protocol,
+		Binary:   spec.Mode == "binary",
+		Inject:   e.injectPredicate(b.Imposter),
 		Wasm: func(spec json.RawMessage) (predicate.Predicate, error) {
 			c, err := e.compileWasm(spec, "matches", b)
 			if err != nil {

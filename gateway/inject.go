@@ -45,7 +45,7 @@ func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*me
 	if err != nil {
 		return nil, injectError(err)
 	}
-	return imposter.BuildResponse(out, r.imp.Spec().DefaultResponse)
+	return r.imp.BuildResponse(out)
 }
 
 // injectError turns a flow store outage inside a script into the 503 every

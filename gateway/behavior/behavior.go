@@ -40,6 +40,9 @@ type Response struct {
 	// Apply. Empty when statusCode was a number.
 	StatusText string
 	JSONBody   bool
+	// TCP marks a tcp imposter's response: Body is its data, which
+	// scripts see as {data} (base64 when Binary).
+	TCP bool
 }
 
 // Decorator rewrites a response in place: decorate, shellTransform and wasm

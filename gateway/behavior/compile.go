@@ -318,6 +318,9 @@ func requestValue(r *message.Request, f from) any {
 		return nil
 	}
 	field := f.field
+	if r.Kind == message.TCP {
+		return tcpValue(r, f)
+	}
 	if !f.exact {
 		field = strings.ToLower(field)
 	} else if !validField[field] {
@@ -404,6 +407,23 @@ func requestValue(r *message.Request, f from) any {
 			}
 		}
 		return kv.Value
+	}
+	return nil
+}
+
+// tcpValue is getFrom over a tcp request: requestFrom, ip and data.
+func tcpValue(r *message.Request, f from) any {
+	field := f.field
+	if !f.exact {
+		field = strings.ToLower(field)
+	}
+	switch field {
+	case "requestFrom", "requestfrom":
+		return scalar(r.RequestFrom(), f)
+	case "ip":
+		return scalar(r.IP(), f)
+	case "data":
+		return scalar(string(r.Body), f)
 	}
 	return nil
 }

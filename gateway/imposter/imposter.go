@@ -56,6 +56,8 @@ type Imposter struct {
 	log   *slog.Logger
 	table atomic.Pointer[table]
 	dflt  *response // the response when no stub matches
+	// endOfRequest is a tcp imposter's endOfRequestResolver, or nil.
+	endOfRequest EndOfRequest
 
 	requests   sync.Mutex // guards saved
 	saved      []*message.Request
@@ -63,9 +65,9 @@ type Imposter struct {
 	noMatch    atomic.Int64
 	recordReqs bool
 
-	ln     net.Listener
-	server *fasthttp.Server
-	done   chan struct{}
+	ln   net.Listener
+	srv  server // the protocol's: fasthttp for http(s), tcp.go, smtp.go
+	done chan struct{}
 	// ctx lives as long as the listener: computed responses run under it,
 	// never under fasthttp's RequestCtx, which is reused after the handler.
 	ctx    context.Context
@@ -81,7 +83,7 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	}
 	imp := &Imposter{spec: spec, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
 	imp.log = opts.Logger.With("imposter", imp.scope())
-	dflt, isJSON, err := buildIs(nil, spec.DefaultResponse)
+	dflt, isJSON, err := imp.buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
@@ -95,6 +97,9 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 		stubs = append(stubs, st)
 	}
 	imp.table.Store(newTable(stubs))
+	if err := imp.compileEndOfRequest(); err != nil {
+		return nil, err
+	}
 	imp.ctx, imp.cancel = context.WithCancel(context.Background())
 	return imp, nil
 }
@@ -153,20 +158,11 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 		ln = tls.NewListener(ln, cfg)
 	}
 	imp.ln = ln
-	imp.server = &fasthttp.Server{
-		Handler:                       imp.Handler(),
-		Name:                          "",
-		NoDefaultServerHeader:         true,
-		NoDefaultContentType:          true,
-		DisableHeaderNamesNormalizing: true,
-		DisablePreParseMultipartForm:  true,
-		MaxRequestBodySize:            imp.opts.MaxBodyBytes,
-		Logger:                        fasthttpLogger{imp.log},
-	}
+	imp.srv = imp.newServer()
 	imp.done = make(chan struct{})
 	go func() {
 		defer close(imp.done)
-		_ = imp.server.Serve(ln)
+		_ = imp.srv.serve(ln)
 	}()
 	imp.log.Info("Open for business...")
 	return nil
@@ -177,14 +173,15 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 // that never served only releases its context.
 func (imp *Imposter) Stop(ctx context.Context) error {
 	imp.cancel()
-	if imp.server == nil {
+	if imp.srv == nil {
 		return nil
 	}
-	// fasthttp's shutdown closes only the listeners Serve has registered;
-	// closing ours first ends a Serve that has not got that far, which
-	// would otherwise accept forever.
+	// A server closes only the listeners its serve loop has taken (for
+	// fasthttp, those Serve has registered); closing ours first ends a
+	// loop that has not got that far, which would otherwise accept
+	// forever.
 	imp.ln.Close()
-	err := imp.server.ShutdownWithContext(ctx)
+	err := imp.srv.shutdown(ctx)
 	<-imp.done
 	imp.log.Info("Ciao for now")
 	return err
@@ -209,38 +206,19 @@ var reqPool = sync.Pool{New: func() any { return new(message.Request) }}
 func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	req := reqPool.Get().(*message.Request)
 	req.FillFromFastHTTP(ctx)
-	imp.numReqs.Add(1)
-	if imp.recordReqs {
-		imp.record(req.Clone())
-	}
-	t := imp.table.Load()
-	var st *Stub
-	if t.scenarios {
-		var err error
-		if st, err = imp.matchScenario(t, req); err != nil {
-			imp.writeError(ctx, err)
-			req.Reset()
-			reqPool.Put(req)
-			return
-		}
-	} else {
-		st = t.match(req, nil)
-	}
-	r := imp.dflt
-	if st != nil {
-		r = st.next()
-	} else {
-		imp.noMatch.Add(1)
-	}
-	if r.static != nil && r.behaviors == nil && !imp.corsPreflight(req) {
+	st, r, err := imp.choose(req)
+	switch {
+	case err != nil:
+		imp.writeError(ctx, err)
+	case r.static != nil && r.behaviors == nil && !imp.corsPreflight(req):
 		writeStatic(ctx, r.static, r.header)
 		if st != nil && imp.opts.RecordMatches {
-			st.recordMatch(req, r.static)
+			st.recordMatch(imp, req, r, r.static)
 		}
-	} else {
+	default:
 		resp := imp.respondSlow(ctx, req, st, r)
 		if st != nil && resp != nil && imp.opts.RecordMatches {
-			st.recordMatch(req, resp)
+			st.recordMatch(imp, req, r, resp)
 		}
 	}
 	req.Reset()
@@ -254,26 +232,13 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 		fault(ctx, r.fault)
 		return nil
 	}
-	var resp *message.Response
-	if r.static != nil {
-		resp = r.static.Clone()
-	} else {
-		call := &Call{Imposter: imp, Request: req, Stub: st, FlowID: imp.FlowID(req), behaviors: r.behaviors}
-		var err error
-		resp, err = r.responder.Respond(imp.ctx, call)
-		if err != nil {
-			imp.writeError(ctx, err)
-			return nil
-		}
-		if resp == nil { // the responder answered on the connection itself
-			return nil
-		}
+	resp, err := imp.compute(req, st, r)
+	if err != nil {
+		imp.writeError(ctx, err)
+		return nil
 	}
-	if r.behaviors != nil && (r.responder == nil || !r.handlesBehaviors) {
-		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
-			imp.writeError(ctx, err)
-			return nil
-		}
+	if resp == nil { // the responder answered on the connection itself
+		return nil
 	}
 	if imp.corsPreflight(req) {
 		addCORS(req, resp)

@@ -68,6 +68,14 @@ func buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) 
 	return r, isJSON, nil
 }
 
+// buildIs computes the response an `is` gives in the imposter's protocol.
+func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) {
+	if imp.spec.Protocol == "tcp" {
+		return buildData(stubIs, defaults, imp.spec.Mode == "binary"), false, nil
+	}
+	return buildIs(stubIs, defaults)
+}
+
 // BuildResponse computes the response an `is`-shaped object gives (what an
 // inject script returns), with defaults filling what it leaves out.
 func BuildResponse(is, defaults json.RawMessage) (*message.Response, error) {
@@ -138,3 +146,14 @@ func headerPairs(raw json.RawMessage) ([]message.KV, error) {
 
 // secs converts whole seconds to a duration.
 func secs(n int64) time.Duration { return time.Duration(n) * time.Second }
+
+// BuildResponse computes the response an `is`-shaped object gives in the
+// imposter's protocol (what an inject script returns), with its
+// defaultResponse filling what it leaves out.
+func (imp *Imposter) BuildResponse(is json.RawMessage) (*message.Response, error) {
+	r, _, err := imp.buildIs(is, imp.spec.DefaultResponse)
+	if err != nil {
+		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error()).WithSource(is)
+	}
+	return r, nil
+}

@@ -34,6 +34,7 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		if s.Protocol == "https" {
 			o = append(o, field{Key: "key", Value: raw(s.Key)}, field{Key: "cert", Value: raw(s.Cert)}, field{Key: "mutualAuth", Value: raw(s.MutualAuth)})
 		}
+		o = append(o, protocolMetadata(s)...)
 	}
 	for _, k := range []string{"endOfRequestResolver", "host", "allowCORS", "_rift"} {
 		if r := s.header.get(k); r != nil {
@@ -67,8 +68,8 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 			}
 		}
 		if !v.Replayable {
-			if imp.opts.RecordMatches {
-				so = so.with("matches", raw(st.Matches()))
+			if m := st.Matches(); imp.opts.RecordMatches && len(m) > 0 {
+				so = so.with("matches", raw(m)) // mb shows none until a stub matches
 			}
 			so = so.with("_links", raw(map[string]any{"self": map[string]string{"href": self + "/stubs/" + strconv.Itoa(i)}}))
 		}
@@ -106,4 +107,13 @@ func mustJSON(o object) json.RawMessage {
 		panic(err) // every value in o was decoded from or encoded as JSON
 	}
 	return b
+}
+
+// protocolMetadata is what mb's protocol server adds to an imposter's JSON
+// after recordRequests: tcp's mode (smtp adds nothing).
+func protocolMetadata(s *Spec) object {
+	if s.Protocol == "tcp" {
+		return object{{Key: "mode", Value: raw(s.Mode)}}
+	}
+	return nil
 }

@@ -24,8 +24,10 @@ type Spec struct {
 	AllowCORS      bool
 	Key, Cert      string
 	MutualAuth     bool
-	Flow           FlowSpec
-	Stubs          []*StubSpec
+	// Mode is a tcp imposter's "text" or "binary" (its data is base64).
+	Mode  string
+	Flow  FlowSpec
+	Stubs []*StubSpec
 	// DefaultResponse holds the `is` fields used when no stub matches.
 	DefaultResponse json.RawMessage
 	// EndOfRequestResolver is kept for rendering; http imposters never use it.
@@ -75,11 +77,11 @@ type FlowSpec struct {
 var (
 	imposterFields = set("protocol", "port", "host", "name", "recordRequests", "numberOfRequests",
 		"requests", "stubs", "defaultResponse", "allowCORS", "key", "cert", "mutualAuth",
-		"rejectUnauthorized", "ca", "ciphers", "endOfRequestResolver", "_links", "_rift")
+		"rejectUnauthorized", "ca", "ciphers", "endOfRequestResolver", "_links", "_rift", "mode")
 	stubFields     = set("predicates", "responses", "scenarioName", "requiredScenarioState", "newScenarioState", "_links", "matches")
 	responseKinds  = set("is", "proxy", "inject", "fault", "wasm")
 	responseFields = set("is", "proxy", "inject", "fault", "wasm", "repeat", "behaviors", "_behaviors")
-	isFields       = set("statusCode", "headers", "body", "_mode", "_proxyResponseTime")
+	isFields       = set("statusCode", "headers", "body", "_mode", "_proxyResponseTime", "data")
 	faults         = set("CONNECTION_RESET_BY_PEER", "RANDOM_DATA_THEN_CLOSE")
 )
 
@@ -131,6 +133,10 @@ func parseHeader(s *Spec, obj object) error {
 	case "":
 		return mberr.New(mberr.BadData, "'protocol' is a required field")
 	case "http", "https":
+	case "tcp", "smtp":
+		if err := parseTCPSMTP(s, obj); err != nil {
+			return err
+		}
 	default:
 		return mberr.New(mberr.BadData, fmt.Sprintf("the %s protocol is not yet supported", s.Protocol))
 	}
@@ -431,4 +437,24 @@ func statusCode(raw json.RawMessage) (int, bool) {
 func isToken(raw json.RawMessage) bool {
 	var s string
 	return json.Unmarshal(raw, &s) == nil && strings.Contains(s, "${")
+}
+
+// parseTCPSMTP reads what only tcp and smtp imposters have: tcp's mode,
+// checked as mb's tcpValidator checks it (any value but text and binary
+// is refused; a falsy one is text).
+func parseTCPSMTP(s *Spec, obj object) error {
+	if s.Protocol != "tcp" {
+		return nil
+	}
+	s.Mode = "text"
+	raw := obj.get("mode")
+	if raw == nil || falsy(raw) {
+		return nil
+	}
+	var m string
+	if json.Unmarshal(raw, &m) != nil || (m != "text" && m != "binary") {
+		return mberr.New(mberr.BadData, "'mode' must be one of ['text', 'binary']")
+	}
+	s.Mode = m
+	return nil
 }

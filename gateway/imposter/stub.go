@@ -1,13 +1,13 @@
 package imposter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riftgate/riftgate/gateway/config"
@@ -82,6 +82,10 @@ type Compiler struct {
 	// response object (mb's behaviors read its `is` fields).
 	Behaviors  func(response json.RawMessage, b Build) (Behaviors, error)
 	Responders map[string]func(raw json.RawMessage, b Build) (Responder, error)
+	// EndOfRequest compiles a tcp imposter's endOfRequestResolver inject
+	// (the data it sees is a string in text mode, bytes in binary mode);
+	// nil refuses it as mb does without --allowInjection.
+	EndOfRequest func(src string, binary bool, imp *Imposter) (EndOfRequest, error)
 }
 
 // Stub is a compiled stub. Its responses cycle; the position is shared by
@@ -116,13 +120,17 @@ const maxMatches = 1000
 
 // recordMatch keeps a request the stub matched and its answer, as mb's
 // --debug does.
-func (s *Stub) recordMatch(req *message.Request, resp *message.Response) {
-	rb, _ := req.Clone().MarshalJSON()
-	var hb bytes.Buffer
-	message.WriteMultiMap(&hb, resp.Headers)
-	body, _ := json.Marshal(string(resp.Body))
-	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":{"statusCode":%d,"headers":%s,"body":%s}}`,
-		req.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"), rb, resp.StatusCode, hb.Bytes(), body)
+func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, resp *message.Response) {
+	c := req.Clone()
+	ts := c.Timestamp
+	c.Timestamp = time.Time{} // mb's match shows its own timestamp, not the request's
+	rb, _ := c.MarshalJSON()
+	config := []byte("{}")
+	if r.spec != nil && r.spec.obj != nil {
+		config = mustJSON(r.spec.obj)
+	}
+	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":%s,"responseConfig":%s,"processingTime":%d}`,
+		ts.UTC().Format("2006-01-02T15:04:05.000Z"), rb, imp.responseJSON(resp), config, time.Since(ts).Milliseconds())
 	s.matchMu.Lock()
 	defer s.matchMu.Unlock()
 	if len(s.seen) == maxMatches {
@@ -189,7 +197,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 	r := &response{spec: rs}
 	switch rs.Kind {
 	case "is":
-		resp, isJSON, err := buildIs(rs.Value, b.Imposter.spec.DefaultResponse)
+		resp, isJSON, err := b.Imposter.buildIs(rs.Value, b.Imposter.spec.DefaultResponse)
 		if err != nil {
 			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 		}

@@ -23,6 +23,9 @@ import (
 // the body is JSON, base64 when binary) and _mode. Absent fields are left
 // out, as they are absent from the stub mb decorates.
 func responseText(r *behavior.Response) string {
+	if r.TCP {
+		return tcpResponseText(r)
+	}
 	var b bytes.Buffer
 	b.WriteByte('{')
 	sep := func() {
@@ -83,6 +86,9 @@ type shape struct {
 // transformed response) onto r. A body that is not a string is rendered as
 // mb renders it, JSON.stringify(body, null, 4), and marked JSONBody.
 func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]byte, error)) error {
+	if r.TCP {
+		return applyTCP(text, r)
+	}
 	var s shape
 	if err := json.Unmarshal(text, &s); err != nil {
 		return fmt.Errorf("not a response object: %w", err)

@@ -127,6 +127,9 @@ func (v *vm) config(req *message.Request, state *goja.Object, callback bool) *go
 // renders, directly: parsing that JSON in goja would cost most of a
 // script's run.
 func (v *vm) request(r *message.Request) *goja.Object {
+	if r.Kind != message.HTTP {
+		return v.otherRequest(r)
+	}
 	o := v.rt.NewObject()
 	_ = o.Set("requestFrom", r.RequestFrom())
 	_ = o.Set("method", r.Method)

@@ -26,6 +26,7 @@ type vm struct {
 	stringify goja.Callable
 	logger    *goja.Object
 	callback  goja.Value
+	bufferFn  goja.Callable // tcp.go's Buffer shim, made on first use
 
 	// Per run.
 	ctx      context.Context

@@ -19,6 +19,10 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // Repeated query parameters and headers become arrays.
 func (r *Request) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
+	if r.Kind != HTTP {
+		r.writeOther(&b)
+		return b.Bytes(), nil
+	}
 	b.WriteString(`{"requestFrom":`)
 	writeString(&b, r.RequestFrom())
 	b.WriteString(`,"method":`)
@@ -43,6 +47,27 @@ func (r *Request) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// writeOther renders a tcp or smtp request as mb saves it: requestFrom, ip,
+// then tcp's data or smtp's message fields, and the timestamp.
+func (r *Request) writeOther(b *bytes.Buffer) {
+	b.WriteString(`{"requestFrom":`)
+	writeString(b, r.RequestFrom())
+	b.WriteString(`,"ip":`)
+	writeString(b, r.IP())
+	switch {
+	case r.Kind == TCP:
+		b.WriteString(`,"data":`)
+		writeString(b, string(r.Body))
+	case r.Mail != nil:
+		r.Mail.writeJSON(b)
+	}
+	if !r.Timestamp.IsZero() {
+		b.WriteString(`,"timestamp":`)
+		writeString(b, r.Timestamp.UTC().Format(timeLayout))
+	}
+	b.WriteByte('}')
 }
 
 // UnmarshalJSON reads mb's request shape (the one MarshalJSON writes, and the

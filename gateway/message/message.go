@@ -32,6 +32,10 @@ type Request struct {
 	Headers   []KV   // in order, names as received
 	Body      []byte // decompressed when the client sent gzip or br, as mb does
 	Timestamp time.Time
+	// Kind is the request's shape; for TCP, Body is mb's data string, and
+	// for SMTP, Mail holds the message.
+	Kind Kind
+	Mail *Mail
 
 	// The client's address, rendered on first use: most requests never need
 	// it, and rendering allocates.
@@ -169,6 +173,8 @@ func (r *Request) Clone() *Request {
 		Headers:     cloneKVs(r.Headers),
 		Body:        bytes.Clone(r.Body),
 		Timestamp:   r.Timestamp,
+		Kind:        r.Kind,
+		Mail:        r.Mail, // never changed once parsed
 		requestFrom: strings.Clone(r.RequestFrom()),
 		ip:          strings.Clone(r.IP()),
 	}

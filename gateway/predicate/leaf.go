@@ -51,14 +51,18 @@ type leaf struct {
 	deep map[string]string
 	// fast is set when the allocation-free path applies.
 	fast []fastField
+	// fields are the protocol's request fields; base64 is a binary tcp
+	// imposter's decoding of every string before it is compared.
+	fields *schema
+	base64 bool
 }
 
 func badData(msg string, raw json.RawMessage) error {
 	return mberr.New(mberr.BadData, msg).WithSource(sourceOf(raw))
 }
 
-func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMessage) (Predicate, error) {
-	l := &leaf{op: opKinds[opName]}
+func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMessage, opts Options) (Predicate, error) {
+	l := &leaf{op: opKinds[opName], fields: schemaFor(opts.Protocol), base64: opts.Binary}
 	params, err := decodeParams(obj)
 	if err != nil {
 		return nil, badData(err.Error(), raw)
@@ -85,6 +89,9 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	if err := l.compileSelectors(params, cs, kcs, kcsSet, raw); err != nil {
 		return nil, err
 	}
+	if msg := l.binaryRefusal(); l.base64 && msg != "" {
+		return nil, badData(msg, raw)
+	}
 	var exp any
 	if err := unmarshalNumber(obj[opName], &exp); err != nil {
 		return nil, badData("malformed predicate value", raw)
@@ -105,7 +112,9 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	default:
 		l.expected = l.normalize(exp, true, true)
 	}
-	l.fast = l.compileFast()
+	if !l.base64 {
+		l.fast = l.compileFast()
+	}
 	return l, nil
 }
 
@@ -184,6 +193,9 @@ func unmarshalNumber(raw json.RawMessage, v *any) error {
 // str applies mb's value transforms to one string: lower case, then the
 // except pattern removed.
 func (l *leaf) str(s string) string {
+	if l.base64 {
+		s = message.DecodeUTF8(message.DecodeBase64(s))
+	}
 	if l.lowerValues {
 		s = lower(s)
 	}
@@ -301,13 +313,13 @@ var (
 
 // fieldOf resolves an expected key to a request field name, or "".
 func (l *leaf) fieldOf(key string) string {
-	names := requestFields
+	names := l.fields.names
 	if l.lowerKeys {
-		names = requestFieldsLower
+		names = l.fields.lower
 	}
 	for i, f := range names {
 		if f == key {
-			return requestFields[i]
+			return l.fields.fields[i]
 		}
 	}
 	return ""
@@ -338,7 +350,7 @@ func (l *leaf) actualField(r *message.Request, f string) any {
 		}
 		return l.multi(r.Form(), false)
 	}
-	return undefined
+	return l.mailField(r, f)
 }
 
 // multi builds mb's object for a query, headers or form: one key per

@@ -33,6 +33,12 @@ type Options struct {
 	// Wasm compiles riftgate's {"wasm": {...}} predicate. When nil, a wasm
 	// predicate is refused.
 	Wasm func(spec json.RawMessage) (Predicate, error)
+	// Protocol is the imposter's ("tcp", "smtp"; otherwise http), which
+	// names the request fields predicates reach.
+	Protocol string
+	// Binary is a tcp imposter's binary mode: every string is base64, and
+	// mb decodes both sides before comparing.
+	Binary bool
 }
 
 // injectionDisabled is mb's refusal, from dryRunValidator.js.
@@ -106,7 +112,7 @@ func Compile(raw json.RawMessage, opts Options) (Predicate, error) {
 		}
 		return p, nil
 	}
-	return compileLeaf(op, obj, raw)
+	return compileLeaf(op, obj, raw, opts)
 }
 
 // CompileAll compiles a stub's predicates; the result matches when every

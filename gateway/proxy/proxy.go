@@ -80,6 +80,9 @@ type spec struct {
 	Ciphers             string            `json:"ciphers"`
 	SecureProtocol      string            `json:"secureProtocol"`
 	Passphrase          string            `json:"passphrase"`
+	// Keepalive leaves a tcp proxy's upstream connection open after the
+	// answer, as mb's tcp proxy does.
+	Keepalive bool `json:"keepalive"`
 }
 
 // Responder is one compiled proxy response.
@@ -87,12 +90,45 @@ type Responder struct {
 	f      *Factory
 	spec   spec
 	gens   []*generator
+	up     upstream
 	client *fasthttp.HostClient
 	host   string // the Host header the upstream gets
 }
 
+// upstream is what differs between proxying an http and a tcp imposter's
+// requests: the call, and mb's `is` form of what came back. Claims,
+// behaviors and recording are the Responder's, shared by both.
+type upstream interface {
+	// call sends r upstream and returns mb's `is` object for the answer,
+	// with _proxyResponseTime; its errors are mb's.
+	call(ctx context.Context, r *message.Request) (json.RawMessage, error)
+	// response builds the response a recorded `is` gives.
+	response(is json.RawMessage) (*message.Response, error)
+	// isJSON renders a response after behaviors as an `is` object,
+	// keeping orig's fields when behaviors left them alone.
+	isJSON(r *message.Response, orig json.RawMessage) json.RawMessage
+}
+
+// httpUpstream is an http or https upstream.
+type httpUpstream struct{ p *Responder }
+
+func (h httpUpstream) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
+	is, err := h.p.call(ctx, r)
+	if err != nil {
+		return nil, mberr.New(mberr.InvalidProxy, "cannot reach "+h.p.spec.To+": "+err.Error())
+	}
+	return is, nil
+}
+
+func (httpUpstream) response(is json.RawMessage) (*message.Response, error) { return isResponse(is) }
+
+func (httpUpstream) isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
+	return isJSON(r, orig)
+}
+
 // New compiles a `proxy` response.
-func (f *Factory) New(raw json.RawMessage, _ imposter.Build) (imposter.Responder, error) {
+func (f *Factory) New(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
+	imp := b.Imposter
 	var s spec
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
@@ -102,6 +138,9 @@ func (f *Factory) New(raw json.RawMessage, _ imposter.Build) (imposter.Responder
 	if s.To == "" {
 		return nil, mberr.New(mberr.BadData, "Missing to").WithSource(raw)
 	}
+	if imp != nil && imp.Spec().Protocol == "tcp" {
+		return f.newTCP(s, raw, imp)
+	}
 	u, err := url.Parse(s.To)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, mberr.New(mberr.InvalidProxy, "proxy.to must be an http or https URL").WithSource(raw)
@@ -109,6 +148,20 @@ func (f *Factory) New(raw json.RawMessage, _ imposter.Build) (imposter.Responder
 	if u.Path != "" && u.Path != "/" {
 		return nil, mberr.New(mberr.BadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path)).WithSource(raw)
 	}
+	p, err := f.responder(s, raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.client, err = f.client(u, s); err != nil {
+		return nil, mberr.New(mberr.InvalidProxy, err.Error()).WithSource(raw)
+	}
+	p.host, p.up = u.Host, httpUpstream{p}
+	return p, nil
+}
+
+// responder checks what every proxy shares (mode, addDecorateBehavior,
+// predicateGenerators) and returns the Responder without its upstream.
+func (f *Factory) responder(s spec, raw json.RawMessage) (*Responder, error) {
 	switch s.Mode {
 	case "":
 		s.Mode = "proxyOnce"
@@ -124,11 +177,7 @@ func (f *Factory) New(raw json.RawMessage, _ imposter.Build) (imposter.Responder
 	if err != nil {
 		return nil, err
 	}
-	client, err := f.client(u, s)
-	if err != nil {
-		return nil, mberr.New(mberr.InvalidProxy, err.Error()).WithSource(raw)
-	}
-	return &Responder{f: f, spec: s, gens: gens, client: client, host: u.Host}, nil
+	return &Responder{f: f, spec: s, gens: gens}, nil
 }
 
 // client returns the pooled keep-alive client for an upstream and TLS
@@ -267,18 +316,18 @@ func claimErr(err error) error {
 // forward calls the upstream, applies behaviors, and for proxyAlways
 // records. It returns the response and its `is` form.
 func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.Response, json.RawMessage, error) {
-	is, err := p.call(ctx, call.Request)
+	is, err := p.up.call(ctx, call.Request)
 	if err != nil {
-		return nil, nil, mberr.New(mberr.InvalidProxy, "cannot reach "+p.spec.To+": "+err.Error())
+		return nil, nil, err
 	}
-	resp, err := isResponse(is)
+	resp, err := p.up.response(is)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := call.ApplyBehaviors(ctx, resp); err != nil {
 		return nil, nil, err
 	}
-	is = isJSON(resp, is)
+	is = p.up.isJSON(resp, is)
 	if p.spec.Mode == "proxyAlways" {
 		preds, err := generate(p.gens, call.Request, p.f.Inject)
 		if err != nil {

@@ -1,0 +1,201 @@
+package imposter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/valyala/fasthttp"
+)
+
+// server is what differs between an http(s), a tcp and an smtp imposter:
+// how connections on the listener become requests and how answers go back.
+// Everything between (matching, response cycling, behaviors, recording) is
+// the imposter's, shared by all three.
+type server interface {
+	// serve accepts on ln until ln is closed.
+	serve(ln net.Listener) error
+	// shutdown closes ln and every open connection, and waits for the
+	// requests in flight.
+	shutdown(ctx context.Context) error
+}
+
+// newServer returns the protocol's server.
+func (imp *Imposter) newServer() server {
+	switch imp.spec.Protocol {
+	case "tcp":
+		return newTCPServer(imp)
+	case "smtp":
+		return newSMTPServer(imp)
+	}
+	return &httpServer{fasthttp.Server{
+		Handler:                       imp.Handler(),
+		Name:                          "",
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePreParseMultipartForm:  true,
+		MaxRequestBodySize:            imp.opts.MaxBodyBytes,
+		Logger:                        fasthttpLogger{imp.log},
+	}}
+}
+
+// httpServer serves http and https imposters through fasthttp.
+type httpServer struct{ s fasthttp.Server }
+
+func (h *httpServer) serve(ln net.Listener) error { return h.s.Serve(ln) }
+
+func (h *httpServer) shutdown(ctx context.Context) error { return h.s.ShutdownWithContext(ctx) }
+
+// choose counts and records req, and picks the stub (nil for none) and the
+// response that answer it.
+func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
+	imp.numReqs.Add(1)
+	if imp.recordReqs {
+		imp.record(req.Clone())
+	}
+	t := imp.table.Load()
+	var st *Stub
+	if t.scenarios {
+		var err error
+		if st, err = imp.matchScenario(t, req); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		st = t.match(req, nil)
+	}
+	if st == nil {
+		imp.noMatch.Add(1)
+		return nil, imp.dflt, nil
+	}
+	return st, st.next(), nil
+}
+
+// compute produces the response r gives that is not a plain `is`: a copy
+// of a static one that has behaviors, or a responder's, with behaviors
+// applied. A nil response and no error means the responder answered on the
+// connection itself.
+func (imp *Imposter) compute(req *message.Request, st *Stub, r *response) (*message.Response, error) {
+	var resp *message.Response
+	if r.static != nil {
+		resp = r.static.Clone()
+	} else {
+		call := &Call{Imposter: imp, Request: req, Stub: st, FlowID: imp.FlowID(req), behaviors: r.behaviors}
+		var err error
+		if resp, err = r.responder.Respond(imp.ctx, call); err != nil || resp == nil {
+			return nil, err
+		}
+	}
+	if r.behaviors != nil && (r.responder == nil || !r.handlesBehaviors) {
+		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// responseJSON renders a response as mb shows it in a stub's --debug
+// matches: http's status, headers and body, or tcp's data.
+func (imp *Imposter) responseJSON(resp *message.Response) []byte {
+	var b bytes.Buffer
+	switch imp.spec.Protocol {
+	case "tcp":
+		b.WriteString(`{"data":`)
+		b.Write(message.AppendJSONString(nil, message.EncodeData(resp.Body, resp.Binary)))
+		b.WriteByte('}')
+	case "smtp":
+		b.WriteString(`{}`)
+	default:
+		b.WriteString(`{"statusCode":`)
+		b.WriteString(strconv.Itoa(resp.StatusCode))
+		b.WriteString(`,"headers":`)
+		message.WriteMultiMap(&b, resp.Headers)
+		body, _ := json.Marshal(string(resp.Body))
+		b.WriteString(`,"body":`)
+		b.Write(body)
+		b.WriteByte('}')
+	}
+	return b.Bytes()
+}
+
+// conns tracks a tcp or smtp server's open connections, so that shutdown
+// closes them and waits for their handlers.
+type conns struct {
+	mu     sync.Mutex
+	ln     net.Listener
+	open   map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// serve accepts on ln, running handle for each connection in its own
+// goroutine, until ln is closed.
+func (c *conns) serve(ln net.Listener, handle func(net.Conn)) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	c.ln = ln
+	c.mu.Unlock()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return nil // the listener was closed
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			conn.Close()
+			continue
+		}
+		if c.open == nil {
+			c.open = map[net.Conn]struct{}{}
+		}
+		c.open[conn] = struct{}{}
+		c.wg.Add(1)
+		c.mu.Unlock()
+		go func() {
+			defer c.wg.Done()
+			defer c.forget(conn)
+			handle(conn)
+		}()
+	}
+}
+
+func (c *conns) forget(conn net.Conn) {
+	conn.Close()
+	c.mu.Lock()
+	delete(c.open, conn)
+	c.mu.Unlock()
+}
+
+// shutdown closes the listener and every connection, and waits for the
+// handlers to return (or ctx to end).
+func (c *conns) shutdown(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	if c.ln != nil {
+		c.ln.Close()
+	}
+	for conn := range c.open {
+		conn.Close()
+	}
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

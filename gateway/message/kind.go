@@ -1,0 +1,282 @@
+package message
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kind says which of mb's request shapes a Request has: http's (method,
+// path, query, headers, body), tcp's (data, held in Body as mb's string:
+// the bytes as text, or base64 in binary mode) or smtp's (Mail).
+type Kind uint8
+
+// The request shapes.
+const (
+	HTTP Kind = iota
+	TCP
+	SMTP
+)
+
+// Mail is an smtp request's message, as mb's smtpRequest reads it from
+// mailparser: each field is JSON-like (string, []any, map[string]any) in
+// the form mb prints, so predicates and scripts see mb's values.
+type Mail struct {
+	EnvelopeFrom string
+	EnvelopeTo   []string
+	From         Address
+	To, Cc, Bcc  []Address
+	Subject      string
+	HasSubject   bool // mailparser leaves subject undefined when there is none
+	// References and InReplyTo are mailparser's: a string for one id, an
+	// array for several, or (absent) an empty array.
+	References any
+	InReplyTo  any
+	Text, HTML string
+	// Attachments are mailparser's attachment objects, already in the
+	// JSON shape mb prints.
+	Attachments []map[string]any
+}
+
+// Address is a mailbox: mailparser's {address, name}.
+type Address struct {
+	Address string
+	Name    string
+}
+
+// mailFields are an smtp request's fields in mb's order, after requestFrom
+// and ip.
+var mailFields = []string{"envelopeFrom", "envelopeTo", "from", "to", "cc", "bcc", "subject",
+	"priority", "references", "inReplyTo", "text", "html", "attachments"}
+
+// MailFields lists the fields of an smtp request, in mb's order.
+func MailFields() []string { return append([]string{"requestFrom", "ip"}, mailFields...) }
+
+// Value returns an smtp request field as a JSON-like value (string, []any,
+// map[string]any), or ok false for a field mb's request lacks.
+func (m *Mail) Value(field string) (v any, ok bool) {
+	addr := func(a Address) any { return map[string]any{"address": a.Address, "name": a.Name} }
+	addrs := func(as []Address) any {
+		out := make([]any, len(as))
+		for i, a := range as {
+			out[i] = addr(a)
+		}
+		return out
+	}
+	switch field {
+	case "envelopeFrom":
+		return m.EnvelopeFrom, true
+	case "envelopeTo":
+		out := make([]any, len(m.EnvelopeTo))
+		for i, s := range m.EnvelopeTo {
+			out[i] = s
+		}
+		return out, true
+	case "from":
+		return addr(m.From), true
+	case "to":
+		return addrs(m.To), true
+	case "cc":
+		return addrs(m.Cc), true
+	case "bcc":
+		return addrs(m.Bcc), true
+	case "subject":
+		return m.Subject, m.HasSubject
+	case "priority":
+		// mailparser's simpleParser never copies the priority header onto
+		// the mail it returns, so mb's `email.priority || 'normal'` is
+		// always 'normal'.
+		return "normal", true
+	case "references":
+		return idList(m.References), true
+	case "inReplyTo":
+		return idList(m.InReplyTo), true
+	case "text":
+		return m.Text, true
+	case "html":
+		return m.HTML, true
+	case "attachments":
+		out := make([]any, len(m.Attachments))
+		for i, a := range m.Attachments {
+			out[i] = a
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func idList(v any) any {
+	switch v := v.(type) {
+	case nil:
+		return []any{}
+	case []string:
+		out := make([]any, len(v))
+		for i, s := range v {
+			out[i] = s
+		}
+		return out
+	}
+	return v
+}
+
+// DecodeBase64 decodes s as node's Buffer.from(s, 'base64') does: the
+// standard and URL-safe alphabets both, characters outside them skipped,
+// decoding stopping at the first '=', and a last lone character dropped.
+// It never fails.
+func DecodeBase64(s string) []byte {
+	var clean []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '=':
+			i = len(s)
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '+', c == '/':
+			clean = append(clean, c)
+		case c == '-':
+			clean = append(clean, '+')
+		case c == '_':
+			clean = append(clean, '/')
+		}
+	}
+	if len(clean)%4 == 1 {
+		clean = clean[:len(clean)-1]
+	}
+	out := make([]byte, base64.RawStdEncoding.DecodedLen(len(clean)))
+	n, _ := base64.RawStdEncoding.Decode(out, clean)
+	return out[:n]
+}
+
+// DecodeUTF8 turns bytes into text as node's buf.toString('utf8') does:
+// every byte that does not start a valid sequence becomes U+FFFD.
+func DecodeUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			sb.WriteRune(utf8.RuneError)
+			b = b[1:]
+			continue
+		}
+		sb.Write(b[:n])
+		b = b[n:]
+	}
+	return sb.String()
+}
+
+// EncodeData renders bytes as a tcp imposter's string in its mode: base64
+// in binary mode, text (as node decodes utf8) in text mode.
+func EncodeData(b []byte, binary bool) string {
+	if binary {
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	return DecodeUTF8(b)
+}
+
+// DecodeData is EncodeData's inverse: the bytes a tcp imposter writes for a
+// response's data string.
+func DecodeData(s string, binary bool) []byte {
+	if binary {
+		return DecodeBase64(s)
+	}
+	return []byte(s)
+}
+
+// writeMail writes an smtp request's fields (after requestFrom and ip).
+func (m *Mail) writeJSON(b *bytes.Buffer) {
+	for _, f := range mailFields {
+		v, ok := m.Value(f)
+		if !ok {
+			continue
+		}
+		b.WriteByte(',')
+		writeString(b, f)
+		b.WriteByte(':')
+		writeValue(b, v)
+	}
+}
+
+// writeValue writes a JSON-like value as JSON.stringify would (no
+// indentation); map keys go in the order mb's objects have them.
+func writeValue(b *bytes.Buffer, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case string:
+		writeString(b, v)
+	case bool:
+		if v {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case int:
+		b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(v), 10))
+	case []any:
+		b.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeValue(b, e)
+		}
+		b.WriteByte(']')
+	case []byte:
+		// A node Buffer, as JSON.stringify renders it.
+		b.WriteString(`{"type":"Buffer","data":[`)
+		for i, c := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(c), 10))
+		}
+		b.WriteString("]}")
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range orderedKeys(v) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, k)
+			b.WriteByte(':')
+			writeValue(b, v[k])
+		}
+		b.WriteByte('}')
+	}
+}
+
+// keyOrder is the order of the keys mb's smtp objects have (addresses and
+// mailparser's attachments); other keys follow, sorted.
+var keyOrder = []string{"address", "name", "type", "content", "contentType", "partId", "release",
+	"contentDisposition", "filename", "contentId", "cid", "related", "headers", "checksum", "size"}
+
+func orderedKeys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for _, k := range keyOrder {
+		if _, ok := m[k]; ok {
+			out = append(out, k)
+		}
+	}
+	var rest []string
+	for k := range m {
+		known := false
+		for _, o := range keyOrder {
+			known = known || o == k
+		}
+		if !known {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
+// SetAddr sets the client's address from a connection, rendered on first
+// use as a fasthttp request's is.
+func (r *Request) SetAddr(a net.Addr) { r.addr, r.requestFrom, r.ip = a, "", "" }

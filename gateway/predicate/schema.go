@@ -1,0 +1,97 @@
+package predicate
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/riftgate/riftgate/gateway/message"
+)
+
+// schema names the top-level fields of a protocol's request, as mb's
+// request object for it has them: the names a predicate's keys are
+// compared with (lowered when keys are not case sensitive), and the field
+// each resolves to in message.Request. A tcp request's `data` is held in
+// Body, so it is matched as http's body is, as mb's predicates treat both
+// as plain string fields.
+type schema struct {
+	names, lower, fields []string
+}
+
+var (
+	httpSchema = &schema{requestFields, requestFieldsLower, requestFields}
+	tcpSchema  = &schema{
+		names:  []string{"requestFrom", "ip", "data"},
+		lower:  []string{"requestfrom", "ip", "data"},
+		fields: []string{"requestFrom", "ip", "body"},
+	}
+	smtpSchema = func() *schema {
+		names := message.MailFields()
+		s := &schema{names: names, fields: names}
+		for _, n := range names {
+			s.lower = append(s.lower, lower(n))
+		}
+		return s
+	}()
+)
+
+func schemaFor(protocol string) *schema {
+	switch protocol {
+	case "tcp":
+		return tcpSchema
+	case "smtp":
+		return smtpSchema
+	}
+	return httpSchema
+}
+
+// mailField is an smtp request field as mb's normalize leaves it: every
+// string transformed as a request string is, keys transformed, arrays
+// sorted.
+func (l *leaf) mailField(r *message.Request, f string) any {
+	if r.Mail == nil {
+		return undefined
+	}
+	v, ok := r.Mail.Value(f)
+	if !ok {
+		return undefined
+	}
+	return l.deepTop(v)
+}
+
+func (l *leaf) deepTop(v any) any {
+	switch v := v.(type) {
+	case string:
+		return l.top(v)
+	case int:
+		return json.Number(strconv.Itoa(v))
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = l.deepTop(e)
+		}
+		sortValues(out)
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for _, k := range keysOf(v) {
+			out[l.key(k)] = l.deepTop(v[k])
+		}
+		return out
+	}
+	return v
+}
+
+// binaryRefusal is mb's refusal of what cannot run on a binary tcp
+// imposter's base64 data (its dry run throws it, so the imposter is not
+// created).
+func (l *leaf) binaryRefusal() string {
+	switch {
+	case l.jsonpath != nil:
+		return "the jsonpath predicate parameter is not allowed in binary mode"
+	case l.xpath != nil:
+		return "the xpath predicate parameter is not allowed in binary mode"
+	case l.op == opMatches:
+		return "the matches predicate is not allowed in binary mode"
+	}
+	return ""
+}

@@ -71,7 +71,12 @@ func buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) 
 // buildIs computes the response an `is` gives in the imposter's protocol.
 func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) {
 	if imp.spec.Protocol == "tcp" {
-		return buildData(stubIs, defaults, imp.spec.Mode == "binary"), false, nil
+		// A tcp response is its own data; the defaultResponse's fills an
+		// empty one only when it is written, as mb's tcp server does.
+		if stubIs == nil {
+			stubIs = defaults
+		}
+		return buildData(stubIs, imp.spec.Mode == "binary"), false, nil
 	}
 	return buildIs(stubIs, defaults)
 }

@@ -49,7 +49,7 @@ func (s *tcpServer) handle(conn net.Conn) {
 	buf := *bp
 	var pending []byte // reads the endOfRequestResolver has not yet accepted
 	var text []byte    // the request's data string, reused
-	req := new(message.Request)
+	req := newTCPRequest()
 	for {
 		n, err := conn.Read(buf)
 		if n > 0 {
@@ -68,11 +68,7 @@ func (s *tcpServer) handle(conn net.Conn) {
 				}
 			} else {
 				text = s.dataText(text[:0], payload)
-				req.Reset()
-				req.Kind = message.TCP
-				req.Body = text
-				req.Timestamp = time.Now()
-				req.SetAddr(conn.RemoteAddr())
+				fillTCP(req, text, conn)
 				if !s.respond(conn, req) {
 					return
 				}
@@ -83,6 +79,17 @@ func (s *tcpServer) handle(conn net.Conn) {
 			return
 		}
 	}
+}
+
+func newTCPRequest() *message.Request { return new(message.Request) }
+
+// fillTCP makes req the request whose data is text, from conn.
+func fillTCP(req *message.Request, text []byte, conn net.Conn) {
+	req.Reset()
+	req.Kind = message.TCP
+	req.Body = text
+	req.Timestamp = time.Now()
+	req.SetAddr(conn.RemoteAddr())
 }
 
 // dataText renders payload as mb's data string into dst.
@@ -148,16 +155,14 @@ func (s *tcpServer) writeError(conn net.Conn, err error) bool {
 	return werr == nil
 }
 
-// buildData computes a tcp `is` response: its data, or the
-// defaultResponse's when the stub's is empty, decoded for the wire (base64
-// in binary mode, as node's lenient decoder reads it).
-func buildData(stubIs, defaults json.RawMessage, binary bool) *message.Response {
-	var s, d struct {
+// buildData computes a tcp `is` response: its data decoded for the wire
+// (base64 in binary mode, as node's lenient decoder reads it).
+func buildData(is json.RawMessage, binary bool) *message.Response {
+	var s struct {
 		Data json.RawMessage `json:"data"`
 	}
-	_ = json.Unmarshal(stubIs, &s)
-	_ = json.Unmarshal(defaults, &d)
-	text, _ := bodyBytes(pick(s.Data, d.Data))
+	_ = json.Unmarshal(is, &s)
+	text, _ := bodyBytes(s.Data)
 	return &message.Response{Body: message.DecodeData(string(text), binary), Binary: binary}
 }
 

@@ -28,6 +28,10 @@ type benchCase struct {
 	halfOf string
 	// wasm is the module a case needs ("" none); missing means not available.
 	wasm string
+	// tcp makes the case a tcp one: its imposter is a tcp imposter, the
+	// raw server is the raw tcp server, and each request is this exchange
+	// (which is also the probe).
+	tcp *TCPExchange
 	// Targets: riftgate's throughput as a multiple of raw's and mb's, and
 	// (open loop) its p99 bound in ms. Zero means no target.
 	rawTarget, mbTarget, p99Target float64
@@ -188,6 +192,16 @@ func benchCases(wasmDir, upstream string) []benchCase {
 		})
 	}
 	cases = append(cases,
+		benchCase{
+			id: "tcp-static", title: "tcp: static `is` stub (raw: a Go tcp server)", systems: all,
+			imposter: func(p int) string {
+				return fmt.Sprintf(`{"protocol":"tcp","port":%d,"name":"bench","stubs":[`+
+					`{"predicates":[{"startsWith":{"data":"PING"}}],"responses":[{"is":{"data":%q}}]}]}`, p, tcpHelloAnswer)
+			},
+			scenario:  get("/"), // counts iterations only
+			tcp:       &TCPExchange{Send: []byte("PING"), Expect: tcpHelloAnswer},
+			rawTarget: 0.85,
+		},
 		benchCase{
 			id: "proxyonce", title: "`proxyOnce` replay", systems: both,
 			imposter: func(p int) string {

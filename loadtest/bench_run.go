@@ -24,6 +24,9 @@ type bench struct {
 	wrk   []wrkRound
 	info  []string
 	start time.Time
+	// rawTCP is the raw server's tcp address (tcp://host:port), the
+	// reference for tcp cases.
+	rawTCP string
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -174,7 +177,14 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	}
 	if sys == sysRaw {
 		cl.target = rawURL
-		if err := probe(rawURL, c.probe, false); err != nil {
+		err := error(nil)
+		if c.tcp != nil {
+			cl.target = b.rawTCP
+			err = probeTCP(cl.target, c.tcp)
+		} else {
+			err = probe(rawURL, c.probe, false)
+		}
+		if err != nil {
 			cl.note = "failed: " + err.Error()
 		}
 		return remove
@@ -195,7 +205,13 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 		}
 	}
 	cl.target = fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := probe(cl.target, c.probe, true); err != nil {
+	if c.tcp != nil {
+		cl.target = fmt.Sprintf("tcp://127.0.0.1:%d", port)
+		err = probeTCP(cl.target, c.tcp)
+	} else {
+		err = probe(cl.target, c.probe, true)
+	}
+	if err != nil {
 		cl.note = "failed: " + err.Error()
 	}
 	return remove
@@ -266,7 +282,7 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 	}
 	o := &Options{
 		Targets: []string{cl.target}, Connections: b.cfg.conns,
-		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario,
+		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp,
 		// mb answers some cases in seconds on a busy machine: slow is a
 		// number to report, not an error.
 		Timeout: benchTimeout,

@@ -138,13 +138,19 @@ func getOK(url string) func() error {
 	}
 }
 
-// startHello starts the raw server and returns its base URL.
+// startHello starts the raw server and returns its base URL; its tcp
+// address goes to b.rawTCP.
 func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
 	}
-	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port))
+	tcpPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	b.rawTCP = "tcp://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tcpPort))
+	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port), "-tcp-port", strconv.Itoa(tcpPort))
 	p, err := startProcess("raw", b.cfg.pinned(argv), b.dir)
 	if err != nil {
 		return nil, "", err

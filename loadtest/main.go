@@ -58,7 +58,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const usage = `usage:
   riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
-  riftload hello [-host H] [-port P]    serve the raw fasthttp "hello" server
+  riftload hello [-host H] [-port P] [-tcp-port T]
+                                        serve the raw fasthttp "hello" server
+                                        (and a raw tcp one answering PONG)
   riftload bench [flags]                side-by-side benchmarks (make bench)
   riftload help
 riftgate loadtest ... is the same program. Run "riftload <command> -h" for
@@ -235,6 +237,7 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
+	tcpPort := fs.Int("tcp-port", -1, "also serve the raw tcp server (answering PONG to every read) on this port (-1: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -246,5 +249,18 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("hello: %w", err)
 	}
 	fmt.Fprintf(stdout, "hello server listening on http://%s\n", ln.Addr())
-	return ServeHello(ctx, ln)
+	if *tcpPort < 0 {
+		return ServeHello(ctx, ln)
+	}
+	tln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*tcpPort)))
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("hello: %w", err)
+	}
+	fmt.Fprintf(stdout, "tcp hello server listening on tcp://%s\n", tln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- ServeTCPHello(ctx, tln) }()
+	err = ServeHello(ctx, ln)
+	tln.Close()
+	return errors.Join(err, <-errc)
 }

@@ -51,6 +51,9 @@ type Options struct {
 	Interval time.Duration
 	// Progress, when set, receives a one-line progress bar, redrawn in place.
 	Progress io.Writer
+	// TCP, when set, makes every request a raw tcp exchange (see
+	// TCPExchange); the scenario's steps then only count iterations.
+	TCP *TCPExchange
 }
 
 const (
@@ -88,8 +91,8 @@ func parseTarget(raw string) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("target %q: %w", raw, err)
 	}
-	if u.Scheme != "http" || u.Host == "" {
-		return target{}, fmt.Errorf("target %q: want http://host:port", raw)
+	if (u.Scheme != "http" && u.Scheme != "tcp") || u.Host == "" {
+		return target{}, fmt.Errorf("target %q: want http://host:port or tcp://host:port", raw)
 	}
 	addr := u.Host
 	if u.Port() == "" {
@@ -305,17 +308,26 @@ func (w *worker) once(ctx context.Context) bool {
 		return false
 	}
 	st := &r.steps[w.step]
-	wire := w.wireFor(st)
-	if wire == nil {
-		w.prepare(st, &r.targets[w.rr])
+	var err error
+	if r.opts.TCP != nil {
+		err = w.doTCP(ctx, w.rr, r.opts.TCP)
+	} else {
+		wire := w.wireFor(st)
+		if wire == nil {
+			w.prepare(st, &r.targets[w.rr])
+		}
+		err = w.do(ctx, w.rr, wire)
 	}
-	err := w.do(ctx, w.rr, wire)
 	if err != nil && ctx.Err() != nil {
 		return false // cut short by cancellation: not the server's error
 	}
 	done := r.now()
 	w.sample = sample{intended: intended, sent: sent, done: done, err: err, expect: st.expectStatus}
-	if err == nil {
+	switch {
+	case err != nil:
+	case r.opts.TCP != nil:
+		w.sample.status = st.expectStatus // a tcp answer has no status: its bytes were checked
+	default:
 		w.sample.status = w.resp.StatusCode()
 	}
 	w.shard.record(&w.sample, r.measureFrom)
@@ -505,35 +517,7 @@ const connBufSize = 16 << 10
 // idle-connection cleaner goroutine running after the run, as
 // fasthttp.HostClient would.
 func (w *worker) do(ctx context.Context, t int, wire []byte) error {
-	cn := &w.conns[t]
-	timeout := w.r.opts.Timeout
-	if cn.c == nil {
-		d := net.Dialer{Timeout: timeout}
-		c, err := d.DialContext(ctx, "tcp", w.r.targets[t].addr)
-		if err != nil {
-			return fmt.Errorf("dial %s: %w", w.r.targets[t].addr, err)
-		}
-		cn.c = c
-		cn.deadline = time.Time{}
-		// A cancelled run (Ctrl-C) must not wait out a stalled server's
-		// timeout: expire the connection's deadline at once.
-		cn.unwake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
-		if cn.br == nil {
-			cn.br = bufio.NewReaderSize(c, connBufSize)
-			cn.bw = bufio.NewWriterSize(c, connBufSize)
-		} else {
-			cn.br.Reset(c)
-			cn.bw.Reset(c)
-		}
-	}
-	// Moving the deadline is a timer update in the runtime: do it only
-	// when an eighth of the timeout has been used, so a request gets
-	// between 7/8 of the timeout and all of it.
-	var err error
-	if now := time.Now(); cn.deadline.Sub(now) < timeout-timeout/8 {
-		cn.deadline = now.Add(timeout)
-		err = cn.c.SetDeadline(cn.deadline)
-	}
+	cn, err := w.connect(ctx, t)
 	if err == nil {
 		if wire != nil {
 			_, err = cn.bw.Write(wire)
@@ -555,4 +539,41 @@ func (w *worker) do(ctx context.Context, t int, wire []byte) error {
 		cn.close()
 	}
 	return nil
+}
+
+// connect returns the worker's connection to target t, dialled when it has
+// none, with its deadline moved on.
+func (w *worker) connect(ctx context.Context, t int) (*conn, error) {
+	cn := &w.conns[t]
+	timeout := w.r.opts.Timeout
+	if cn.c == nil {
+		d := net.Dialer{Timeout: timeout}
+		c, err := d.DialContext(ctx, "tcp", w.r.targets[t].addr)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", w.r.targets[t].addr, err)
+		}
+		cn.c = c
+		cn.deadline = time.Time{}
+		// A cancelled run (Ctrl-C) must not wait out a stalled server's
+		// timeout: expire the connection's deadline at once.
+		cn.unwake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+		if cn.br == nil {
+			cn.br = bufio.NewReaderSize(c, connBufSize)
+			cn.bw = bufio.NewWriterSize(c, connBufSize)
+		} else {
+			cn.br.Reset(c)
+			cn.bw.Reset(c)
+		}
+	}
+	// Moving the deadline is a timer update in the runtime: do it only
+	// when an eighth of the timeout has been used, so a request gets
+	// between 7/8 of the timeout and all of it.
+	if now := time.Now(); cn.deadline.Sub(now) < timeout-timeout/8 {
+		cn.deadline = now.Add(timeout)
+		if err := cn.c.SetDeadline(cn.deadline); err != nil {
+			cn.close()
+			return nil, err
+		}
+	}
+	return cn, nil
 }

@@ -518,12 +518,13 @@ const connBufSize = 16 << 10
 // fasthttp.HostClient would.
 func (w *worker) do(ctx context.Context, t int, wire []byte) error {
 	cn, err := w.connect(ctx, t)
-	if err == nil {
-		if wire != nil {
-			_, err = cn.bw.Write(wire)
-		} else {
-			err = w.req.Write(cn.bw)
-		}
+	if err != nil {
+		return err
+	}
+	if wire != nil {
+		_, err = cn.bw.Write(wire)
+	} else {
+		err = w.req.Write(cn.bw)
 	}
 	if err == nil {
 		err = cn.bw.Flush()

@@ -466,3 +466,36 @@ func TestTCPProxyMatchesMountebank(t *testing.T) {
 		}
 	}
 }
+
+// TestTCPAndSMTPIPWhitelist holds tcp and smtp imposters to --ipWhitelist
+// at accept time: a refused address is closed before it is answered (or,
+// for smtp, greeted).
+func TestTCPAndSMTPIPWhitelist(t *testing.T) {
+	rg := gatewaytest.Start(t, "--ipWhitelist", "127.0.0.1")
+	tcpPort := rg.PostImposter(`{"protocol":"tcp","stubs":[{"responses":[{"is":{"data":"ok"}}]}]}`)
+	smtpPort := rg.PostImposter(`{"protocol":"smtp"}`)
+	from := func(ip string, port int, send string) ([]byte, bool) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 2 * time.Second}
+		c, err := d.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if send != "" {
+			_, _ = c.Write([]byte(send))
+		}
+		return tcpRead(t, c, 500*time.Millisecond)
+	}
+	if got, _ := from("127.0.0.1", tcpPort, "x"); string(got) != "ok" {
+		t.Fatalf("allowed tcp client: %q", got)
+	}
+	if got, closed := from("127.0.0.2", tcpPort, "x"); len(got) != 0 || !closed {
+		t.Fatalf("refused tcp client: %q closed=%v", got, closed)
+	}
+	if got, _ := from("127.0.0.1", smtpPort, ""); !strings.HasPrefix(string(got), "220 ") {
+		t.Fatalf("allowed smtp client: %q", got)
+	}
+	if got, closed := from("127.0.0.2", smtpPort, ""); len(got) != 0 || !closed {
+		t.Fatalf("refused smtp client: %q closed=%v", got, closed)
+	}
+}

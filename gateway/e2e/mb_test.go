@@ -16,14 +16,14 @@ import (
 )
 
 // mountebank starts the reference implementation, mb 2.9.1 from npm, on a
-// free loopback port. The Makefile installs it (make node); its absence is a
+// free loopback port, with --allowInjection and args. The Makefile installs it (make node); its absence is a
 // failure, not a skip.
-func mountebank(t *testing.T, dir string) string {
+func mountebank(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	bin := gatewaytest.Mountebank(t)
 	port := gatewaytest.FreePort(t)
-	cmd := exec.Command(bin, "start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
-		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid"), "--allowInjection")
+	cmd := exec.Command(bin, append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
+		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid"), "--allowInjection"}, args...)...)
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -335,30 +333,6 @@ func TestImposterStartStopRace(t *testing.T) {
 	}
 }
 
-// startMB starts mb 2.9.1 with args on a free port and returns its admin URL.
-func startMB(t *testing.T, args ...string) string {
-	t.Helper()
-	port := gatewaytest.FreePort(t)
-	cmd := exec.Command(gatewaytest.Mountebank(t), append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
-		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid")}, args...)...)
-	cmd.Dir = t.TempDir()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-	}
-	t.Fatal("mb did not start")
-	return ""
-}
-
 // stable drops what differs between any two runs (addresses, times, ports,
 // links) from an imposter's JSON.
 func stable(v any) any {
@@ -397,7 +371,7 @@ func postTo(t *testing.T, admin, body string) int {
 // TestTCPMatchesMountebank sends the same tcp conversations to mb 2.9.1 and
 // riftgate and compares the bytes answered and the stored imposter.
 func TestTCPMatchesMountebank(t *testing.T) {
-	mb := startMB(t, "--allowInjection", "--debug")
+	mb := mountebank(t, t.TempDir(), "--debug")
 	rg := gatewaytest.Start(t, "--allowInjection", "--debug")
 	cases := []struct {
 		name     string
@@ -444,7 +418,7 @@ func TestTCPMatchesMountebank(t *testing.T) {
 }
 
 func TestTCPProxyMatchesMountebank(t *testing.T) {
-	mb := startMB(t)
+	mb := mountebank(t, t.TempDir())
 	rg := gatewaytest.Start(t)
 	up := echoServer(t)
 	for _, mode := range []string{"proxyOnce", "proxyAlways"} {

@@ -71,11 +71,7 @@ func (m *Mail) Value(field string) (v any, ok bool) {
 	case "envelopeFrom":
 		return m.EnvelopeFrom, true
 	case "envelopeTo":
-		out := make([]any, len(m.EnvelopeTo))
-		for i, s := range m.EnvelopeTo {
-			out[i] = s
-		}
-		return out, true
+		return anys(m.EnvelopeTo), true
 	case "from":
 		return addr(m.From), true
 	case "to":
@@ -114,13 +110,17 @@ func idList(v any) any {
 	case nil:
 		return []any{}
 	case []string:
-		out := make([]any, len(v))
-		for i, s := range v {
-			out[i] = s
-		}
-		return out
+		return anys(v)
 	}
 	return v
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // DecodeBase64 decodes s as node's Buffer.from(s, 'base64') does: the

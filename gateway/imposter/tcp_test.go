@@ -18,14 +18,19 @@ func tcpImposter(tb testing.TB, def string) *Imposter {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &Compiler{Predicates: func(raws []json.RawMessage, imp *Imposter) (Matcher, error) {
-		return predicate.CompileAll(raws, predicate.Options{Protocol: "tcp", Binary: imp.Spec().Mode == "binary"})
+	c := &Compiler{Predicates: func(raws []json.RawMessage, b Build) (Matcher, error) {
+		return predicate.CompileAll(raws, predicate.Options{Protocol: "tcp", Binary: b.Imposter.Spec().Mode == "binary"})
 	}}
-	imp, err := New(spec, Options{Compiler: c, DefaultHost: "127.0.0.1"})
+	opts := Options{Compiler: c, DefaultHost: "127.0.0.1"}
+	imp, err := New(spec, opts, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := imp.Start(); err != nil {
+	ln, err := Listen(spec, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := imp.Serve(ln); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {

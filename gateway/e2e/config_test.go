@@ -210,3 +210,29 @@ func TestRecordingOnAFullDiskIsNotServed(t *testing.T) {
 		t.Fatalf("the failed commit was not said in the log:\n%s", rg.Output())
 	}
 }
+
+// A stub keeps its place in its responses cycle while other stubs are
+// added, replaced and deleted around it.
+func TestStubKeepsItsCycleWhenOtherStubsChange(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"http","stubs":[{"predicates":[{"equals":{"path":"/c"}}],
+		"responses":[{"is":{"body":"a"}},{"is":{"body":"b"}},{"is":{"body":"c"}}]}]}`)
+	next := func(want string) {
+		t.Helper()
+		if _, body := flowGet(t, port, "", "/c"); body != want {
+			t.Fatalf("cycle answered %q, want %q", body, want)
+		}
+	}
+	next("a")
+	edits := []struct{ method, path, body string }{
+		{"POST", "/stubs", `{"index":0,"stub":{"predicates":[{"equals":{"path":"/x"}}],"responses":[{"is":{"body":"x"}}]}}`},
+		{"PUT", "/stubs/0", `{"predicates":[{"equals":{"path":"/y"}}],"responses":[{"is":{"body":"y"}}]}`},
+		{"DELETE", "/stubs/0", ""},
+	}
+	for i, e := range edits {
+		if status, body := rg.Do(e.method, fmt.Sprintf("/imposters/%d%s", port, e.path), e.body); status != 200 {
+			t.Fatalf("%s %s = %d %s", e.method, e.path, status, body)
+		}
+		next([]string{"b", "c", "a"}[i])
+	}
+}

@@ -81,16 +81,6 @@ func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Respons
 	return buildIs(stubIs, defaults)
 }
 
-// BuildResponse computes the response an `is`-shaped object gives (what an
-// inject script returns), with defaults filling what it leaves out.
-func BuildResponse(is, defaults json.RawMessage) (*message.Response, error) {
-	r, _, err := buildIs(is, defaults)
-	if err != nil {
-		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error()).WithSource(is)
-	}
-	return r, nil
-}
-
 // pick returns the stub's value unless it is missing or falsy, in which case
 // the default's, as JavaScript's `a || b` would.
 func pick(v, def json.RawMessage) json.RawMessage {

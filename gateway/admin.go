@@ -210,12 +210,19 @@ func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
 	v.Replayable = true
 	port, err := strconv.Atoi(r.PathValue("id"))
-	imp, ok := g.get(port)
-	if err != nil || !ok {
+	if err != nil {
 		writeRaw(w, http.StatusOK, json.RawMessage(`{}`))
 		return
 	}
-	out := imp.JSON(v)
+	// An imposter the configuration holds but that did not start (it no
+	// longer compiles) is deleted too; it answers as an absent one does.
+	out := json.RawMessage(`{}`)
+	if imp, ok := g.get(port); ok {
+		out = imp.JSON(v)
+	} else if g.config.State().Imposter(port) == nil {
+		writeRaw(w, http.StatusOK, out)
+		return
+	}
 	if _, err := g.submit(r.Context(), &config.Command{Op: config.OpDeleteImposter, Port: port}); err != nil {
 		writeErr(w, err)
 		return

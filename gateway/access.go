@@ -15,6 +15,9 @@ type access struct {
 	allowAll  bool
 	allowed   []net.IP
 	log       *slog.Logger
+	// onBlocked, when set, is told the port of each refused connection
+	// (for mb_blocked_ip_total); set before the first listener is bound.
+	onBlocked func(port int)
 }
 
 func newAccess(localOnly bool, whitelist []string, log *slog.Logger) (*access, error) {
@@ -74,6 +77,9 @@ func (f filtered) Accept() (net.Conn, error) {
 		}
 		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok && !f.a.permits(tcp.IP) {
 			f.a.log.Warn("connection refused: address not allowed", "remote", tcp.String())
+			if la, ok := f.Addr().(*net.TCPAddr); ok && f.a.onBlocked != nil {
+				f.a.onBlocked(la.Port)
+			}
 			c.Close()
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"sync"
 
 	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -33,10 +33,27 @@ type engine struct {
 	proxies  *proxy.Factory
 	inject   *inject.Engine // nil without --allowInjection
 	tmpDir   string         // the plugin cache when there is no --datadir
+	meters   *meters        // every imposter's meters, for GET /metrics and the UI
+	// streamsDone closes when the admin server shuts down, which ends the
+	// event streams that would otherwise keep it waiting.
+	streamsDone chan struct{}
+	stopOnce    sync.Once
+}
+
+// stopStreams ends every event stream (GET /logs, GET /stats).
+func (e *engine) stopStreams() { e.stopOnce.Do(func() { close(e.streamsDone) }) }
+
+// countBlocked counts a connection the access filter refused on port
+// against the imposter there (mb_blocked_ip_total).
+func (e *engine) countBlocked(port int) {
+	if imp, ok := e.g.get(port); ok {
+		imp.Meters().Blocked.Add(1)
+	}
 }
 
 func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
-	e := &engine{g: g}
+	e := &engine{g: g, meters: newMeters(), streamsDone: make(chan struct{})}
+	g.access.onBlocked = e.countBlocked
 	dbPath, cacheDir := "", ""
 	if opts.DataDir != "" {
 		dbPath = filepath.Join(opts.DataDir, "flow.db")
@@ -102,6 +119,7 @@ func (e *engine) imposterOptions() imposter.Options {
 		MaxBodyBytes:  maxImposterBody,
 		Flows:         e,
 		Store:         e.flows,
+		Meters:        e.meters.forImposter,
 	}
 }
 
@@ -126,44 +144,6 @@ func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) s
 func (e *engine) routes(mux *http.ServeMux) {
 	e.pluginRoutes(mux)
 	e.flowRoutes(mux)
-}
-
-// metrics appends the engine's metrics (plugins, flows) to GET /metrics.
-func (e *engine) metrics(ctx context.Context, b *strings.Builder, metric func(name, kind, help string)) {
-	if st, err := e.flows.Stats(ctx); err == nil {
-		metric("riftgate_flows", "gauge", "Flows held by this node's flow store")
-		fmt.Fprintf(b, "riftgate_flows %d\n", st.Flows)
-		metric("riftgate_flow_entries", "gauge", "Flow entries held by this node's flow store")
-		fmt.Fprintf(b, "riftgate_flow_entries %d\n", st.Entries)
-		metric("riftgate_flow_bytes", "gauge", "Bytes of keys and values held by this node's flow store")
-		fmt.Fprintf(b, "riftgate_flow_bytes %d\n", st.Bytes)
-		metric("riftgate_flow_writes_total", "counter", "Flow writes by durability mode")
-		for i, mode := range []string{"memory", "async", "sync"} {
-			fmt.Fprintf(b, "riftgate_flow_writes_total{durability=%q} %d\n", mode, st.Writes[i])
-		}
-		metric("riftgate_flow_batches_total", "counter", "bbolt transactions committed by the flow writer")
-		fmt.Fprintf(b, "riftgate_flow_batches_total %d\n", st.Batches)
-		metric("riftgate_flow_evictions_total", "counter", "Whole flows removed, by reason")
-		fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"lru\"} %d\n", st.EvictedLRU)
-		fmt.Fprintf(b, "riftgate_flow_evictions_total{reason=\"ttl\"} %d\n", st.Expired)
-	}
-	metric("riftgate_plugin_calls_total", "counter", "Plugin calls by module")
-	ms := e.plugins.Stats()
-	for _, m := range ms {
-		fmt.Fprintf(b, "riftgate_plugin_calls_total{module=%q} %d\n", m.Name, m.Calls)
-	}
-	metric("riftgate_plugin_instances_total", "counter", "Plugin instances made, recycled and discarded, by module")
-	for _, m := range ms {
-		fmt.Fprintf(b, "riftgate_plugin_instances_total{module=%q,event=\"instantiated\"} %d\n", m.Name, m.Instantiated)
-		fmt.Fprintf(b, "riftgate_plugin_instances_total{module=%q,event=\"recycled\"} %d\n", m.Name, m.Recycled)
-		fmt.Fprintf(b, "riftgate_plugin_instances_total{module=%q,event=\"discarded\"} %d\n", m.Name, m.Discarded)
-	}
-	metric("riftgate_plugin_errors_total", "counter", "Failed plugin calls by module and kind")
-	for _, m := range ms {
-		for kind, n := range m.Errors {
-			fmt.Fprintf(b, "riftgate_plugin_errors_total{module=%q,kind=%q} %d\n", m.Name, kind, n)
-		}
-	}
 }
 
 func (e *engine) close(ctx context.Context) {

@@ -1,44 +1,294 @@
 package gateway
 
 import (
-	"fmt"
+	"context"
+	"maps"
 	"net/http"
+	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
+
+	"github.com/riftgate/riftgate/gateway/meter"
 )
 
-// metrics answers GET /metrics in Prometheus's text format, with mb's metric
-// names for what mb also counts.
-func (g *gateway) metrics(w http.ResponseWriter, r *http.Request) {
-	var b strings.Builder
-	metric := func(name, kind, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-	}
-	imps := g.snapshot()
-	metric("mb_request_total", "counter", "Number of requests to the imposter")
-	for _, imp := range imps {
-		fmt.Fprintf(&b, "mb_request_total{imposter=%q} %d\n", imposterLabel(imp.Port(), imp.Spec().Protocol), imp.Stats().Requests)
-	}
-	metric("mb_no_match_total", "counter", "Number of times no stub matched the request")
-	for _, imp := range imps {
-		fmt.Fprintf(&b, "mb_no_match_total{imposter=%q} %d\n", imposterLabel(imp.Port(), imp.Spec().Protocol), imp.Stats().NoMatch)
-	}
-	metric("riftgate_imposters", "gauge", "Number of imposters")
-	fmt.Fprintf(&b, "riftgate_imposters %d\n", len(imps))
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	metric("riftgate_go_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects")
-	fmt.Fprintf(&b, "riftgate_go_heap_alloc_bytes %d\n", ms.HeapAlloc)
-	metric("riftgate_go_goroutines", "gauge", "Number of goroutines")
-	fmt.Fprintf(&b, "riftgate_go_goroutines %d\n", runtime.NumGoroutine())
-	metric("riftgate_uptime_seconds", "gauge", "Seconds since the process started")
-	fmt.Fprintf(&b, "riftgate_uptime_seconds %.3f\n", time.Since(g.started).Seconds())
-	g.engine.metrics(r.Context(), &b, metric)
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write([]byte(b.String()))
+// meters holds every imposter's meters by label, for the life of the
+// process, as Mountebank's registry does: a deleted imposter's series stay
+// on GET /metrics, and an imposter created again under the same label (same
+// protocol, port and name) adds to them.
+type meters struct {
+	mu     sync.Mutex
+	byName map[string]*meter.Imposter
+	order  []string // labels in the order first seen: mb prints series so
 }
 
-func imposterLabel(port int, protocol string) string {
-	return fmt.Sprintf("%s:%d", protocol, port)
+func newMeters() *meters { return &meters{byName: make(map[string]*meter.Imposter)} }
+
+// forImposter returns the meters of the imposters labelled label.
+func (m *meters) forImposter(label string) *meter.Imposter {
+	m.mu.Lock()
+	im, ok := m.byName[label]
+	if !ok {
+		im = meter.NewImposter()
+		m.byName[label] = im
+		m.order = append(m.order, label)
+	}
+	m.mu.Unlock()
+	return im
 }
+
+type labelled struct {
+	label string
+	m     *meter.Imposter
+}
+
+// list returns every imposter's meters, in the order first seen.
+func (m *meters) list() []labelled {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]labelled, len(m.order))
+	for i, l := range m.order {
+		out[i] = labelled{l, m.byName[l]}
+	}
+	return out
+}
+
+// metrics answers GET /metrics in Prometheus's text format: Mountebank's
+// metrics under its names, labels, types and buckets (mb 2.9.1 registers
+// its imposter families when the first imposter is created, and a series
+// when that imposter is first called), then riftgate's own under riftgate_.
+func (g *gateway) metrics(w http.ResponseWriter, r *http.Request) {
+	p := &promWriter{}
+	g.processMetrics(p)
+	if all := g.engine.meters.list(); len(all) > 0 {
+		imposterMetrics(p, all)
+	}
+	g.riftgateMetrics(r.Context(), p, g.engine.meters.list())
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write([]byte(p.b.String()))
+}
+
+func imposterMetrics(p *promWriter, all []labelled) {
+	p.family("mb_predicate_match_duration_seconds", "histogram", "Time it takes to match the predicates and select a stub")
+	for _, l := range all {
+		p.histogram("mb_predicate_match_duration_seconds", l.m.Match.Snapshot(), meter.MatchBuckets, "imposter", l.label)
+	}
+	p.family("mb_no_match_total", "counter", "Number of times no stub matched the request")
+	for _, l := range all {
+		if n := l.m.NoMatch.Load(); n > 0 {
+			p.sample("mb_no_match_total", strconv.FormatUint(n, 10), "imposter", l.label)
+		}
+	}
+	p.family("mb_request_total", "counter", "Number of requests to the imposter")
+	for _, l := range all {
+		if n := l.m.Requests.Load(); n > 0 {
+			p.sample("mb_request_total", strconv.FormatUint(n, 10), "imposter", l.label)
+		}
+	}
+	p.family("mb_response_generation_duration_seconds", "histogram", "Time it takes to generate the response from a stub")
+	for _, l := range all {
+		p.histogram("mb_response_generation_duration_seconds", l.m.Response.Snapshot(), meter.ResponseBuckets, "imposter", l.label)
+	}
+	p.family("mb_blocked_ip_total", "counter", "Number of times a connection was blocked from a non-whitelisted IP address")
+	for _, l := range all {
+		if n := l.m.Blocked.Load(); n > 0 {
+			p.sample("mb_blocked_ip_total", strconv.FormatUint(n, 10), "imposter", l.label)
+		}
+	}
+}
+
+// requestBuckets are the bounds riftgate_request_duration_seconds exports:
+// 1, 2 and 5 times each power of ten from 10 µs to 10 s, all FineBuckets.
+var requestBuckets = func() []time.Duration {
+	var out []time.Duration
+	for p := 10 * time.Microsecond; p <= 10*time.Second; p *= 10 {
+		out = append(out, p, 2*p, 5*p)
+	}
+	return out[:len(out)-2]
+}()
+
+// processMetrics are the process metrics mb's Prometheus client exports
+// with its mb_ prefix, read from /proc where Linux has them. mb's
+// mb_nodejs_* metrics describe Node's runtime, which riftgate has not; Go's
+// runtime has riftgate_go_* instead.
+func (g *gateway) processMetrics(p *promWriter) {
+	st := readProcStat()
+	if st.ok {
+		p.gauge("mb_process_cpu_user_seconds_total", "counter", "Total user CPU time spent in seconds.", formatFloat(st.user))
+		p.gauge("mb_process_cpu_system_seconds_total", "counter", "Total system CPU time spent in seconds.", formatFloat(st.system))
+		p.gauge("mb_process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", formatFloat(st.user+st.system))
+	}
+	p.gauge("mb_process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", strconv.FormatInt(g.started.Unix(), 10))
+	if st.ok {
+		p.gauge("mb_process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", strconv.FormatUint(st.rss, 10))
+		p.gauge("mb_process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", strconv.FormatUint(st.vsize, 10))
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	p.gauge("mb_process_heap_bytes", "gauge", "Process heap size in bytes.", strconv.FormatUint(ms.HeapSys, 10))
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		p.gauge("mb_process_open_fds", "gauge", "Number of open file descriptors.", strconv.Itoa(len(fds)))
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+		p.gauge("mb_process_max_fds", "gauge", "Maximum number of open file descriptors.", strconv.FormatUint(lim.Cur, 10))
+	}
+	p.gauge("riftgate_go_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects", strconv.FormatUint(ms.HeapAlloc, 10))
+}
+
+type procStat struct {
+	ok           bool
+	user, system float64 // seconds
+	vsize, rss   uint64  // bytes
+}
+
+// readProcStat reads /proc/self/stat (proc(5)): utime and stime in clock
+// ticks (fields 14 and 15), vsize in bytes (23), rss in pages (24).
+func readProcStat() procStat {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return procStat{}
+	}
+	s := string(b)
+	// The command name (field 2) is in parentheses and may hold spaces.
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s) // f[0] is field 3
+	if len(f) < 22 {
+		return procStat{}
+	}
+	num := func(field int) uint64 { n, _ := strconv.ParseUint(f[field-3], 10, 64); return n }
+	const ticks = 100 // USER_HZ, 100 on every Linux architecture Go supports
+	return procStat{
+		ok:     true,
+		user:   float64(num(14)) / ticks,
+		system: float64(num(15)) / ticks,
+		vsize:  num(23),
+		rss:    num(24) * uint64(os.Getpagesize()),
+	}
+}
+
+// riftgateMetrics are riftgate's own: request durations in buckets fine
+// enough for microseconds, the process, flows and plugins.
+func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labelled) {
+	p.family("riftgate_request_duration_seconds", "histogram", "Time from a request's arrival to its written response, by imposter")
+	for _, l := range all {
+		p.histogram("riftgate_request_duration_seconds", l.m.Total.Snapshot(), requestBuckets, "imposter", l.label)
+	}
+	p.gauge("riftgate_imposters", "gauge", "Number of imposters", strconv.Itoa(len(g.snapshot())))
+	p.gauge("riftgate_go_goroutines", "gauge", "Number of goroutines", strconv.Itoa(runtime.NumGoroutine()))
+	p.gauge("riftgate_uptime_seconds", "gauge", "Seconds since the process started", strconv.FormatFloat(time.Since(g.started).Seconds(), 'f', 3, 64))
+	e := g.engine
+	if st, err := e.flows.Stats(ctx); err == nil {
+		p.gauge("riftgate_flows", "gauge", "Flows held by this node's flow store", strconv.FormatInt(st.Flows, 10))
+		p.gauge("riftgate_flow_entries", "gauge", "Flow entries held by this node's flow store", strconv.FormatInt(st.Entries, 10))
+		p.gauge("riftgate_flow_bytes", "gauge", "Bytes of keys and values held by this node's flow store", strconv.FormatInt(st.Bytes, 10))
+		p.family("riftgate_flow_writes_total", "counter", "Flow writes by durability mode")
+		for i, mode := range []string{"memory", "async", "sync"} {
+			p.sample("riftgate_flow_writes_total", strconv.FormatUint(st.Writes[i], 10), "durability", mode)
+		}
+		p.gauge("riftgate_flow_batches_total", "counter", "bbolt transactions committed by the flow writer", strconv.FormatUint(st.Batches, 10))
+		p.family("riftgate_flow_evictions_total", "counter", "Whole flows removed, by reason")
+		p.sample("riftgate_flow_evictions_total", strconv.FormatUint(st.EvictedLRU, 10), "reason", "lru")
+		p.sample("riftgate_flow_evictions_total", strconv.FormatUint(st.Expired, 10), "reason", "ttl")
+	}
+	ms := e.plugins.Stats()
+	p.family("riftgate_plugin_calls_total", "counter", "Plugin calls by module")
+	for _, m := range ms {
+		p.sample("riftgate_plugin_calls_total", strconv.FormatUint(m.Calls, 10), "module", m.Name)
+	}
+	p.family("riftgate_plugin_instances", "gauge", "Plugin instances open now, by module")
+	for _, m := range ms {
+		p.sample("riftgate_plugin_instances", strconv.FormatInt(m.InstancesLive, 10), "module", m.Name)
+	}
+	p.family("riftgate_plugin_instances_total", "counter", "Plugin instances made, recycled and discarded, by module")
+	for _, m := range ms {
+		p.sample("riftgate_plugin_instances_total", strconv.FormatUint(m.Instantiated, 10), "module", m.Name, "event", "instantiated")
+		p.sample("riftgate_plugin_instances_total", strconv.FormatUint(m.Recycled, 10), "module", m.Name, "event", "recycled")
+		p.sample("riftgate_plugin_instances_total", strconv.FormatUint(m.Discarded, 10), "module", m.Name, "event", "discarded")
+	}
+	p.family("riftgate_plugin_errors_total", "counter", "Failed plugin calls by module and kind")
+	for _, m := range ms {
+		for _, kind := range sortedKeys(m.Errors) {
+			p.sample("riftgate_plugin_errors_total", strconv.FormatUint(m.Errors[kind], 10), "module", m.Name, "kind", kind)
+		}
+	}
+}
+
+// promWriter writes Prometheus's text exposition format (0.0.4) as mb's
+// client lays it out: families apart by a blank line, `le` first.
+type promWriter struct {
+	b strings.Builder
+}
+
+func (p *promWriter) family(name, kind, help string) {
+	if p.b.Len() > 0 {
+		p.b.WriteByte('\n')
+	}
+	p.b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + kind + "\n")
+}
+
+// gauge writes a family with one unlabelled sample.
+func (p *promWriter) gauge(name, kind, help, value string) {
+	p.family(name, kind, help)
+	p.sample(name, value)
+}
+
+// sample writes one sample; labels are name, value pairs.
+func (p *promWriter) sample(name, value string, labels ...string) {
+	p.b.WriteString(name)
+	if len(labels) > 0 {
+		p.b.WriteByte('{')
+		for i := 0; i < len(labels); i += 2 {
+			if i > 0 {
+				p.b.WriteByte(',')
+			}
+			p.b.WriteString(labels[i] + `="`)
+			escapeLabel(&p.b, labels[i+1])
+			p.b.WriteByte('"')
+		}
+		p.b.WriteByte('}')
+	}
+	p.b.WriteString(" " + value + "\n")
+}
+
+// histogram writes one labelled series of a histogram family at bounds,
+// which must be among s.Bounds; nothing when s has no observations.
+func (p *promWriter) histogram(name string, s meter.Snapshot, bounds []time.Duration, labels ...string) {
+	count := s.Count()
+	if count == 0 {
+		return
+	}
+	for i, n := range s.Cumulative(bounds) {
+		p.sample(name+"_bucket", strconv.FormatUint(n, 10), append([]string{"le", formatFloat(bounds[i].Seconds())}, labels...)...)
+	}
+	p.sample(name+"_bucket", strconv.FormatUint(count, 10), append([]string{"le", "+Inf"}, labels...)...)
+	p.sample(name+"_sum", formatFloat(s.Sum.Seconds()), labels...)
+	p.sample(name+"_count", strconv.FormatUint(count, 10), labels...)
+}
+
+// escapeLabel escapes a label value as the text format says: backslash,
+// double quote and line feed; everything else is written as it is.
+func escapeLabel(b *strings.Builder, v string) {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -222,7 +222,7 @@ func TestConfigLogsMetrics(t *testing.T) {
 		t.Fatalf("imposter start not in logs: %s", body)
 	}
 	status, body = rg.Do("GET", "/metrics", nil)
-	want := fmt.Sprintf(`mb_request_total{imposter="http:%d"} 1`, port)
+	want := fmt.Sprintf(`mb_request_total{imposter="[http:%d] "} 1`, port)
 	if status != 200 || !strings.Contains(string(body), want) {
 		t.Fatalf("GET /metrics = %d, missing %q in\n%s", status, want, body)
 	}

@@ -14,11 +14,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/meter"
 	"github.com/valyala/fasthttp"
 )
 
@@ -42,6 +44,10 @@ type Options struct {
 	Store flow.Store
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
+	// Meters returns the meters for an imposter's metric label (mb's log
+	// scope, "[http:4545 name] "); the imposter keeps private ones when it
+	// is nil.
+	Meters func(label string) *meter.Imposter
 }
 
 // FlowIDs derives a request's scoped flow id.
@@ -61,8 +67,8 @@ type Imposter struct {
 
 	requests   sync.Mutex // guards saved
 	saved      []*message.Request
-	numReqs    atomic.Int64
-	noMatch    atomic.Int64
+	numReqs    atomic.Int64 // numberOfRequests: reset with the saved requests
+	meters     *meter.Imposter
 	recordReqs bool
 
 	ln   net.Listener
@@ -83,6 +89,9 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	}
 	imp := &Imposter{spec: spec, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
 	imp.log = opts.Logger.With("imposter", imp.scope())
+	if imp.meters = meter.NewImposter(); opts.Meters != nil {
+		imp.meters = opts.Meters(imp.MetricLabel())
+	}
 	dflt, isJSON, err := imp.buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
@@ -187,6 +196,10 @@ func (imp *Imposter) Stop(ctx context.Context) error {
 	return err
 }
 
+// MetricLabel is the imposter's label in mb's metrics: its log scope in
+// brackets, with mb's trailing space.
+func (imp *Imposter) MetricLabel() string { return "[" + imp.scope() + "] " }
+
 func (imp *Imposter) scope() string {
 	s := imp.spec.Protocol + ":" + strconv.Itoa(imp.spec.Port)
 	if imp.spec.Name != "" {
@@ -206,7 +219,9 @@ var reqPool = sync.Pool{New: func() any { return new(message.Request) }}
 func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	req := reqPool.Get().(*message.Request)
 	req.FillFromFastHTTP(ctx)
+	start := ctx.Time() // read by fasthttp before it called the handler
 	st, r, err := imp.choose(req)
+	matched := time.Now()
 	switch {
 	case err != nil:
 		imp.writeError(ctx, err)
@@ -221,6 +236,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 			st.recordMatch(imp, req, r, resp)
 		}
 	}
+	imp.observe(st, err, start, matched)
 	req.Reset()
 	reqPool.Put(req)
 }
@@ -279,14 +295,13 @@ func (imp *Imposter) ResetRequests() {
 	imp.numReqs.Store(0)
 }
 
-// Stats are the counters exported as metrics.
-type Stats struct {
-	Requests, NoMatch int64
-}
+// Meters returns what the imposter counts for metrics.
+func (imp *Imposter) Meters() *meter.Imposter { return imp.meters }
 
-// Stats returns the imposter's counters.
-func (imp *Imposter) Stats() Stats {
-	return Stats{Requests: imp.numReqs.Load(), NoMatch: imp.noMatch.Load()}
+// observe counts a request that arrived at start, was matched (to st, or
+// to none, or failed with err) at matched and answered now.
+func (imp *Imposter) observe(st *Stub, err error, start, matched time.Time) {
+	imp.meters.Observe(st != nil || err != nil, matched.Sub(start), time.Since(matched))
 }
 
 // Stubs returns the current compiled stubs, in order.

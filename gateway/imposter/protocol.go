@@ -69,7 +69,6 @@ func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
 		st = t.match(req, nil)
 	}
 	if st == nil {
-		imp.noMatch.Add(1)
 		return nil, imp.dflt, nil
 	}
 	return st, st.next(), nil

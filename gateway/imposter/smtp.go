@@ -197,7 +197,9 @@ func (s *smtpServer) data(ss *smtpSession) bool {
 	ip := remoteIP(ss.conn)
 	req.SetRemote(ip, ip) // mb's smtp requestFrom is the address alone
 	s.imp.log.Info(fmt.Sprintf("%s => Envelope from: %q to: %q", ip, mail.From.Address, addressList(mail.To)))
+	start := time.Now()
 	st, r, err := s.imp.choose(req)
+	defer s.imp.observe(st, err, start, time.Now())
 	if err != nil {
 		s.imp.log.Error("error generating response", "err", err)
 	} else if st != nil && s.imp.opts.RecordMatches {

@@ -112,7 +112,9 @@ func (s *tcpServer) dataText(dst, payload []byte) []byte {
 // respond answers one request; false means the connection is done.
 func (s *tcpServer) respond(conn net.Conn, req *message.Request) bool {
 	imp := s.imp
+	start := time.Now()
 	st, r, err := imp.choose(req)
+	defer imp.observe(st, err, start, time.Now())
 	if err != nil {
 		return s.writeError(conn, err)
 	}

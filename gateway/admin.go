@@ -17,6 +17,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/ui"
 )
 
 // adminHandler is Mountebank's REST API on --port.
@@ -36,7 +37,7 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("PUT /imposters/{id}/stubs/{index}", g.withImposter(g.putStub))
 	mux.HandleFunc("DELETE /imposters/{id}/stubs/{index}", g.withImposter(g.deleteStub))
 	mux.HandleFunc("GET /config", g.getConfig)
-	mux.HandleFunc("GET /logs", g.getLogs)
+	mux.HandleFunc("GET /logs", g.withLogStream(g.getLogs))
 	mux.HandleFunc("GET /metrics", g.metrics)
 	g.engine.routes(mux)
 	if c := g.opts.Cluster; c != nil && c.Admin != nil {
@@ -54,9 +55,19 @@ func (g *gateway) adminHandler() http.Handler {
 	return g.guard(mux)
 }
 
-// guard applies --apikey and --origin to every admin request, and logs it.
+// guard refuses what a hostile web page sends through a browser
+// (adminguard.go), applies --origin and --apikey to every admin request,
+// serves the web UI to browsers (gateway/ui), and logs each request.
 func (g *gateway) guard(next http.Handler) http.Handler {
+	browser := newBrowserGuard(g.opts)
+	pages := ui.New()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !browser.check(w, r) {
+			return
+		}
+		if pages.Serve(w, r) {
+			return
+		}
 		if g.opts.Origin != "" && r.Header.Get("Origin") == g.opts.Origin {
 			w.Header().Set("Access-Control-Allow-Origin", g.opts.Origin)
 			if r.Method == http.MethodOptions {

@@ -144,6 +144,7 @@ func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) s
 func (e *engine) routes(mux *http.ServeMux) {
 	e.pluginRoutes(mux)
 	e.flowRoutes(mux)
+	e.uiRoutes(mux)
 }
 
 func (e *engine) close(ctx context.Context) {

@@ -34,7 +34,8 @@ type Options struct {
 	AllowInjection bool         // enables JavaScript inject, decorate, shellTransform...
 	LocalOnly      bool         // only accept requests from loopback addresses (admin and imposters)
 	IPWhitelist    []string     // allowed remote IPs (mb --ipWhitelist, split on "|"); empty or "*" allows all
-	Origin         string       // CORS allowed origin for the admin API ("" none)
+	Origin         string       // CORS allowed origin for the admin API ("" none); also the one foreign origin that may change state
+	AllowedHosts   []string     // Host names the admin API answers to besides Host and loopback (".x" takes subdomains)
 	APIKey         string       // when set, admin requests need the header `x-api-key` with this value
 	Mock           bool         // mb --mock: record requests on every imposter
 	Debug          bool         // mb --debug: include matches in stub JSON
@@ -103,6 +104,7 @@ func Run(ctx context.Context, opts Options) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
+	srv.RegisterOnShutdown(g.engine.stopStreams)
 	// Load saved and configured imposters before serving, so that a client
 	// that sees the admin API answer also sees them.
 	if err := g.loadInitial(ctx); err != nil {

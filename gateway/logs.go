@@ -14,12 +14,20 @@ type LogEntry struct {
 	Timestamp string `json:"timestamp"`
 }
 
-// logRing keeps the most recent log entries for GET /logs.
+// logRing keeps the most recent log entries for GET /logs, and hands new
+// ones to the streams that follow the log.
 type logRing struct {
 	mu      sync.Mutex
 	entries []LogEntry
 	first   int // absolute index of entries[0]
 	max     int
+	subs    map[chan indexed]struct{}
+}
+
+// indexed is an entry with its absolute index, a stream's event id.
+type indexed struct {
+	i int
+	e LogEntry
 }
 
 func newLogRing(max int) *logRing { return &logRing{max: max} }
@@ -33,6 +41,37 @@ func (r *logRing) add(e LogEntry) {
 		r.first++
 	}
 	r.entries = append(r.entries, e)
+	for ch := range r.subs {
+		select {
+		case ch <- indexed{r.first + len(r.entries) - 1, e}:
+		default: // a reader that fell this far behind misses lines; the ids show the gap
+		}
+	}
+}
+
+// follow returns the entries after index after (the last backlog ones when
+// after is negative), and a channel of those added from then on; stop ends
+// the subscription.
+func (r *logRing) follow(after, backlog int) (past []indexed, next <-chan indexed, stop func()) {
+	ch := make(chan indexed, 1024)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lo := max(len(r.entries)-backlog, 0)
+	if after >= 0 {
+		lo = min(max(after+1-r.first, 0), len(r.entries))
+	}
+	for i := lo; i < len(r.entries); i++ {
+		past = append(past, indexed{r.first + i, r.entries[i]})
+	}
+	if r.subs == nil {
+		r.subs = make(map[chan indexed]struct{})
+	}
+	r.subs[ch] = struct{}{}
+	return past, ch, func() {
+		r.mu.Lock()
+		delete(r.subs, ch)
+		r.mu.Unlock()
+	}
 }
 
 // slice returns entries with absolute indexes in [start, end], as mb's

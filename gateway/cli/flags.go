@@ -53,6 +53,7 @@ var options = []option{
 	{name: "removeProxies", alias: "r", kind: kBool, def: "false", help: "removes proxies from the configuration when using the save command"},
 	{name: "origin", help: "safe origin for CORS requests"},
 	{name: "apikey", help: "An optional API key. When provided, a user must add an API key to the header."},
+	{name: "allowedHosts", help: "pipe-delimited host names the admin API answers to besides --host and loopback (\".example.com\" takes its subdomains too); other Host headers are refused, against DNS rebinding (riftgate only)"},
 	{name: "demo", kind: kBool, def: "false", help: "load the bundled demo imposters (riftgate only)"},
 	{name: "maxFlows", kind: kInt, def: "100000", help: "flows kept before whole flows are shed, least recently used first (riftgate only)"},
 	{name: "pprof", kind: kBool, def: "false", help: "serve Go's profiler under /debug/pprof/ on the admin API (riftgate only)"},
@@ -63,7 +64,7 @@ var options = []option{
 // commandOptions are the options each command's help lists (mb's yargs
 // sections). Parsing accepts every known option with every command, as mb does.
 var commandOptions = map[string][]string{
-	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "rcfile", "apikey", "demo", "maxFlows", "pprof", "formatter", "impostersRepository", "protofile"},
+	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "pprof", "formatter", "impostersRepository", "protofile"},
 	"stop":    {"pidfile", "rcfile"},
 	"save":    {"port", "host", "savefile", "removeProxies", "apikey", "rcfile", "formatter"},
 	"replay":  {"port", "host", "apikey", "rcfile"},

@@ -104,6 +104,9 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {
 		opts.IPWhitelist = strings.Split(wl, "|")
 	}
+	if ah := s.str("allowedHosts"); ah != "" {
+		opts.AllowedHosts = strings.Split(ah, "|")
+	}
 	switch cf := s.str("configfile"); {
 	case cf != "" && s.boolean("demo"):
 		return opts, usageErrorf("--demo and --configfile cannot be combined")

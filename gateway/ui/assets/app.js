@@ -93,20 +93,30 @@ export async function send(method, path, body, accept, signal, extra) {
   }
 }
 
+// asking is the open key prompt: requests that meet a 401 meanwhile wait
+// for the same answer.
+let asking = null;
+
 function askForKey(previous) {
+  if (!asking) asking = prompt(previous).finally(() => { asking = null; });
+  return asking;
+}
+
+function prompt(previous) {
   return new Promise(resolve => {
     const input = h("input", { type: "password", id: "apikey", autocomplete: "off", placeholder: "API key" });
-    const go = () => {
-      sessionStorage.setItem(KEY, input.value);
-      resolve();
-    };
-    input.addEventListener("keydown", e => { if (e.key === "Enter") go(); });
-    const main = document.getElementById("main");
-    fill(main, h("section", { class: "card" },
+    const card = h("section", { class: "card", id: "keyprompt" },
       h("h1", {}, "API key"),
       h("p", {}, previous ? "That key was refused. " : "",
         "This server was started with --apikey. The key is kept in this tab only and sent in the x-api-key header."),
-      input, " ", h("button", { id: "apikey-go", on: { click: go } }, "Use key")));
+      input, " ", h("button", { id: "apikey-go", on: { click: () => go() } }, "Use key"));
+    const go = () => {
+      sessionStorage.setItem(KEY, input.value);
+      card.remove();
+      resolve();
+    };
+    input.addEventListener("keydown", e => { if (e.key === "Enter") go(); });
+    document.getElementById("main").prepend(card);
     input.focus();
   });
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,32 +74,32 @@ func (g *gateway) metrics(w http.ResponseWriter, r *http.Request) {
 }
 
 func imposterMetrics(p *promWriter, all []labelled) {
-	p.family("mb_predicate_match_duration_seconds", "histogram", "Time it takes to match the predicates and select a stub")
-	for _, l := range all {
-		p.histogram("mb_predicate_match_duration_seconds", l.m.Match.Snapshot(), meter.MatchBuckets, "imposter", l.label)
-	}
-	p.family("mb_no_match_total", "counter", "Number of times no stub matched the request")
-	for _, l := range all {
-		if n := l.m.NoMatch.Load(); n > 0 {
-			p.sample("mb_no_match_total", strconv.FormatUint(n, 10), "imposter", l.label)
+	// A series appears with its first count, as prom-client adds a label
+	// set on its first inc or observe.
+	histogram := func(name, help string, h func(*meter.Imposter) *meter.Histogram, bounds []time.Duration) {
+		p.family(name, "histogram", help)
+		for _, l := range all {
+			p.histogram(name, h(l.m).Snapshot(), bounds, "imposter", l.label)
 		}
 	}
-	p.family("mb_request_total", "counter", "Number of requests to the imposter")
-	for _, l := range all {
-		if n := l.m.Requests.Load(); n > 0 {
-			p.sample("mb_request_total", strconv.FormatUint(n, 10), "imposter", l.label)
+	counter := func(name, help string, c func(*meter.Imposter) *atomic.Uint64) {
+		p.family(name, "counter", help)
+		for _, l := range all {
+			if n := c(l.m).Load(); n > 0 {
+				p.sample(name, strconv.FormatUint(n, 10), "imposter", l.label)
+			}
 		}
 	}
-	p.family("mb_response_generation_duration_seconds", "histogram", "Time it takes to generate the response from a stub")
-	for _, l := range all {
-		p.histogram("mb_response_generation_duration_seconds", l.m.Response.Snapshot(), meter.ResponseBuckets, "imposter", l.label)
-	}
-	p.family("mb_blocked_ip_total", "counter", "Number of times a connection was blocked from a non-whitelisted IP address")
-	for _, l := range all {
-		if n := l.m.Blocked.Load(); n > 0 {
-			p.sample("mb_blocked_ip_total", strconv.FormatUint(n, 10), "imposter", l.label)
-		}
-	}
+	histogram("mb_predicate_match_duration_seconds", "Time it takes to match the predicates and select a stub",
+		func(m *meter.Imposter) *meter.Histogram { return m.Match }, meter.MatchBuckets)
+	counter("mb_no_match_total", "Number of times no stub matched the request",
+		func(m *meter.Imposter) *atomic.Uint64 { return &m.NoMatch })
+	counter("mb_request_total", "Number of requests to the imposter",
+		func(m *meter.Imposter) *atomic.Uint64 { return &m.Requests })
+	histogram("mb_response_generation_duration_seconds", "Time it takes to generate the response from a stub",
+		func(m *meter.Imposter) *meter.Histogram { return m.Response }, meter.ResponseBuckets)
+	counter("mb_blocked_ip_total", "Number of times a connection was blocked from a non-whitelisted IP address",
+		func(m *meter.Imposter) *atomic.Uint64 { return &m.Blocked })
 }
 
 // requestBuckets are the bounds riftgate_request_duration_seconds exports:

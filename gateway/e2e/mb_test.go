@@ -5,41 +5,19 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
 
 // mountebank starts the reference implementation, mb 2.9.1 from npm, on a
-// free loopback port, with --allowInjection and args. The Makefile installs it (make node); its absence is a
-// failure, not a skip.
+// free loopback port, with --allowInjection and args. The Makefile installs
+// it (make node); its absence is a failure, not a skip.
 func mountebank(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	bin := gatewaytest.Mountebank(t)
-	port := gatewaytest.FreePort(t)
-	cmd := exec.Command(bin, append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
-		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid"), "--allowInjection"}, args...)...)
-	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-	}
-	t.Fatal("mb did not start")
-	return ""
+	return gatewaytest.StartMountebank(t, dir, append([]string{"--allowInjection"}, args...)...)
 }
 
 // differential holds imposters posted to both systems and the requests

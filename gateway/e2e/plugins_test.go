@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,15 +10,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
 
-// module reads a .wasm the Makefile built; a missing one fails the test.
-func module(t *testing.T, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(gatewaytest.WasmDir(t), rel))
-	if err != nil {
-		t.Fatalf("%v: run `make wasm`", err)
-	}
-	return b
-}
+func module(t *testing.T, rel string) []byte { return gatewaytest.Wasm(t, rel) }
 
 func TestPluginAdminAPIRefusesBadModules(t *testing.T) {
 	rg := gatewaytest.Start(t)

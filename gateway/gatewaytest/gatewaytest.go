@@ -88,6 +88,17 @@ func WasmDir(t testing.TB) string {
 	return filepath.Join(root, "build", "wasm")
 }
 
+// Wasm reads a module the Makefile built, by its path under WasmDir; a
+// missing one fails the test.
+func Wasm(t testing.TB, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(WasmDir(t), rel))
+	if err != nil {
+		t.Fatalf("%v: run `make wasm`", err)
+	}
+	return b
+}
+
 // Instance is one running riftgate process.
 type Instance struct {
 	Port    int    // admin port
@@ -315,4 +326,30 @@ func Mountebank(t testing.TB) string {
 		t.Fatalf("Mountebank is not installed: run `make node`: %v", err)
 	}
 	return p
+}
+
+// StartMountebank runs mb 2.9.1 (see Mountebank) on a free loopback port in
+// dir, with args added, and returns its admin URL once it answers; it is
+// killed when the test ends.
+func StartMountebank(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	port := FreePort(t)
+	cmd := exec.Command(Mountebank(t), append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
+		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid")}, args...)...)
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(url + "/"); err == nil {
+			resp.Body.Close()
+			return url
+		}
+	}
+	t.Fatal("mb did not start")
+	return ""
 }

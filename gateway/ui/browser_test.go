@@ -130,23 +130,14 @@ func get(t *testing.T, url string) {
 	}
 }
 
-func wasmFile(t *testing.T, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(gatewaytest.WasmDir(t), rel))
-	if err != nil {
-		t.Fatalf("%v: run make wasm", err)
-	}
-	return b
-}
-
 // TestPagesShowWhatTheTestMade creates imposters, requests, flows with
 // scenario states and plugins, and finds each on its page.
 func TestPagesShowWhatTheTestMade(t *testing.T) {
 	rg := gatewaytest.Start(t)
-	if status, body := rg.Do("PUT", "/plugins/counter", wasmFile(t, "examples/counter-wat.wasm")); status != 200 {
+	if status, body := rg.Do("PUT", "/plugins/counter", gatewaytest.Wasm(t, "examples/counter-wat.wasm")); status != 200 {
 		t.Fatalf("PUT /plugins/counter: %d %s", status, body)
 	}
-	if status, body := rg.Do("PUT", "/plugins/trap", wasmFile(t, "plugins/trap.wasm")); status != 200 {
+	if status, body := rg.Do("PUT", "/plugins/trap", gatewaytest.Wasm(t, "plugins/trap.wasm")); status != 200 {
 		t.Fatalf("PUT /plugins/trap: %d %s", status, body)
 	}
 	shop := rg.PostImposter(map[string]any{
@@ -415,7 +406,7 @@ func TestIPWhitelistCoversThePages(t *testing.T) {
 // chosen for each Accept is checked against Mountebank.
 func TestJSONClientsAreUnaffected(t *testing.T) {
 	rg := gatewaytest.Start(t)
-	mb := mountebank(t)
+	mb := gatewaytest.StartMountebank(t, t.TempDir())
 	for _, u := range []string{rg.URL, mb} {
 		if status, body := gatewaytest.Do(t, "POST", u+"/imposters", `{"protocol":"http","port":`+fmt.Sprint(gatewaytest.FreePort(t))+`,"name":"n"}`, nil); status != 201 {
 			t.Fatalf("POST %s: %d %s", u, status, body)
@@ -460,30 +451,6 @@ func TestJSONClientsAreUnaffected(t *testing.T) {
 	if status != 200 || !strings.HasPrefix(string(body), "{\n  \"imposters\": [") {
 		t.Fatalf("GET /imposters: %d %s", status, body)
 	}
-}
-
-// mountebank starts mb 2.9.1 on a free port (make node installs it).
-func mountebank(t *testing.T) string {
-	t.Helper()
-	port := gatewaytest.FreePort(t)
-	cmd := exec.Command(gatewaytest.Mountebank(t), "start", "--port", fmt.Sprint(port), "--host", "127.0.0.1",
-		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid"))
-	cmd.Dir = t.TempDir()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-	}
-	t.Fatal("mb did not start")
-	return ""
 }
 
 // attacker serves a hostile page on ln: the page tries to change riftgate

@@ -13,7 +13,16 @@ export async function plugins(main, _match, signal) {
       fill(body, errorBox(err));
       return;
     }
-    const byName = new Map(stats.plugins.map(p => [p.name, p]));
+    // The host loads modules by content (a hash, with limits when they are
+    // not the default); a registered name is one of them.
+    const byHash = new Map();
+    for (const p of stats.plugins) {
+      const a = byHash.get(p.sha256) || { calls: 0, errors: {}, instances: { live: 0 } };
+      a.calls += p.calls;
+      a.instances.live += p.instances.live;
+      for (const [k, v] of Object.entries(p.errors || {})) a.errors[k] = (a.errors[k] || 0) + v;
+      byHash.set(p.sha256, a);
+    }
     if (!list.plugins.length) {
       fill(body, h("p", { class: "muted" }, "No plugin is registered. PUT a module to /plugins/<name>, or name a .wasm file in a stub."));
       return;
@@ -21,7 +30,7 @@ export async function plugins(main, _match, signal) {
     fill(body, h("table", {},
       h("thead", {}, h("tr", {}, ["Module", "SHA-256", "Size", "Exports", "Limits", "Pool", "Calls", "Traps", "Other failures"].map(t => h("th", {}, t)))),
       h("tbody", {}, list.plugins.map(p => {
-        const s = byName.get(p.name) || { calls: 0, errors: {}, instances: {} };
+        const s = byHash.get(p.sha256) || { calls: 0, errors: {}, instances: {} };
         const errs = s.errors || {};
         const other = Object.entries(errs).filter(([k]) => k !== "trap").map(([k, v]) => `${k} ${v}`).join(", ");
         const l = p.limits || {};

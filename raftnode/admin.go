@@ -280,7 +280,7 @@ func (g *Group[S, C, R]) clusterRouter() http.Handler {
 				http.Error(w, "unauthenticated", http.StatusUnauthorized)
 				return
 			}
-			if err := g.tr.replays.admit(st, arrived); err != nil {
+			if err := g.tr.auth.replays.admit(st, arrived); err != nil {
 				http.Error(w, err.Error(), http.StatusUnauthorized)
 				return
 			}

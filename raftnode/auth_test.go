@@ -137,7 +137,7 @@ func TestResponsesAreBoundToTheirRequest(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	defer srv.Close()
-	tr := &transport{group: "g", secret: testSecret, self: 1, client: srv.Client(),
+	tr := &transport{auth: NewPeerAuth("g", testSecret), self: 1, client: srv.Client(),
 		resolve: func(uint64) string { return srv.URL }}
 	_, err := tr.call(context.Background(), 2, pathPropose, []byte("cmd"), 1<<10)
 	if err == nil || !strings.Contains(err.Error(), "not authenticated") {
@@ -170,5 +170,35 @@ func TestAdminClientRefusesUnsignedAnswers(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.base, err)
 		}
+	}
+}
+
+// PeerAuth is the transport's scheme, exported for other peer protocols: a
+// signed request verifies once, a changed one never, and answers verify
+// only for their request.
+func TestPeerAuth(t *testing.T) {
+	a := NewPeerAuth("g", testSecret)
+	h := http.Header{}
+	nonce := a.Sign(h, "/p", 7, "http://n7", []byte("body"))
+	if _, err := a.Verify(h, "/p", []byte("other"), time.Now()); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("changed body: %v", err)
+	}
+	if _, err := NewPeerAuth("h", testSecret).Verify(h, "/p", []byte("body"), time.Now()); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("other group: %v", err)
+	}
+	p, err := a.Verify(h, "/p", []byte("body"), time.Now())
+	if err != nil || p.ID != 7 || p.URL != "http://n7" || p.Nonce != nonce {
+		t.Fatalf("Verify = %+v, %v", p, err)
+	}
+	if _, err := a.Verify(h, "/p", []byte("body"), time.Now()); !errors.Is(err, errReplay) {
+		t.Fatalf("second Verify: %v", err)
+	}
+	ans := http.Header{}
+	a.SignAnswer(ans, "/p", 9, nonce, []byte("ok"))
+	if !a.VerifyAnswer(ans, "/p", 9, nonce, []byte("ok")) || a.VerifyAnswer(ans, "/p", 9, "00"+nonce[2:], []byte("ok")) || a.VerifyAnswer(ans, "/p", 8, nonce, []byte("ok")) {
+		t.Fatal("answers must verify for their request and sender only")
+	}
+	if k1, k2 := a.SessionKey("s", []byte("a"), []byte("bc")), a.SessionKey("s", []byte("ab"), []byte("c")); bytes.Equal(k1, k2) {
+		t.Fatal("session key parts are not length-prefixed")
 	}
 }

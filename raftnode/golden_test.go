@@ -111,6 +111,10 @@ func TestMessageFrameGolden(t *testing.T) {
 	if tag := authTag([]byte("secret-secret-16"), "g", pathMessage, 1, "http://a/raft", st, b); tag != "93356ead0729d6ba331cc9eb10b3cc164ea1d9065a895fb2d0e28039b0cb3fe4" {
 		t.Errorf("auth tag %s", tag)
 	}
+	// A session key, computed apart from this code with Python's hmac too.
+	if k := hex.EncodeToString(NewPeerAuth("g", []byte("secret-secret-16")).SessionKey("flows", []byte("a"), []byte("bc"))); k != "a93400256cbae6b1d97a52672b304210df5b4f2a3d7b3856ccf9b47df8a161ce" {
+		t.Errorf("session key %s", k)
+	}
 	fwd, err := MarshalCBOR(forwardRequest{Cmd: []byte{0x01}, Wait: true})
 	if err != nil {
 		t.Fatal(err)

@@ -231,7 +231,7 @@ func Bootstrap[S, C, R any](ctx context.Context, cfg Config, app AppStateMachine
 	g.members.Store(&m)
 	g.ctx, g.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	g.tr = &transport{
-		group: cfg.GroupID, secret: cfg.Secret, self: id, selfURL: cfg.AdvertiseURL,
+		auth: NewPeerAuth(cfg.GroupID, cfg.Secret), self: id, selfURL: cfg.AdvertiseURL,
 		client: cfg.HTTPClient, msgCap: cfg.MaxMessageBytes, snapCap: cfg.MaxSnapshotBytes, log: log,
 		resolve: func(id uint64) string {
 			mb, _ := g.members.Load().Member(id)

@@ -3,14 +3,12 @@ package raftnode
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -81,8 +79,7 @@ func decodeFrame(b []byte) ([]*pb.Message, error) {
 // transport carries Raft messages, forwarded proposals and admin calls
 // between members over HTTP, authenticated with the cluster secret.
 type transport struct {
-	group    string
-	secret   []byte
+	auth     *PeerAuth
 	self     uint64
 	selfURL  string
 	client   *http.Client
@@ -97,9 +94,6 @@ type transport struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-
-	// replays remembers the stamps of accepted requests, peer and admin.
-	replays replayGuard
 
 	mu      sync.Mutex
 	peers   map[uint64]*peer
@@ -275,12 +269,7 @@ func (t *transport) call(ctx context.Context, id uint64, path string, body []byt
 		return nil, fmt.Errorf("raftnode: build request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set(hdrGroup, t.group)
-	req.Header.Set(hdrFrom, strconv.FormatUint(t.self, 16))
-	req.Header.Set(hdrURL, t.selfURL)
-	st := newStamp(time.Now())
-	st.set(req.Header)
-	req.Header.Set(hdrAuth, authTag(t.secret, t.group, path, t.self, t.selfURL, st, body))
+	nonce := t.auth.Sign(req.Header, path, t.self, t.selfURL, body)
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: post %s: %w", path, err)
@@ -299,7 +288,7 @@ func (t *transport) call(ctx context.Context, id uint64, path string, body []byt
 	// Responses are authenticated too, and bound to their request by its
 	// nonce: a forwarded proposal's answer is acted on as if this node had
 	// applied it.
-	if want := authTag(t.secret, t.group, path+"#response", id, "", stamp{nonce: st.nonce}, rb); !hmac.Equal([]byte(want), []byte(resp.Header.Get(hdrAuth))) {
+	if !t.auth.VerifyAnswer(resp.Header, path, id, nonce, rb) {
 		return nil, fmt.Errorf("raftnode: %s response not authenticated", path)
 	}
 	return rb, nil
@@ -307,9 +296,9 @@ func (t *transport) call(ctx context.Context, id uint64, path string, body []byt
 
 // inbound is an authenticated request.
 type inbound struct {
-	from uint64
-	body []byte
-	st   stamp
+	from  uint64
+	body  []byte
+	nonce string
 }
 
 // authenticated reads a capped body and verifies it: its tag, then that its
@@ -335,36 +324,33 @@ func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path s
 		}
 		return in, false
 	}
-	from, err := strconv.ParseUint(r.Header.Get(hdrFrom), 16, 64)
-	url := r.Header.Get(hdrURL)
-	st, serr := readStamp(r.Header)
-	if serr != nil {
-		http.Error(w, serr.Error(), http.StatusUnauthorized)
-		return in, false
-	}
-	want := authTag(t.secret, t.group, path, from, url, st, body)
-	if err != nil || from == 0 || r.Header.Get(hdrGroup) != t.group || !hmac.Equal([]byte(want), []byte(r.Header.Get(hdrAuth))) {
+	p, err := t.auth.Verify(r.Header, path, body, arrived)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
 		http.Error(w, "unauthenticated", http.StatusUnauthorized)
 		return in, false
-	}
-	if err := t.replays.admit(st, arrived); err != nil {
-		t.log.Warn("raftnode: refused an authentic request", "from", FormatNodeID(from), "path", path, "err", err)
+	case errors.Is(err, errStamp):
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return in, false
+	case err != nil:
+		t.log.Warn("raftnode: refused an authentic request", "from", FormatNodeID(p.ID), "path", path, "err", err)
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return in, false
 	}
+	from, url := p.ID, p.URL
 	t.mu.Lock()
 	t.heard[from] = time.Now()
 	if url != "" {
 		t.learned[from] = url
 	}
 	t.mu.Unlock()
-	return inbound{from: from, body: body, st: st}, true
+	return inbound{from: from, body: body, nonce: p.Nonce}, true
 }
 
 // reply writes a response body, signed for the request it answers.
 func (t *transport) reply(w http.ResponseWriter, in inbound, path string, body []byte) {
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(hdrAuth, authTag(t.secret, t.group, path+"#response", t.self, "", stamp{nonce: in.st.nonce}, body))
+	t.auth.SignAnswer(w.Header(), path, t.self, in.nonce, body)
 	_, _ = w.Write(body)
 }
 

@@ -216,8 +216,9 @@ func (g *Group[S, C, R]) handlePropose(w http.ResponseWriter, r *http.Request) {
 	g.tr.reply(w, in, pathPropose, out)
 }
 
-// raftRouter serves the peer protocol.
-func (g *Group[S, C, R]) raftRouter() http.Handler {
+// raftRouter serves the peer protocol, and the application's own peer
+// routes under /app/ (HandlePeer).
+func (g *Group[S, C, R]) raftRouter() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle(pathMessage, g.tr.handleMessages(pathMessage, g.cfg.MaxMessageBytes))
 	mux.Handle(pathSnapshot, g.tr.handleMessages(pathSnapshot, g.cfg.MaxSnapshotBytes))

@@ -187,6 +187,8 @@ type Group[S, C, R any] struct {
 	readMu sync.Mutex
 	reads  map[uint64]chan uint64 // ReadBarrier waiters by request seq
 
+	peerMux *http.ServeMux // the Raft router, application routes included
+
 	confMu    sync.Mutex // one membership change at a time from this node
 	snapIndex uint64     // Ready loop only
 	campaign  bool       // Ready loop only: campaign once bootstrapped
@@ -242,6 +244,7 @@ func Bootstrap[S, C, R any](ctx context.Context, cfg Config, app AppStateMachine
 		reportSS: func(id uint64, st raft.SnapshotStatus) { g.node.ReportSnapshot(id, st) },
 	}
 	g.tr.start(g.ctx)
+	g.peerMux = g.raftRouter()
 	applied, _ := sm.Applied()
 	rc := &raft.Config{
 		ID:                        id,
@@ -290,7 +293,7 @@ func (g *Group[S, C, R]) ID() uint64 { return g.id }
 
 // Routers returns the handlers to mount (see Routers).
 func (g *Group[S, C, R]) Routers() Routers {
-	return Routers{Raft: g.raftRouter(), Cluster: g.clusterRouter()}
+	return Routers{Raft: g.peerMux, Cluster: g.clusterRouter()}
 }
 
 // State is the local read model.

@@ -96,3 +96,17 @@ func TestHandlePeerRefusesSubstratePaths(t *testing.T) {
 	}()
 	n1.g.HandlePeer("/message", 1, nil)
 }
+
+// A read barrier asked before any leader is known (a node that has just
+// started) waits for one, rather than for its deadline: raft drops the
+// request it cannot place, and the barrier asks again.
+func TestReadBarrierBeforeALeaderIsKnown(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 5, nil)
+	n1 := c.start("n1", true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n1.g.ReadBarrier(ctx); err != nil {
+		t.Fatalf("read barrier on a starting node: %v", err)
+	}
+}

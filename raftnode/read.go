@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // ReadBarrier returns once this node has applied everything the group had
@@ -25,16 +26,24 @@ func (g *Group[S, C, R]) ReadBarrier(ctx context.Context) error {
 		delete(g.reads, seq)
 		g.readMu.Unlock()
 	}()
-	if err := g.node.ReadIndex(ctx, rctx); err != nil {
-		return fmt.Errorf("raftnode: read index: %w", err)
-	}
-	select {
-	case index := <-ch:
-		return g.WaitApplied(ctx, index)
-	case <-ctx.Done():
-		return fmt.Errorf("raftnode: read index not confirmed: %w", ctx.Err())
-	case <-g.ctx.Done():
-		return ErrClosed
+	// Raft drops a read request while it knows no leader (a node that just
+	// started, an election): ask again until one confirms. Every request is
+	// made after the call began, so any of them answers it.
+	retry := time.NewTicker(2 * time.Duration(g.cfg.HeartbeatTick) * g.cfg.TickInterval)
+	defer retry.Stop()
+	for {
+		if err := g.node.ReadIndex(ctx, rctx); err != nil {
+			return fmt.Errorf("raftnode: read index: %w", err)
+		}
+		select {
+		case index := <-ch:
+			return g.WaitApplied(ctx, index)
+		case <-retry.C:
+		case <-ctx.Done():
+			return fmt.Errorf("raftnode: read index not confirmed: %w", ctx.Err())
+		case <-g.ctx.Done():
+			return ErrClosed
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/ui"
 )
 
@@ -83,6 +84,13 @@ func (g *gateway) guard(next http.Handler) http.Handler {
 			return
 		}
 		g.log.Info(r.Method + " " + r.URL.RequestURI())
+		if c := g.opts.Cluster; c != nil && c.Consistent != nil && r.Method == http.MethodGet && flag(r, "consistent") {
+			// Answered from this node's copy, once it is confirmed current.
+			if err := c.Consistent(r.Context()); err != nil {
+				writeErr(w, err)
+				return
+			}
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -214,7 +222,41 @@ func (g *gateway) withImposter(h func(http.ResponseWriter, *http.Request, *impos
 }
 
 func (g *gateway) getImposter(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	writeRaw(w, http.StatusOK, imp.JSON(view(r)))
+	v := view(r)
+	if rc := g.recordings(r); rc != nil && !v.Replayable {
+		count, reqs, missing := rc.Gather(r.Context(), imp.Port())
+		v.Elsewhere = &imposter.Recorded{Count: count, Requests: reqs}
+		if len(missing) > 0 {
+			// What they recorded is not in the answer.
+			w.Header().Set("X-Riftgate-Unreachable-Members", strings.Join(missing, ","))
+		}
+	}
+	writeRaw(w, http.StatusOK, imp.JSON(v))
+}
+
+// recordings returns the cluster's recordings, unless there is no cluster
+// or the request asks for this node's own view (?local=true).
+func (g *gateway) recordings(r *http.Request) Recordings {
+	if c := g.opts.Cluster; c != nil && c.Recordings != nil && !flag(r, "local") {
+		return c.Recordings
+	}
+	return nil
+}
+
+// recorded is this node's own recordings of the imposter on port, as the
+// other members of a cluster ask for them.
+func (g *gateway) recorded(port int) (int64, []*message.Request, bool) {
+	imp, ok := g.get(port)
+	if !ok {
+		return 0, nil, false
+	}
+	return imp.NumberOfRequests(), imp.Requests(), true
+}
+
+func (g *gateway) resetRecorded(port int) {
+	if imp, ok := g.get(port); ok {
+		imp.ResetRequests()
+	}
 }
 
 func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
@@ -243,6 +285,12 @@ func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
 
 func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
 	imp.ResetRequests()
+	if rc := g.recordings(r); rc != nil {
+		if err := rc.Clear(r.Context(), imp.Port()); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
 	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
 }
 

@@ -66,10 +66,13 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.tmpDir, cacheDir = dir, dir
 	}
 	claims := proxy.Claims(proxy.NewLocalClaims())
-	if c := opts.Cluster; c != nil {
+	if c := opts.Cluster; c != nil && c.Flows != nil {
 		// The cluster runtime owns this node's flowshard, beneath its
 		// owner RPC.
-		e.flows, claims = c.Flows, c.Claims
+		e.flows = c.Flows
+		if c.Claims != nil {
+			claims = c.Claims
+		}
 	} else {
 		shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger, MaxFlows: opts.MaxFlows})
 		if err != nil {

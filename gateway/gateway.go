@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/proxy"
 )
 
@@ -65,6 +67,34 @@ type Cluster struct {
 	Claims proxy.Claims
 	// Admin serves /cluster and what is under it on the admin API.
 	Admin http.Handler
+	// Consistent, when set, runs before an admin GET that asks
+	// ?consistent=true: it returns once this node runs everything the
+	// cluster had committed (a read barrier). Its error is the answer.
+	Consistent func(ctx context.Context) error
+	// Recordings, when set, makes an imposter's recorded requests the
+	// cluster's: GET /imposters/:id shows every member's, merged by time
+	// (?local=true shows this node's), and DELETE
+	// /imposters/:id/savedRequests clears them everywhere.
+	Recordings Recordings
+	// Metrics, when set, appends the cluster runtime's metrics to GET
+	// /metrics.
+	Metrics func(w io.Writer)
+}
+
+// Recordings is what a cluster runtime lends the admin API to gather and
+// clear the requests every member recorded.
+type Recordings interface {
+	// Serve lends the other members this node's own recordings: local
+	// returns the count and saved requests of the imposter on port (ok
+	// false when there is none here), reset forgets them. Run calls it
+	// once, before the admin API serves.
+	Serve(local func(port int) (count int64, requests []*message.Request, ok bool), reset func(port int))
+	// Gather returns what the other members recorded on the imposter on
+	// port, and the names of those that did not answer.
+	Gather(ctx context.Context, port int) (count int64, requests []*message.Request, missing []string)
+	// Clear makes every other member forget what it recorded on port; an
+	// error names the members that could not be reached.
+	Clear(ctx context.Context, port int) error
 }
 
 // Size caps on what the admin API and imposters accept.
@@ -105,6 +135,9 @@ func Run(ctx context.Context, opts Options) error {
 		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(g.engine.stopStreams)
+	if c := opts.Cluster; c != nil && c.Recordings != nil {
+		c.Recordings.Serve(g.recorded, g.resetRecorded)
+	}
 	// Load saved and configured imposters before serving, so that a client
 	// that sees the admin API answer also sees them.
 	if err := g.loadInitial(ctx); err != nil {

@@ -219,6 +219,9 @@ func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labe
 			p.sample("riftgate_plugin_errors_total", strconv.FormatUint(m.Errors[kind], 10), "module", m.Name, "kind", kind)
 		}
 	}
+	if c := g.opts.Cluster; c != nil && c.Metrics != nil {
+		c.Metrics(&p.b) // the cluster runtime's families, each after a blank line as here
+	}
 }
 
 // promWriter writes Prometheus's text exposition format (0.0.4) as mb's

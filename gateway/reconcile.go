@@ -136,10 +136,38 @@ type start struct {
 
 // Prepare implements config.Reconciler.
 func (r *reconciler) Prepare(ctx context.Context, prev, next *config.State, _ config.Result) (config.Plan, error) {
+	return r.prepare(ctx, prev, next, true)
+}
+
+// Follow implements config.Reconciler: a committed state is prepared come
+// what may and committed. An imposter that cannot be built is left out (an
+// older version of it stops), one whose port cannot be bound is configured
+// and not served, and a plugin that cannot load is left to the stubs that
+// use it; each is said in the log and tried again at the next change.
+func (r *reconciler) Follow(ctx context.Context, prev, next *config.State) {
+	p, _ := r.prepare(ctx, prev, next, false)
+	p.Commit()
+}
+
+// prepare builds the plan from the running imposters to next. strict
+// refuses the move at the first failure; otherwise the failure is logged
+// and the move goes on without the imposter that failed.
+func (r *reconciler) prepare(ctx context.Context, prev, next *config.State, strict bool) (*plan, error) {
 	r.mu.RLock()
 	cur := maps.Clone(r.running)
 	r.mu.RUnlock()
 	p := &plan{r: r, next: next}
+	fail := func(port int, old *running, err error) error {
+		if strict {
+			p.Abort()
+			return err
+		}
+		r.log.Error("cannot run a committed imposter; it is left out until the configuration changes again", "port", port, "err", err)
+		if old != nil {
+			p.stops = append(p.stops, old)
+		}
+		return nil
+	}
 	for _, port := range union(slices.Collect(maps.Keys(cur)), next.Ports()) {
 		doc, old := next.Imposters[port], cur[port]
 		switch {
@@ -151,19 +179,25 @@ func (r *reconciler) Prepare(ctx context.Context, prev, next *config.State, _ co
 			}
 			sw, err := r.restub(old, doc, prev, next)
 			if err != nil {
-				p.Abort()
-				return nil, err
+				if err := fail(port, old, err); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			p.swaps = append(p.swaps, sw)
 		default:
 			run, err := r.build(doc, next)
 			if err != nil {
-				p.Abort()
-				return nil, err
+				if err := fail(port, old, err); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			st := start{run: run, old: old}
 			if old == nil {
-				if st.ln, err = r.listen(run.imp.Spec()); err != nil {
+				// Unbound when not strict: serve tries the port again at
+				// Commit and leaves the imposter unserved, said in the log.
+				if st.ln, err = r.listen(run.imp.Spec()); err != nil && strict {
 					_ = run.imp.Stop(ctx)
 					p.Abort()
 					return nil, err
@@ -177,8 +211,11 @@ func (r *reconciler) Prepare(ctx context.Context, prev, next *config.State, _ co
 	for name, pl := range next.Plugins {
 		if prev.Plugins[name] != pl {
 			if _, _, err := r.e.load(next, pl.Hash, pl.Limits); err != nil {
-				p.Abort()
-				return nil, err
+				if strict {
+					p.Abort()
+					return nil, err
+				}
+				r.log.Error("cannot load a committed plugin", "plugin", name, "err", err)
 			}
 		}
 	}
@@ -344,30 +381,6 @@ func (p *plan) Abort() {
 		}
 		_ = st.run.imp.Stop(ctx)
 	}
-}
-
-// start runs the imposters of the state a log was opened with. Unlike a
-// command's, a failure here refuses nothing: the imposter that cannot be
-// compiled is left out and the one that cannot bind its port is left
-// unserved, both said in the log, and every other one runs.
-func (r *reconciler) start(cfg *config.State) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, port := range cfg.Ports() {
-		run, err := r.build(cfg.Imposters[port], cfg)
-		if err != nil {
-			r.log.Error("cannot start a saved imposter", "port", port, "err", err)
-			continue
-		}
-		ln, err := r.listen(run.imp.Spec())
-		if err != nil {
-			r.log.Error("cannot serve a saved imposter", "port", port, "err", err)
-		} else {
-			r.serve(run, ln)
-		}
-		r.running[port] = run
-	}
-	r.e.unloadUnused(cfg)
 }
 
 // stopAll stops every imposter, when the process ends.

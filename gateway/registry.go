@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,6 +72,10 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 func (g *gateway) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if c, ok := g.config.(io.Closer); ok && g.local == nil {
+		// A cluster's log stops moving the imposters before they stop.
+		_ = c.Close()
+	}
 	g.rec.stopAll(ctx)
 	if g.local != nil {
 		if err := g.local.Close(); err != nil {
@@ -92,7 +97,11 @@ func (g *gateway) loadInitial(ctx context.Context) error {
 			return fmt.Errorf("configfile: %w", err)
 		}
 	}
-	g.rec.start(g.config.State())
+	if g.local != nil {
+		// A cluster's log makes the reconciler follow its state itself,
+		// from the moment the log exists.
+		g.rec.Follow(ctx, config.Empty(), g.config.State())
+	}
 	if g.opts.DataDir != "" {
 		if err := g.migrate(ctx); err != nil {
 			return err

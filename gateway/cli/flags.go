@@ -160,7 +160,9 @@ func parseArgs(args []string) (*settings, error) {
 				name, value, hasValue = k, v, true
 			}
 			shown = "--" + name
-			o = lookup(camel(name))
+			if o = lookup(name); o == nil {
+				o = lookup(camel(name))
+			}
 			if o == nil && strings.HasPrefix(name, "no-") {
 				if n := lookup(camel(name[3:])); n != nil && n.kind == kBool {
 					o, negated = n, true

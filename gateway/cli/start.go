@@ -28,6 +28,11 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	copts, clustered, err := clusterOptions(s)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	lc, err := logConfigFrom(s)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -57,6 +62,18 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	baseURL := fmt.Sprintf("http://%s:%d", hostOrLocalhost(s.str("host")), opts.Port)
 	if opts.AllowInjection {
 		logger.Warn("Running with --allowInjection set. See " + baseURL + "/docs/security for security info")
+	}
+	if clustered {
+		c, stopCluster, err := startCluster(ctx, copts, logger)
+		if err != nil {
+			logger.Error(err.Error())
+			if !lc.console {
+				fmt.Fprintln(stderr, err)
+			}
+			return 1
+		}
+		defer stopCluster()
+		opts.Cluster = c
 	}
 	pidfile := s.str("pidfile")
 	pid := strconv.Itoa(os.Getpid())

@@ -22,6 +22,11 @@ type Reconciler interface {
 	// visible: listeners bound, stubs compiled. An error refuses the
 	// command, with nothing left behind.
 	Prepare(ctx context.Context, prev, next *State, res Result) (Plan, error)
+	// Follow moves the running imposters from prev to next, a state no
+	// one can refuse any more (the one a log was opened with, or a command
+	// a cluster committed): what cannot be built or bound is left out,
+	// said in the log, and everything else runs.
+	Follow(ctx context.Context, prev, next *State)
 }
 
 // Plan is a prepared move, to be committed or aborted exactly once.

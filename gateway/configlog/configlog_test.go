@@ -55,6 +55,8 @@ type plan struct{ r *recorder }
 func (p plan) Commit() { p.r.committed++ }
 func (p plan) Abort()  { p.r.aborted++ }
 
+func (r *recorder) Follow(context.Context, *config.State, *config.State) {}
+
 func (r *recorder) Prepare(_ context.Context, prev, next *config.State, _ config.Result) (config.Plan, error) {
 	if r.fail != nil {
 		return nil, r.fail

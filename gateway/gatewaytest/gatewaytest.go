@@ -128,14 +128,27 @@ func Start(t testing.TB, args ...string) *Instance {
 // signals is then riftgate itself.
 func StartUnder(t testing.TB, wrap []string, args ...string) *Instance {
 	t.Helper()
-	in := &Instance{t: t, Port: FreePort(t), Dir: t.TempDir(), wrap: wrap}
-	in.URL = "http://127.0.0.1:" + strconv.Itoa(in.Port)
+	return launch(t, wrap, "127.0.0.1", FreePort(t), args)
+}
+
+// StartOn is Start with the admin API on host and port, chosen by the
+// caller: a member of a cluster whose nodes share their ports, each on its
+// own loopback address (127.0.0.2, ...).
+func StartOn(t testing.TB, host string, port int, args ...string) *Instance {
+	t.Helper()
+	return launch(t, nil, host, port, args)
+}
+
+func launch(t testing.TB, wrap []string, host string, port int, args []string) *Instance {
+	t.Helper()
+	in := &Instance{t: t, Port: port, Dir: t.TempDir(), wrap: wrap}
+	in.URL = "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 	for i, a := range args {
 		if a == "--datadir" && i+1 < len(args) {
 			in.DataDir = args[i+1]
 		}
 	}
-	in.args = append([]string{"start", "--port", strconv.Itoa(in.Port), "--host", "127.0.0.1",
+	in.args = append([]string{"start", "--port", strconv.Itoa(in.Port), "--host", host,
 		"--nologfile", "--pidfile", filepath.Join(in.Dir, "rg.pid")}, args...)
 	in.start()
 	t.Cleanup(func() {

@@ -286,6 +286,10 @@ func (imp *Imposter) Requests() []*message.Request {
 	return append([]*message.Request(nil), imp.saved...)
 }
 
+// NumberOfRequests is what numberOfRequests shows: the requests since the
+// imposter started or its saved requests were reset.
+func (imp *Imposter) NumberOfRequests() int64 { return imp.numReqs.Load() }
+
 // ResetRequests forgets saved requests and the request count, as mb's
 // DELETE /imposters/:id/savedRequests does.
 func (imp *Imposter) ResetRequests() {

@@ -2,7 +2,10 @@ package imposter
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
+
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // View selects what JSON shows, as GET /imposters and GET /imposters/:id
@@ -12,6 +15,16 @@ type View struct {
 	List          bool   // the summary GET /imposters gives
 	Replayable    bool   // only what recreates the imposter
 	RemoveProxies bool   // drop proxy responses, and stubs left empty
+	// Elsewhere adds what the other members of a cluster recorded: their
+	// count to numberOfRequests, their requests merged with this
+	// imposter's by time.
+	Elsewhere *Recorded
+}
+
+// Recorded is an imposter's request count and saved requests.
+type Recorded struct {
+	Count    int64
+	Requests []*message.Request
 }
 
 // JSON renders the imposter as mb does, fields in mb's order; riftgate's
@@ -27,7 +40,11 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		o = append(o, field{Key: "defaultResponse", Value: s.DefaultResponse})
 	}
 	if !v.Replayable {
-		o = append(o, field{Key: "numberOfRequests", Value: raw(imp.numReqs.Load())})
+		n := imp.numReqs.Load()
+		if v.Elsewhere != nil {
+			n += v.Elsewhere.Count
+		}
+		o = append(o, field{Key: "numberOfRequests", Value: raw(n)})
 	}
 	if !v.List {
 		o = append(o, field{Key: "recordRequests", Value: raw(s.RecordRequests)})
@@ -52,6 +69,10 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 	}
 	if !v.Replayable {
 		reqs := imp.Requests()
+		if v.Elsewhere != nil && len(v.Elsewhere.Requests) > 0 {
+			reqs = append(reqs, v.Elsewhere.Requests...)
+			slices.SortStableFunc(reqs, func(a, b *message.Request) int { return a.Timestamp.Compare(b.Timestamp) })
+		}
 		list := make([]json.RawMessage, len(reqs))
 		for i, r := range reqs {
 			list[i], _ = r.MarshalJSON()

@@ -23,6 +23,9 @@ const (
 	PayloadTooLarge = "payload too large"
 	PluginError     = "plugin error"
 	FlowUnavailable = "flow unavailable"
+	// ClusterUnavailable: the cluster cannot take or confirm a change now
+	// (no leader, a lost quorum, an outcome the leader could not report).
+	ClusterUnavailable = "cluster unavailable"
 )
 
 // Error is one entry of an errors body. Source, when set, is the offending
@@ -65,7 +68,7 @@ func statusFor(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case PluginError:
 		return http.StatusInternalServerError
-	case FlowUnavailable:
+	case FlowUnavailable, ClusterUnavailable:
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusBadRequest

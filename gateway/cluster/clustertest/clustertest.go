@@ -1,0 +1,264 @@
+// Package clustertest runs clusters of real riftgate processes for
+// black-box tests. Node i listens on its own loopback address, 127.0.0.i,
+// with the same admin and peer ports as the others, and is started with
+// the start command's --cluster-* flags, as a user would: n1 bootstraps,
+// the others join through n1. Nodes are killed (SIGKILL), stopped and
+// restarted with the same flags; every process dies with the test.
+//
+// With Options.Faults, each node's peer traffic reaches it through a fault
+// proxy (Faults) that drops, delays and cuts each directed link.
+//
+// Everything here is bounded in time: a wait that is not met fails the
+// test.
+package clustertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/cluster"
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
+)
+
+// Options shape a cluster.
+type Options struct {
+	// Nodes is how many to start (default 3; at most 250).
+	Nodes int
+	// Args are added to every node's start command (e.g. --allowInjection).
+	Args []string
+	// Faults puts a fault proxy in front of every node's peer listener.
+	Faults bool
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	Nodes []*Node
+	// Faults is the fault network between the nodes (nil without
+	// Options.Faults).
+	Faults *Faults
+
+	t         testing.TB
+	opts      Options
+	secret    string // the secret file
+	adminPort int
+	peerPort  int
+	proxyPort int
+}
+
+// Node is one member process.
+type Node struct {
+	*gatewaytest.Instance
+	Name    string // n1, n2, ...
+	Host    string // 127.0.0.<i>
+	PeerURL string // where the others reach it (its fault proxy with Faults)
+	// Args is the node's whole command line after `riftgate start`'s
+	// --port, --host, --nologfile and --pidfile.
+	Args []string
+}
+
+// Timeouts of the waits.
+const (
+	formTimeout = 60 * time.Second
+	waitTimeout = 30 * time.Second
+)
+
+// Start runs a cluster and returns once every node is a voter (or, past
+// cluster.MaxVoters, a member) and they agree on a leader.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	c := &Cluster{t: t, opts: opts}
+	dir := t.TempDir()
+	c.secret = filepath.Join(dir, "secret")
+	if err := os.WriteFile(c.secret, []byte("clustertest-secret-"+strconv.FormatInt(time.Now().UnixNano(), 36)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hosts := make([]string, opts.Nodes)
+	for i := range hosts {
+		hosts[i] = Host(i + 1)
+	}
+	c.adminPort, c.peerPort = FreePort(t, hosts...), FreePort(t, hosts...)
+	if opts.Faults {
+		c.proxyPort = FreePort(t, hosts...)
+		c.Faults = newFaults(t)
+	}
+	for i := range opts.Nodes {
+		c.Add()
+		if i == 0 {
+			c.WaitVoters(1)
+		}
+	}
+	c.WaitVoters(min(opts.Nodes, cluster.MaxVoters))
+	return c
+}
+
+// Host is node i's loopback address (from 1).
+func Host(i int) string { return "127.0.0." + strconv.Itoa(i) }
+
+// Add starts one more node, which joins through n1 (or bootstraps, when it
+// is the first), and returns it once its admin API answers.
+func (c *Cluster) Add() *Node {
+	c.t.Helper()
+	i := len(c.Nodes) + 1
+	n := &Node{Name: "n" + strconv.Itoa(i), Host: Host(i)}
+	listen := net.JoinHostPort(n.Host, strconv.Itoa(c.peerPort))
+	n.PeerURL = "http://" + listen
+	if c.Faults != nil {
+		proxy := net.JoinHostPort(n.Host, strconv.Itoa(c.proxyPort))
+		c.Faults.add(n.Name, proxy, listen)
+		n.PeerURL = "http://" + proxy
+	}
+	dataDir := filepath.Join(c.t.TempDir(), n.Name)
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	n.Args = []string{"--datadir", dataDir,
+		"--cluster-node-name", n.Name, "--cluster-listen", listen, "--cluster-advertise", n.PeerURL,
+		"--cluster-secret-file", c.secret}
+	if i == 1 {
+		n.Args = append(n.Args, "--cluster-bootstrap")
+	} else {
+		n.Args = append(n.Args, "--cluster-join", c.Nodes[0].PeerURL)
+	}
+	n.Args = append(n.Args, c.opts.Args...)
+	n.Instance = gatewaytest.StartOn(c.t, n.Host, c.adminPort, n.Args...)
+	c.Nodes = append(c.Nodes, n)
+	return n
+}
+
+// Node returns the node named name.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	c.t.Fatalf("clustertest: no node %q", name)
+	return nil
+}
+
+// Status is GET /cluster of n, or an error when it does not answer.
+func (n *Node) Status() (cluster.Status, error) {
+	var st cluster.Status
+	resp, err := http.Get(n.URL + "/cluster")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET /cluster: %d", resp.StatusCode)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// Eventually polls cond until it holds, and fails the test after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("clustertest: timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitVoters waits until every node of names (every node when none is
+// given) answers GET /cluster with voters voters and the same leader.
+func (c *Cluster) WaitVoters(voters int, names ...string) {
+	c.t.Helper()
+	nodes := c.Nodes
+	if len(names) > 0 {
+		nodes = nil
+		for _, name := range names {
+			nodes = append(nodes, c.Node(name))
+		}
+	}
+	var last []string
+	Eventually(c.t, formTimeout, fmt.Sprintf("%d voters and one leader on %d nodes", voters, len(nodes)), func() bool {
+		last = last[:0]
+		leader := ""
+		for _, n := range nodes {
+			st, err := n.Status()
+			if err != nil || st.Leader == nil {
+				last = append(last, fmt.Sprintf("%s: %v", n.Name, err))
+				return false
+			}
+			got := 0
+			for _, m := range st.Members {
+				if m.Role == "voter" {
+					got++
+				}
+			}
+			if got != voters || (leader != "" && *st.Leader != leader) {
+				last = append(last, fmt.Sprintf("%s: %d voters, leader %s", n.Name, got, *st.Leader))
+				return false
+			}
+			leader = *st.Leader
+		}
+		return true
+	})
+}
+
+// Leader returns the node that the given nodes (every node when none is
+// given) agree leads, waiting for them to agree.
+func (c *Cluster) Leader(names ...string) *Node {
+	c.t.Helper()
+	nodes := c.Nodes
+	if len(names) > 0 {
+		nodes = nil
+		for _, name := range names {
+			nodes = append(nodes, c.Node(name))
+		}
+	}
+	var leader string
+	Eventually(c.t, waitTimeout, "a leader the nodes agree on", func() bool {
+		leader = ""
+		for _, n := range nodes {
+			st, err := n.Status()
+			if err != nil || st.Leader == nil || (leader != "" && leader != *st.Leader) {
+				return false
+			}
+			leader = *st.Leader
+		}
+		return true
+	})
+	return c.Node(leader)
+}
+
+// FreePort returns a port that was free a moment ago on every host.
+func FreePort(t testing.TB, hosts ...string) int {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(hosts[0], "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		free := true
+		for _, h := range hosts[1:] {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		ln.Close()
+		if free {
+			return port
+		}
+	}
+	t.Fatalf("clustertest: no port free on all of %s", strings.Join(hosts, ", "))
+	return 0
+}

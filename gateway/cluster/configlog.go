@@ -20,9 +20,13 @@ import (
 
 // Deadlines of the configuration log.
 const (
-	// submitTimeout bounds one admin write: waiting out an election,
-	// forwarding, committing, and every part of a large command.
+	// submitTimeout bounds one admin write: forwarding, committing, and
+	// every part of a large command.
 	submitTimeout = 30 * time.Second
+	// leaderWait bounds how long a write waits for a leader to confirm
+	// this node's state or take the write: an election takes one to three
+	// election timeouts (1-3 s); past it, an isolated node answers 503.
+	leaderWait = 5 * time.Second
 	// followTimeout bounds how long a write that has committed waits for
 	// this node to run it before it is answered anyway.
 	followTimeout = 10 * time.Second
@@ -208,8 +212,11 @@ func (l configLog) Submit(ctx context.Context, cmd *config.Command) (config.Resu
 	}
 	ctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
-	if err := n.group.ReadBarrier(ctx); err != nil {
-		n.metrics.failed("barrier")
+	bctx, bcancel := context.WithTimeout(ctx, leaderWait)
+	err = n.group.ReadBarrier(bctx)
+	bcancel()
+	if err != nil {
+		n.metrics.failed("no leader")
 		return config.Result{}, unavailable("this node cannot confirm its configuration is current (no leader, or no quorum)", err)
 	}
 	if res, err := n.follow.dryRun(ctx, cmd); err != nil || res.Err != nil {
@@ -291,6 +298,7 @@ const partOverhead = 256
 // proposal that no leader took is retried; one whose outcome is unknown is
 // not (it may have applied), and answers 503.
 func (n *Node) proposeEntry(ctx context.Context, e entry) (response, error) {
+	giveUp := time.Now().Add(leaderWait)
 	for {
 		if !n.group.IsLeader() {
 			n.metrics.forwarded.Add(1)
@@ -310,6 +318,10 @@ func (n *Node) proposeEntry(ctx context.Context, e entry) (response, error) {
 		default:
 			n.metrics.failed("unknown outcome")
 			return resp, unavailable("the change may or may not have been made (the leader changed or could not be reached before it answered): read the configuration to see", err)
+		}
+		if time.Now().After(giveUp) {
+			n.metrics.failed("no leader")
+			return resp, unavailable("no leader took the change in time", err)
 		}
 		select {
 		case <-ctx.Done():

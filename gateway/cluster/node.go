@@ -314,12 +314,45 @@ func (n *Node) CallPeer(ctx context.Context, id uint64, path string, body []byte
 // routes: for traffic that authenticates itself.
 func (n *Node) Handle(pattern string, h http.Handler) { n.peers.Handle(pattern, h) }
 
+// transferTimeout bounds how long a leaving leader waits for another
+// voter to take over.
+const transferTimeout = 3 * time.Second
+
+// handOff moves the leadership of a leaving leader to the other voter that
+// has most of the log, so that writes pause for one election round rather
+// than an election timeout: a rolling restart stops each node with
+// SIGTERM.
+func (n *Node) handOff(ctx context.Context) {
+	if !n.group.IsLeader() {
+		return
+	}
+	st := n.group.Status()
+	var to, match uint64
+	for _, id := range n.Current().Voters() {
+		if pr, ok := st.Progress[id]; ok && id != n.Self() && n.reach.reachable(id) && (to == 0 || pr.Match > match) {
+			to, match = id, pr.Match
+		}
+	}
+	if to == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, transferTimeout)
+	defer cancel()
+	n.group.TransferLeadership(ctx, to)
+	for n.group.IsLeader() && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	mb, _ := n.Current().Member(to)
+	n.log.Info("leadership handed over before leaving", "to", mb.Name, "done", !n.group.IsLeader())
+}
+
 // Close stops the peer listener, the leader's tasks and the group; every
 // goroutine the node started has returned when it returns.
 func (n *Node) Close(ctx context.Context) error {
 	if n.closed.Swap(true) {
 		return nil
 	}
+	n.handOff(ctx)
 	n.follow.detach()
 	_ = n.srv.Close()
 	if n.stopTask != nil {

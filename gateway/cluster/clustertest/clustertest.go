@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,9 +237,21 @@ func (c *Cluster) Leader(names ...string) *Node {
 	return c.Node(leader)
 }
 
-// FreePort returns a port that was free a moment ago on every host.
+// handedOut are the ports FreePort returned, never returned twice.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// FreePort returns a port that was free a moment ago on every host, and
+// that it has not returned before.
 func FreePort(t testing.TB, hosts ...string) int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	for range 100 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(hosts[0], "0"))
 		if err != nil {
@@ -255,7 +268,8 @@ func FreePort(t testing.TB, hosts ...string) int {
 			l.Close()
 		}
 		ln.Close()
-		if free {
+		if free && !handedOut.ports[port] {
+			handedOut.ports[port] = true
 			return port
 		}
 	}

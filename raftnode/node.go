@@ -184,6 +184,9 @@ type Group[S, C, R any] struct {
 	subMu sync.Mutex
 	subs  map[chan struct{}]struct{}
 
+	leadMu sync.Mutex
+	leadCh chan struct{} // closed and replaced whenever the known leader changes
+
 	readMu sync.Mutex
 	reads  map[uint64]chan uint64 // ReadBarrier waiters by request seq
 
@@ -224,6 +227,7 @@ func Bootstrap[S, C, R any](ctx context.Context, cfg Config, app AppStateMachine
 		waiters:   map[uint64]chan Result[R]{},
 		reads:     map[uint64]chan uint64{},
 		appliedCh: make(chan struct{}),
+		leadCh:    make(chan struct{}),
 		subs:      map[chan struct{}]struct{}{},
 	}
 	// A boot nonce keeps sequence numbers of this run apart from those of
@@ -447,7 +451,12 @@ func (g *Group[S, C, R]) WaitApplied(ctx context.Context, index uint64) error {
 }
 
 func (g *Group[S, C, R]) setLeading(leading bool, lead uint64) {
-	g.lead.Store(lead)
+	if g.lead.Swap(lead) != lead {
+		g.leadMu.Lock()
+		close(g.leadCh)
+		g.leadCh = make(chan struct{})
+		g.leadMu.Unlock()
+	}
 	if g.leading.Swap(leading) == leading {
 		return
 	}
@@ -483,6 +492,15 @@ func (g *Group[S, C, R]) subscribeLeadership() (<-chan struct{}, func()) {
 		delete(g.subs, ch)
 		g.subMu.Unlock()
 	}
+}
+
+// LeaderChanged returns a channel closed when the leader this node knows
+// next changes (to another node, or to none): a caller waiting for a
+// leader to take a request asks again then rather than on a timer.
+func (g *Group[S, C, R]) LeaderChanged() <-chan struct{} {
+	g.leadMu.Lock()
+	defer g.leadMu.Unlock()
+	return g.leadCh
 }
 
 // IsLeader reports whether this node currently leads.

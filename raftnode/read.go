@@ -27,17 +27,20 @@ func (g *Group[S, C, R]) ReadBarrier(ctx context.Context) error {
 		g.readMu.Unlock()
 	}()
 	// Raft drops a read request while it knows no leader (a node that just
-	// started, an election): ask again until one confirms. Every request is
-	// made after the call began, so any of them answers it.
+	// started, an election): ask again when the leader changes, or on a
+	// timer, until one confirms. Every request is made after the call
+	// began, so any of them answers it.
 	retry := time.NewTicker(2 * time.Duration(g.cfg.HeartbeatTick) * g.cfg.TickInterval)
 	defer retry.Stop()
 	for {
+		changed := g.LeaderChanged()
 		if err := g.node.ReadIndex(ctx, rctx); err != nil {
 			return fmt.Errorf("raftnode: read index: %w", err)
 		}
 		select {
 		case index := <-ch:
 			return g.WaitApplied(ctx, index)
+		case <-changed:
 		case <-retry.C:
 		case <-ctx.Done():
 			return fmt.Errorf("raftnode: read index not confirmed: %w", ctx.Err())

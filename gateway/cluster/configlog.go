@@ -300,6 +300,7 @@ const partOverhead = 256
 func (n *Node) proposeEntry(ctx context.Context, e entry) (response, error) {
 	giveUp := time.Now().Add(leaderWait)
 	for {
+		changed := n.group.LeaderChanged()
 		if !n.group.IsLeader() {
 			n.metrics.forwarded.Add(1)
 		}
@@ -327,6 +328,7 @@ func (n *Node) proposeEntry(ctx context.Context, e entry) (response, error) {
 		case <-ctx.Done():
 			n.metrics.failed("no leader")
 			return resp, unavailable("no leader took the change in time", err)
+		case <-changed:
 		case <-time.After(retryEvery):
 		}
 	}

@@ -328,9 +328,17 @@ func (n *Node) handOff(ctx context.Context) {
 	}
 	st := n.group.Status()
 	var to, match uint64
+	var reachable bool
 	for _, id := range n.Current().Voters() {
-		if pr, ok := st.Progress[id]; ok && id != n.Self() && n.reach.reachable(id) && (to == 0 || pr.Match > match) {
-			to, match = id, pr.Match
+		pr, ok := st.Progress[id]
+		if !ok || id == n.Self() {
+			continue
+		}
+		// A voter this node's probe reached beats one it did not; then the
+		// one with most of the log.
+		r := n.reach.reachable(id) || pr.RecentActive
+		if to == 0 || r && !reachable || r == reachable && pr.Match > match {
+			to, match, reachable = id, pr.Match, r
 		}
 	}
 	if to == 0 {

@@ -351,3 +351,20 @@ func TestLargeModulesTravelInPartsAndByHash(t *testing.T) {
 		}
 	}
 }
+
+// A leader stopped with SIGTERM (a rolling restart) hands leadership to
+// another voter before it leaves, and comes back as a follower.
+func TestStoppedLeaderHandsOver(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{})
+	l := c.Leader()
+	l.Stop()
+	if !strings.Contains(l.Output(), "leadership handed over before leaving") || !strings.Contains(l.Output(), "done=true") {
+		t.Fatalf("the leader left without handing over:\n%s", l.Output())
+	}
+	next := c.Leader(others(c, l)...)
+	l.Restart()
+	c.WaitVoters(3)
+	if got := c.Leader(); got != next {
+		t.Logf("leadership moved again, to %s", got.Name)
+	}
+}

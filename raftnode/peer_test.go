@@ -104,9 +104,15 @@ func TestReadBarrierBeforeALeaderIsKnown(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 5, nil)
 	n1 := c.start("n1", true)
+	changed := n1.g.LeaderChanged()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := n1.g.ReadBarrier(ctx); err != nil {
 		t.Fatalf("read barrier on a starting node: %v", err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("LeaderChanged did not close when the node became leader")
 	}
 }

@@ -18,7 +18,7 @@ WASM :=
 .DEFAULT_GOAL := all
 include $(sort $(wildcard */*.mk))
 
-.PHONY: all build run test test-short bench lint wasm node clean
+.PHONY: all build run cluster test test-short bench lint wasm node clean
 all: build
 
 build: $(BIN)/riftgate wasm
@@ -31,6 +31,10 @@ wasm: $(WASM)
 run: $(BIN)/riftgate
 	mkdir -p $(BUILD)
 	$(BIN)/riftgate start --demo --allowInjection --pidfile $(BUILD)/riftgate.pid --logfile $(BUILD)/riftgate.log
+
+# A local 3-node cluster on 127.0.0.1-3 to try (docs/cluster.md); Ctrl-C stops it.
+cluster: $(BIN)/riftgate
+	./gateway/cluster/local.sh
 
 # Mountebank 2.9.1 (the reference for differential tests and benchmarks) and
 # AssemblyScript, installed from npm into build/node.

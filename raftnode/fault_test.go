@@ -258,3 +258,27 @@ func TestLeaderLossElection(t *testing.T) {
 		}
 	}
 }
+
+// TestNewMemberAfterCompaction admits a member once the leader's log is
+// compacted: the leader can only send it a snapshot, and that snapshot
+// must name it, or raft refuses to restore it ("not in the ConfState").
+func TestNewMemberAfterCompaction(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, 12, func(cfg *Config) {
+		cfg.SnapshotEntries = 10
+		cfg.CatchUpEntries = 3
+	})
+	c.start("n1", true)
+	l := c.leader(10 * time.Second)
+	for range 30 {
+		propose(t, l, 1)
+	}
+	if first, _ := l.g.store.FirstIndex(); first <= 2 {
+		t.Fatalf("the leader's log starts at %d: not compacted", first)
+	}
+	c.start("n2", false)
+	c.grow("n1", "n2")
+	c.waitValue(30, "n2")
+	propose(t, l, 1)
+	c.waitValue(31, "n1", "n2")
+}

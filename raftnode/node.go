@@ -376,10 +376,12 @@ func (g *Group[S, C, R]) handleReady(rd raft.Ready) error {
 		return nil
 	}
 	results, err := g.sm.ApplyEntries(rd.CommittedEntries)
+	confChanged := false
 	for _, e := range rd.CommittedEntries {
 		if e.GetType() != pb.EntryNormal {
 			m := g.sm.Membership()
 			g.members.Store(&m)
+			confChanged = true
 			break
 		}
 	}
@@ -388,12 +390,16 @@ func (g *Group[S, C, R]) handleReady(rd raft.Ready) error {
 	if err != nil {
 		return err
 	}
-	return g.maybeSnapshot()
+	return g.maybeSnapshot(confChanged)
 }
 
-func (g *Group[S, C, R]) maybeSnapshot() error {
+// maybeSnapshot snapshots every SnapshotEntries entries, and after every
+// membership change: raft sends a member whose entries are compacted away
+// the stored snapshot, and a new member refuses one whose ConfState does
+// not name it, so the stored snapshot must never predate the membership.
+func (g *Group[S, C, R]) maybeSnapshot(confChanged bool) error {
 	applied, _ := g.sm.Applied()
-	if applied-g.snapIndex < g.cfg.SnapshotEntries {
+	if applied-g.snapIndex < g.cfg.SnapshotEntries && (!confChanged || applied == g.snapIndex) {
 		return nil
 	}
 	snap, err := g.sm.Snapshot()

@@ -38,6 +38,10 @@ type Options struct {
 	Secret    []byte   // --cluster-secret-file or RIFTGATE_CLUSTER_SECRET
 	DataDir   string   // --datadir: the group keeps raft.db in <DataDir>/cluster
 	Logger    *slog.Logger
+
+	// tune adjusts the group's Raft settings (tests: faster ticks, early
+	// snapshots).
+	tune func(*raftnode.Config)
 }
 
 // Node is one running member: the peer listener, the Raft group that
@@ -127,11 +131,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n := &Node{opts: opts, log: opts.Logger, ln: ln, changed: make(chan struct{}), peers: http.NewServeMux()}
 	n.follow = newFollower(n.log)
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	n.group, err = raftnode.Bootstrap(n.ctx, raftnode.Config{
+	rc := raftnode.Config{
 		NodeName: opts.Name, GroupID: GroupID, DataDir: dir,
 		AdvertiseURL: opts.Advertise + "/raft", Secret: opts.Secret, Bootstrap: opts.Bootstrap,
 		MaxCommandBytes: maxEntryBytes, Logger: n.log,
-	}, machine{}, observer{n})
+	}
+	if opts.tune != nil {
+		opts.tune(&rc)
+	}
+	n.group, err = raftnode.Bootstrap(n.ctx, rc, machine{}, observer{n})
 	if err != nil {
 		ln.Close()
 		n.cancel()
@@ -187,13 +195,15 @@ func (n *Node) join(ctx context.Context) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	body := map[string]string{"name": n.opts.Name, "url": n.opts.Advertise + "/raft"}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	for attempt := 0; ; attempt++ {
 		if _, ok := n.Current().Member(n.Self()); ok {
 			return nil
 		}
 		for _, u := range n.opts.Join {
-			c := &raftnode.AdminClient{BaseURL: strings.TrimSuffix(u, "/") + "/cluster", Group: GroupID, Secret: n.opts.Secret,
-				HTTP: &http.Client{Timeout: 10 * time.Second}}
+			c := &raftnode.AdminClient{BaseURL: strings.TrimSuffix(u, "/") + "/cluster", Group: GroupID, Secret: n.opts.Secret, HTTP: hc}
 			err := c.Do(ctx, http.MethodPost, "/learners", body, nil)
 			switch {
 			case err == nil:

@@ -123,9 +123,13 @@ func (c *Cluster) Add() *Node {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
+	// The command line; --cluster-advertise only when a fault
+	// proxy stands in front of the listener.
 	n.Args = []string{"--datadir", dataDir,
-		"--cluster-node-name", n.Name, "--cluster-listen", listen, "--cluster-advertise", n.PeerURL,
-		"--cluster-secret-file", c.secret}
+		"--cluster-node-name", n.Name, "--cluster-listen", listen, "--cluster-secret-file", c.secret}
+	if c.Faults != nil {
+		n.Args = append(n.Args, "--cluster-advertise", n.PeerURL)
+	}
 	if i == 1 {
 		n.Args = append(n.Args, "--cluster-bootstrap")
 	} else {

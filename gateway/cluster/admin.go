@@ -184,11 +184,12 @@ func (m *metrics) failed(reason string) {
 	m.failures[reason]++
 }
 
-// WriteMetrics writes the group's metrics in Prometheus's text format:
-// gateway.Cluster.Metrics, appended to GET /metrics.
+// WriteMetrics writes the group's metrics in Prometheus's text format,
+// each family after a blank line: gateway.Cluster.Metrics, appended to GET
+// /metrics.
 func (n *Node) WriteMetrics(w io.Writer) {
 	metric := func(name, kind, help string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+		fmt.Fprintf(w, "\n# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
 	}
 	b2i := func(b bool) int {
 		if b {

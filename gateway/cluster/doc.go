@@ -10,6 +10,27 @@
 // group, the configuration log, membership admin) tells the flow runtime
 // (ownership, the owner RPC, replicas, adoption) which membership is
 // committed and whether this node is isolated.
+//
+// # The group
+//
+// Start opens a member (Node): its peer listener (Raft under /raft/, the
+// membership admin under /cluster/, application routes under /raft/app/,
+// and whatever Handle mounts), its Raft group in <datadir>/cluster, and, for
+// a new node with --cluster-join, its admission as a learner; the leader
+// promotes caught-up learners to voters, up to MaxVoters. The group's state
+// machine (machine.go) embeds config.State and the membership, and
+// config.Apply is its reduction; commands over one entry travel in parts
+// (command.go). Node.ConfigLog is gateway.Cluster.Log: a change is checked
+// and dry-run on the node that takes it, proposed with only the module
+// bytes the cluster lacks, and answered once that node runs it
+// (configlog.go). Node.Admin serves GET /cluster and DELETE
+// /cluster/members/:name; Node.Recordings gathers recorded requests from
+// every member; Node.Barrier is ?consistent=true.
+//
+// Beyond Membership, a Node offers the flow runtime MembershipChanged (a
+// channel closed at the next change), Applied and WaitApplied (the
+// configuration index this node runs), HandlePeer and CallPeer (signed
+// peer routes) and Handle (a route on the peer listener).
 package cluster
 
 import "github.com/riftgate/riftgate/raftnode"

@@ -191,8 +191,13 @@ func TestGroupReplicatesAndSnapshots(t *testing.T) {
 			t.Fatalf("%s does not run its own write %d", m.name, i)
 		}
 	}
-	if snap, err := n1.node.group.Status(), error(nil); err != nil || snap.Applied < 80 {
-		t.Fatalf("applied %d", snap.Applied)
+	// The index a member runs is the group's: another member waits for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if idx := n1.node.Applied(); idx < 80 {
+		t.Fatalf("n1 runs index %d after 80 commands", idx)
+	} else if err := n2.node.WaitApplied(ctx, idx); err != nil {
+		t.Fatalf("n2 waiting for index %d: %v", idx, err)
 	}
 	n3.start(t, peer)
 	eventually(t, "three voters everywhere", func() bool { return voters(n1) == 3 && voters(n2) == 3 && voters(n3) == 3 })

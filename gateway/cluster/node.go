@@ -296,6 +296,20 @@ func (n *Node) ConfigLog(rec config.Reconciler) (config.Log, error) {
 	return configLog{n}, nil
 }
 
+// Applied is the log index of the configuration this node runs (the last
+// configuration command its reconciler followed): with WaitApplied, what
+// the flow runtime's proxyOnce waiters need to replay a recording only once
+// their node serves it.
+func (n *Node) Applied() uint64 {
+	n.follow.mu.Lock()
+	defer n.follow.mu.Unlock()
+	return n.follow.haveIdx
+}
+
+// WaitApplied returns once this node runs the configuration at index or
+// later.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error { return n.follow.wait(ctx, index) }
+
 // Barrier returns once this node runs everything the group had committed
 // when it was called (a Raft read barrier, then the reconciler catching
 // up): the admin API's ?consistent=true.

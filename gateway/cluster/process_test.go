@@ -140,6 +140,19 @@ func TestThreeNodesServeEveryImposterAndShareRecordings(t *testing.T) {
 	}
 	clear(n3)
 
+	// Every node's metrics describe the same group, one of them leading.
+	leaders := 0
+	for _, n := range c.Nodes {
+		code, body := n.Do("GET", "/metrics", nil)
+		if code != http.StatusOK || !strings.Contains(string(body), `riftgate_cluster_members{role="voter"} 3`) {
+			t.Fatalf("GET /metrics on %s: %d\n%s", n.Name, code, body)
+		}
+		leaders += strings.Count(string(body), "riftgate_cluster_leader 1\n")
+	}
+	if leaders != 1 {
+		t.Fatalf("%d nodes report they lead", leaders)
+	}
+
 	// A stopped node restarts with the same flags (its --cluster-join is
 	// then a no-op) and follows what changed while it was away.
 	n3.Stop()

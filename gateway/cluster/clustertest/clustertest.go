@@ -152,6 +152,18 @@ func (c *Cluster) Node(name string) *Node {
 	return nil
 }
 
+// pick returns the nodes named, or every node when none is.
+func (c *Cluster) pick(names []string) []*Node {
+	if len(names) == 0 {
+		return c.Nodes
+	}
+	nodes := make([]*Node, 0, len(names))
+	for _, name := range names {
+		nodes = append(nodes, c.Node(name))
+	}
+	return nodes
+}
+
 // Status is GET /cluster of n, or an error when it does not answer.
 func (n *Node) Status() (cluster.Status, error) {
 	var st cluster.Status
@@ -182,13 +194,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // given) answers GET /cluster with voters voters and the same leader.
 func (c *Cluster) WaitVoters(voters int, names ...string) {
 	c.t.Helper()
-	nodes := c.Nodes
-	if len(names) > 0 {
-		nodes = nil
-		for _, name := range names {
-			nodes = append(nodes, c.Node(name))
-		}
-	}
+	nodes := c.pick(names)
 	var last []string
 	Eventually(c.t, formTimeout, fmt.Sprintf("%d voters and one leader on %d nodes", voters, len(nodes)), func() bool {
 		last = last[:0]
@@ -219,13 +225,7 @@ func (c *Cluster) WaitVoters(voters int, names ...string) {
 // given) agree leads, waiting for them to agree.
 func (c *Cluster) Leader(names ...string) *Node {
 	c.t.Helper()
-	nodes := c.Nodes
-	if len(names) > 0 {
-		nodes = nil
-		for _, name := range names {
-			nodes = append(nodes, c.Node(name))
-		}
-	}
+	nodes := c.pick(names)
 	var leader string
 	Eventually(c.t, waitTimeout, "a leader the nodes agree on", func() bool {
 		leader = ""

@@ -63,8 +63,9 @@ type Node struct {
 	reach   reachability
 	metrics metrics
 
-	ctx      context.Context
+	ctx      context.Context // the node's own, cancelled by Close
 	cancel   context.CancelFunc
+	start    context.Context // Start's: a signal that stops the process ends the waits of starting
 	wg       sync.WaitGroup
 	stopTask func()
 	closed   atomic.Bool
@@ -131,6 +132,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n := &Node{opts: opts, log: opts.Logger, ln: ln, changed: make(chan struct{}), peers: http.NewServeMux()}
 	n.follow = newFollower(n.log)
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.start = ctx
 	rc := raftnode.Config{
 		NodeName: opts.Name, GroupID: GroupID, DataDir: dir,
 		AdvertiseURL: opts.Advertise + "/raft", Secret: opts.Secret, Bootstrap: opts.Bootstrap,
@@ -286,7 +288,7 @@ func (n *Node) setMembers(m raftnode.Membership) {
 // confirm that within catchUpTimeout.
 func (n *Node) ConfigLog(rec config.Reconciler) (config.Log, error) {
 	n.follow.attach(rec)
-	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
+	ctx, cancel := context.WithTimeout(n.start, catchUpTimeout)
 	defer cancel()
 	if err := n.Barrier(ctx); err != nil {
 		n.log.Warn("serving the configuration this node has: it cannot confirm it is current yet", "err", err)

@@ -274,3 +274,40 @@ func TestWriteWithoutALeaderIsRefused(t *testing.T) {
 		t.Fatalf("the refusal took %v", took)
 	}
 }
+
+// The group grows to MaxVoters; a further member stays a learner until a
+// voter is removed, and is then promoted in its place.
+func TestVotersStopAtFiveAndALearnerTakesARemovedOnesPlace(t *testing.T) {
+	ms := newMembers(t, "n1", "n2", "n3", "n4", "n5", "n6")
+	ms[0].start(t)
+	peer := "http://" + ms[0].listen
+	for _, m := range ms[1:] {
+		m.start(t, peer)
+	}
+	n1 := ms[0]
+	eventually(t, "5 voters and a learner", func() bool {
+		m := n1.node.Current()
+		return len(m.Voters()) == MaxVoters && len(m.Learners()) == 1
+	})
+	time.Sleep(600 * time.Millisecond) // the promoter has had its chances
+	if m := n1.node.Current(); len(m.Voters()) != MaxVoters {
+		t.Fatalf("%d voters, at most %d", len(m.Voters()), MaxVoters)
+	}
+	learner := n1.node.Current().Learners()[0]
+	var victim uint64 // a voter other than n1, which makes the change
+	for _, id := range n1.node.Current().Voters() {
+		if id != n1.node.Self() {
+			victim = id
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := n1.node.group.Remove(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the learner promoted in the removed voter's place", func() bool {
+		mb, ok := n1.node.Current().Member(learner)
+		return ok && mb.Role == raftnode.RoleVoter && len(n1.node.Current().Voters()) == MaxVoters
+	})
+}

@@ -17,11 +17,12 @@ type PeerHandler func(ctx context.Context, from uint64, body []byte) ([]byte, er
 
 // HandlePeer serves the application route path (it must start with
 // "/app/") on the Raft router, so that members reach it at their Raft URL
-// with CallPeer. A request is authenticated and accepted at most once
-// exactly as Raft's own messages are (the cluster secret, a time and a
-// nonce; see auth.go), with its body capped at limit (413 past it), and it
-// does not count as hearing from its sender for IsIsolated. An error from h
-// answers 500 with its text, unsigned, which CallPeer reports as an error.
+// with CallPeer. A request is authenticated and accepted at most once by
+// the transport's PeerAuth, exactly as Raft's own messages are, with its
+// body capped at limit (413 past it), and it does not count as hearing
+// from its sender for IsIsolated. An error from h answers 500 with its
+// text, unsigned, which CallPeer reports as an error. A protocol that
+// needs its own connections (a hot path) uses PeerAuth directly instead.
 func (g *Group[S, C, R]) HandlePeer(path string, limit int64, h PeerHandler) {
 	if !strings.HasPrefix(path, appPrefix) || len(path) == len(appPrefix) {
 		panic(fmt.Sprintf("raftnode: HandlePeer(%q): an application route starts with %s", path, appPrefix))

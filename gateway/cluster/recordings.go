@@ -14,8 +14,9 @@ import (
 )
 
 // pathRequests is the peer route that reports and clears one member's
-// recorded requests.
-const pathRequests = "/app/requests"
+// recorded requests. Its version is in the path: a later format gets a
+// route of its own, and a rolling upgrade serves both.
+const pathRequests = "/app/v1/requests"
 
 // Limits of a recordings call: each member answers within
 // recordingsTimeout, with at most recordingsBytes.
@@ -24,7 +25,8 @@ const (
 	recordingsBytes   = 64 << 20
 )
 
-// The recordings RPC, a wire format pinned by golden tests.
+// The recordings RPC (version 1, in its path), a wire format pinned by
+// golden tests.
 type recordingsOp uint8
 
 const (

@@ -258,12 +258,14 @@ func TestExamplesInRiftgate(t *testing.T) {
 		}
 	})
 
-	t.Run("flowbench", func(t *testing.T) {
-		c := start(t, "flowbench")
-		for range 3 {
-			if st, body, _ := c.do("GET", "/", "f", ""); st != 200 || body != "ok" {
-				t.Fatalf("%d %q", st, body)
+	for _, name := range []string{"flowbench", "flowbench-wat"} {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, name)
+			for range 3 {
+				if st, body, _ := c.do("GET", "/", "f", ""); st != 200 || body != "ok" {
+					t.Fatalf("%d %q", st, body)
+				}
 			}
-		}
-	})
+		})
+	}
 }

@@ -25,7 +25,8 @@ $(GO_EXAMPLES:%=$(EXAMPLES_OUT)/%.wasm): $(EXAMPLES_OUT)/%.wasm: examples/%/main
 	cd examples/$* && GOOS=wasip1 GOARCH=wasm GOWORK=off $(GO) build -trimpath -buildvcs=false -buildmode=c-shared -o $@ .
 
 WASM += $(EXAMPLES_OUT)/tokenbucket-rust.wasm $(EXAMPLES_OUT)/echo-c.wasm \
-        $(EXAMPLES_OUT)/sequence-as.wasm $(EXAMPLES_OUT)/counter-wat.wasm
+        $(EXAMPLES_OUT)/sequence-as.wasm $(EXAMPLES_OUT)/counter-wat.wasm \
+        $(EXAMPLES_OUT)/flowbench-wat.wasm
 
 # Rust: Debian's rustc, no cargo; the plugin links the kit's rlib.
 $(EXAMPLES_OUT)/tokenbucket-rust.wasm: examples/tokenbucket-rust/main.rs $(EX_RUST_KIT)
@@ -48,5 +49,9 @@ $(EXAMPLES_OUT)/sequence-as.wasm: examples/sequence-as/sequence.ts $(EX_AS_KIT) 
 
 # WAT: wabt.
 $(EXAMPLES_OUT)/counter-wat.wasm: examples/counter-wat/counter.wat
+	mkdir -p $(@D)
+	wat2wasm $< -o $@
+
+$(EXAMPLES_OUT)/flowbench-wat.wasm: examples/flowbench-wat/flowbench.wat
 	mkdir -p $(@D)
 	wat2wasm $< -o $@

@@ -120,12 +120,38 @@ func newStore(t testing.TB) flow.Store {
 	return flowlocal.Store{Shard: sh}
 }
 
-// storeFlow is the per-call flow handle over a flow.Store, the glue the
-// engine also has: one flow id, memory durability. It counts operations so
-// that tests can check what a plugin asked for.
-type storeFlow struct {
+// seamFlow is the per-call flow handle over a flow.Store, the glue the
+// engine also has: one flow id, memory durability.
+type seamFlow struct {
 	s  flow.Store
 	id string
+}
+
+var policy = flow.Policy{Durability: flow.Memory}
+
+func (f seamFlow) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
+	e, err := f.s.Get(ctx, f.id, string(key))
+	return e.Value, e.Version.V, flowHostErr(err)
+}
+
+func (f seamFlow) Put(ctx context.Context, key, value []byte) error {
+	_, err := f.s.Put(ctx, f.id, string(key), value, policy)
+	return flowHostErr(err)
+}
+
+func (f seamFlow) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
+	_, err := f.s.CAS(ctx, f.id, string(key), expect, value, policy)
+	return flowHostErr(err)
+}
+
+func (f seamFlow) Delete(ctx context.Context, key []byte) error {
+	return flowHostErr(f.s.Delete(ctx, f.id, string(key), policy))
+}
+
+// storeFlow is a seamFlow that counts operations, so that tests can check
+// what a plugin asked for.
+type storeFlow struct {
+	seamFlow
 
 	mu   sync.Mutex
 	ops  map[string]int
@@ -133,7 +159,7 @@ type storeFlow struct {
 }
 
 func newFlow(s flow.Store, id string) *storeFlow {
-	return &storeFlow{s: s, id: id, ops: map[string]int{}}
+	return &storeFlow{seamFlow: seamFlow{s, id}, ops: map[string]int{}}
 }
 
 // count records op and reports whether the store is reachable.
@@ -142,7 +168,7 @@ func (f *storeFlow) count(op string) error {
 	defer f.mu.Unlock()
 	f.ops[op]++
 	if f.down {
-		return flow.ErrUnavailable
+		return flowHostErr(flow.ErrUnavailable)
 	}
 	return nil
 }
@@ -153,37 +179,32 @@ func (f *storeFlow) opCount(op string) int {
 	return f.ops[op]
 }
 
-var policy = flow.Policy{Durability: flow.Memory}
-
 func (f *storeFlow) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
 	if err := f.count("get"); err != nil {
 		return nil, 0, err
 	}
-	e, err := f.s.Get(ctx, f.id, string(key))
-	return e.Value, e.Version.V, flowHostErr(err)
+	return f.seamFlow.Get(ctx, key)
 }
 
 func (f *storeFlow) Put(ctx context.Context, key, value []byte) error {
 	if err := f.count("put"); err != nil {
 		return err
 	}
-	_, err := f.s.Put(ctx, f.id, string(key), value, policy)
-	return flowHostErr(err)
+	return f.seamFlow.Put(ctx, key, value)
 }
 
 func (f *storeFlow) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
 	if err := f.count("cas"); err != nil {
 		return err
 	}
-	_, err := f.s.CAS(ctx, f.id, string(key), expect, value, policy)
-	return flowHostErr(err)
+	return f.seamFlow.CAS(ctx, key, expect, value)
 }
 
 func (f *storeFlow) Delete(ctx context.Context, key []byte) error {
 	if err := f.count("delete"); err != nil {
 		return err
 	}
-	return flowHostErr(f.s.Delete(ctx, f.id, string(key), policy))
+	return f.seamFlow.Delete(ctx, key)
 }
 
 // flowHostErr is what the plugin host expects of a Flow: its own errors for

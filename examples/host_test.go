@@ -121,6 +121,31 @@ func TestCounterWATConcurrentCASRetry(t *testing.T) {
 	}
 }
 
+// The host's yardstick does what its name says, and only that: one get and
+// one put per call, the fixed answer, and the value stored.
+func TestFlowbenchWAT(t *testing.T) {
+	h := register(t, "flowbench-wat")
+	f := newFlow(newStore(t), "i4608:f")
+	for range 3 {
+		r := call(t, h, "flowbench-wat", request("GET", "/", f, "null"))
+		if r.Status != 200 || string(r.Body) != "ok" || header(r, "Content-Type") != "text/plain" {
+			t.Fatalf("%d %v %q", r.Status, r.Headers, r.Body)
+		}
+	}
+	if v, _ := f.value(t, "bench"); v != "01234567" {
+		t.Fatalf("stored %q", v)
+	}
+	if f.opCount("get") != 3 || f.opCount("put") != 3 || len(f.ops) != 2 {
+		t.Fatalf("want one get and one put per call, got %v", f.ops)
+	}
+	f.mu.Lock()
+	f.down = true
+	f.mu.Unlock()
+	if out, err := h.Call(context.Background(), "flowbench-wat", "handle", request("GET", "/", f, "null")); err != nil || out.Wrote || !out.Unavailable {
+		t.Fatalf("store down: %v %+v, want no response and Unavailable", err, out)
+	}
+}
+
 func TestTokenBucketRust(t *testing.T) {
 	h := register(t, "tokenbucket-rust")
 	s := newStore(t)

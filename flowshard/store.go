@@ -103,8 +103,12 @@ type Options struct {
 	// MaxFileBytes caps flow.db; 0 means no cap. A commit that would grow
 	// the file past it fails: its Sync writers get ErrWriteFailed.
 	MaxFileBytes int
-	Now          func() time.Time // the clock for TTLs; time.Now if nil
-	Logger       *slog.Logger     // slog.Default() if nil
+	// Now is the clock for TTLs. When nil, the store counts on the
+	// monotonic clock from the wall time at Open: half the cost of
+	// time.Now, which every operation pays. (A wall clock set back or
+	// forward then moves no TTL until the next Open.)
+	Now    func() time.Time
+	Logger *slog.Logger // slog.Default() if nil
 }
 
 func (o Options) withDefaults() Options {
@@ -124,9 +128,6 @@ func (o Options) withDefaults() Options {
 	if o.SweepInterval == 0 {
 		o.SweepInterval = DefaultSweepInterval
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -135,8 +136,9 @@ func (o Options) withDefaults() Options {
 
 // Store is one node's flow store. Every method is safe for concurrent use.
 type Store struct {
-	opts Options
-	w    *writer // nil for an in-memory store
+	opts   Options
+	opened time.Time // for nowMs, with its monotonic reading
+	w      *writer   // nil for an in-memory store
 
 	// mu guards flows, lru, closed and sweepQ. Lock order: mu before any
 	// flow.mu; nothing takes mu while holding a flow.mu.
@@ -170,7 +172,9 @@ type flow struct {
 	pending *batch     // the batch of this flow's latest Sync write
 }
 
-// entry is immutable once stored: writes replace it, so readers may keep it.
+// entry is one stored value. It is read and written only under its flow's
+// mu: a write of the key overwrites it in place, reusing its value's room,
+// so that a warm key's write allocates nothing.
 type entry struct {
 	value []byte
 	ver   Version
@@ -183,6 +187,7 @@ type entry struct {
 func Open(path string, opts Options) (*Store, error) {
 	s := &Store{
 		opts:      opts.withDefaults(),
+		opened:    time.Now(),
 		flows:     make(map[string]*flow),
 		stopSweep: make(chan struct{}),
 		sweepDone: make(chan struct{}),
@@ -315,7 +320,12 @@ func (s *Store) forget(f *flow) {
 	delete(s.flows, f.id)
 }
 
-func (s *Store) nowMs() int64 { return s.opts.Now().UnixMilli() }
+func (s *Store) nowMs() int64 {
+	if s.opts.Now != nil {
+		return s.opts.Now().UnixMilli()
+	}
+	return s.opened.Add(time.Since(s.opened)).UnixMilli()
+}
 
 func (s *Store) check(flowID, key string, value []byte) error {
 	if err := s.checkName("flow id", flowID); err != nil {
@@ -469,18 +479,24 @@ func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int6
 
 // put sets key to value with version ver in memory. f.mu is held.
 func (s *Store) put(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability, now int64) *entry {
-	e := &entry{value: bytes.Clone(value), ver: ver, expMs: now + ttlMs}
+	e := f.entries[key]
+	if e == nil {
+		e = &entry{}
+		f.entries[key] = e
+		s.stats.entries.Add(1)
+		s.stats.bytes.Add(int64(len(key)))
+	} else {
+		s.stats.bytes.Add(-int64(len(e.value)))
+		if cap(e.value) > 2*len(value)+64 {
+			e.value = nil // do not pin the room of a far larger value
+		}
+	}
+	s.stats.bytes.Add(int64(len(value)))
+	e.value = append(e.value[:0], value...)
 	if e.value == nil {
 		e.value = []byte{}
 	}
-	if old := f.entries[key]; old != nil {
-		s.stats.bytes.Add(-int64(len(old.value)))
-	} else {
-		s.stats.entries.Add(1)
-		s.stats.bytes.Add(int64(len(key)))
-	}
-	s.stats.bytes.Add(int64(len(value)))
-	f.entries[key] = e
+	e.ver, e.expMs = ver, now+ttlMs
 	f.counter = max(f.counter, ver.V)
 	f.extend(e.expMs)
 	s.stats.puts[d].Add(1)
@@ -567,7 +583,11 @@ func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
 		return Entry{}, cmp.Or(err, ErrNotFound)
 	}
 	s.stats.gets[f.mode].Add(1)
+	var out Entry
 	e := s.live(f, key, now)
+	if e != nil {
+		out = e.export()
+	}
 	pending := f.pending
 	s.release(f)
 	if err := s.awaitRead(ctx, pending); err != nil {
@@ -576,7 +596,7 @@ func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
 	if e == nil {
 		return Entry{}, ErrNotFound
 	}
-	return e.export(), nil
+	return out, nil
 }
 
 func (s *Store) awaitRead(ctx context.Context, b *batch) error {
@@ -627,19 +647,21 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	}
 	cur := s.live(f, key, now)
 	if cur == nil && expect != 0 || cur != nil && cur.ver.V != expect {
+		var out Entry
+		if cur != nil {
+			out = cur.export()
+		}
 		pending := f.pending
 		s.release(f)
 		if err := s.awaitRead(ctx, pending); err != nil {
 			return Entry{}, err
 		}
-		if cur == nil {
-			return Entry{}, ErrVersionMismatch
-		}
-		return cur.export(), ErrVersionMismatch
+		return out, ErrVersionMismatch
 	}
 	e, b := s.store(f, key, value, Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}, ttl, p.Durability, now)
+	out := Entry{Value: value, Version: e.ver, Expires: time.UnixMilli(e.expMs)}
 	s.release(f)
-	return Entry{Value: value, Version: e.ver, Expires: time.UnixMilli(e.expMs)}, await(ctx, b)
+	return out, await(ctx, b)
 }
 
 // Merge adopts a replica's value: it stores value with exactly ver if ver

@@ -708,3 +708,49 @@ func TestMaxPendingBoundsBatches(t *testing.T) {
 	}
 	t.Logf("%d batches, sizes %v", st.Batches, st.BatchSizes[:5])
 }
+
+// A write overwrites its key's entry in place: what a reader got before
+// stays as it was, the gauges follow the value's size, a warm key's write
+// allocates nothing in memory, and a far smaller value does not keep a
+// large one's room.
+func TestOverwriteInPlace(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			path := ""
+			if st.disk {
+				path = dbPath(t)
+			}
+			s := open(t, path, Options{})
+			mustPut(t, s, "f", "k", "aaaa", pol(st.d, 0))
+			got := mustGet(t, s, "f", "k")
+			casGot, err := s.CAS(bg, "f", "k", 99, []byte("x"), pol(st.d, 0))
+			if !errors.Is(err, ErrVersionMismatch) {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"bbbb", "cc", strings.Repeat("d", 1000), "e"} {
+				mustPut(t, s, "f", "k", v, pol(st.d, 0))
+				if e := mustGet(t, s, "f", "k"); string(e.Value) != v {
+					t.Fatalf("stored %q, want %q", e.Value, v)
+				}
+				if b := s.Stats().Bytes; b != int64(len("k")+len(v)) {
+					t.Fatalf("bytes gauge %d after %q", b, v)
+				}
+			}
+			if string(got.Value) != "aaaa" || string(casGot.Value) != "aaaa" {
+				t.Fatalf("an earlier read changed: %q, %q", got.Value, casGot.Value)
+			}
+			s.mu.Lock()
+			f := s.flows["f"]
+			s.mu.Unlock()
+			if c := cap(f.entries["k"].value); c > 64 {
+				t.Fatalf("a 1-byte value keeps %d bytes of room", c)
+			}
+		})
+	}
+	s := open(t, "", Options{})
+	val := []byte("01234567")
+	mustPut(t, s, "f", "k", "76543210", pol(Memory, 0))
+	if n := testing.AllocsPerRun(100, func() { _, _ = s.Put(bg, "f", "k", val, pol(Memory, 0)) }); n != 0 {
+		t.Errorf("a warm key's write: %v allocations", n)
+	}
+}

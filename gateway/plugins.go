@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -174,6 +175,11 @@ type wasmCall struct {
 	name   string // as the stub spells it, for messages
 	export string
 	config []byte
+	// last is the plugin's last response, and shared the Shared one built
+	// for it once it came twice in a row.
+	mu     sync.Mutex
+	last   plugins.Response
+	shared *message.Response
 }
 
 // compileWasm compiles a `{"wasm": ...}` value of the stub b builds,
@@ -238,14 +244,43 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 	if out.Result != 0 || !out.Wrote {
 		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.name, w.export, out.Result))
 	}
-	resp := fromPlugin(&out.Response)
-	// mb's `Connection: close` default exists for mb's own responses; a
-	// plugin response, which mb never had, keeps the connection unless the
-	// plugin says otherwise.
-	if _, ok := resp.Header("Connection"); !ok {
-		resp.Headers = append(resp.Headers, message.KV{Name: "Connection", Value: "keep-alive"})
+	return w.response(&out.Response), nil
+}
+
+// response converts a plugin's response. One that repeats the previous
+// answer is handed out Shared, so that it is built and its header rendered
+// once for every request that gets it, as a static `is` is; one that
+// changes costs a comparison more. (A call that finds another converting
+// does not wait: it converts its own.)
+func (w *wasmCall) response(p *plugins.Response) *message.Response {
+	if !w.mu.TryLock() {
+		return keepAlive(fromPlugin(p))
 	}
-	return resp, nil
+	defer w.mu.Unlock()
+	if sameResponse(&w.last, p) {
+		if w.shared == nil {
+			w.shared = keepAlive(fromPlugin(p))
+			w.shared.Shared = true
+		}
+		return w.shared
+	}
+	// The host's decoded response never changes: it may be kept.
+	w.last, w.shared = *p, nil
+	return keepAlive(fromPlugin(p))
+}
+
+func sameResponse(a, b *plugins.Response) bool {
+	return a.Status == b.Status && string(a.Body) == string(b.Body) && slices.Equal(a.Headers, b.Headers)
+}
+
+// keepAlive keeps the connection open after a plugin's response unless the
+// plugin says otherwise: mb's `Connection: close` default exists for mb's
+// own responses, and mb never had plugins.
+func keepAlive(r *message.Response) *message.Response {
+	if _, ok := r.Header("Connection"); !ok {
+		r.Headers = append(r.Headers, message.KV{Name: "Connection", Value: "keep-alive"})
+	}
+	return r
 }
 
 // pluginFailure maps a failed call to the error the client sees: 503 when
@@ -260,15 +295,12 @@ func pluginFailure(out plugins.Output, err error, what string) error {
 	return nil
 }
 
-// callInput is one call's input with the room it is built in. The host
-// reads an input only during Call, so inputs are recycled: building one
-// afresh cost five allocations a call.
+// callInput is one call's input. The host reads an input only during Call,
+// so inputs are recycled: building one afresh cost five allocations a call.
 type callInput struct {
-	in      plugins.Input
-	query   []plugins.Pair
-	headers []plugins.Pair
-	flow    flowHandle
-	resp    plugins.Response
+	in   plugins.Input
+	flow flowHandle
+	resp plugins.Response
 }
 
 var inputPool = sync.Pool{New: func() any { return new(callInput) }}
@@ -277,13 +309,11 @@ var inputPool = sync.Pool{New: func() any { return new(callInput) }}
 // flowID empty), and on resp too for a decorate call.
 func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response) (plugins.Output, error) {
 	c := inputPool.Get().(*callInput)
-	c.query = appendPairs(c.query, r.Query)
-	c.headers = appendPairs(c.headers, r.Headers)
 	c.in = plugins.Input{
 		Method:      r.Method,
 		Path:        r.Path,
-		Query:       c.query,
-		Headers:     c.headers,
+		Query:       pairs(r.Query),
+		Headers:     pairs(r.Headers),
 		Body:        r.Body,
 		FlowID:      flowID,
 		RequestFrom: r.RequestFrom(),
@@ -294,31 +324,22 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		c.in.Flow = &c.flow
 	}
 	if resp != nil {
-		c.resp = plugins.Response{Status: resp.StatusCode, Headers: appendPairs(nil, resp.Headers), Body: resp.Body}
+		c.resp = plugins.Response{Status: resp.StatusCode, Headers: pairs(resp.Headers), Body: resp.Body}
 		c.in.Response = &c.resp
 	}
 	out, err := w.e.plugins.Call(ctx, w.module, w.export, &c.in)
-	// Keep the room, unless a request with hundreds of pairs grew it, and
-	// drop every reference to this request.
-	clear(c.query)
-	clear(c.headers)
-	*c = callInput{query: keep(c.query), headers: keep(c.headers)}
+	*c = callInput{} // drop every reference to this request
 	inputPool.Put(c)
 	return out, err
 }
 
-func keep(ps []plugins.Pair) []plugins.Pair {
-	if cap(ps) > 64 {
-		return nil
-	}
-	return ps[:0]
-}
+// A message.KV is a plugins.Pair (this conversion compiles only while the
+// two have the same fields), so pairs views one as the other instead of
+// copying: the host only reads an input, and only during the call.
+var _ = plugins.Pair(message.KV{})
 
-func appendPairs(dst []plugins.Pair, kvs []message.KV) []plugins.Pair {
-	for _, kv := range kvs {
-		dst = append(dst, plugins.Pair{Name: kv.Name, Value: kv.Value})
-	}
-	return dst
+func pairs(kvs []message.KV) []plugins.Pair {
+	return unsafe.Slice((*plugins.Pair)(unsafe.Pointer(unsafe.SliceData(kvs))), len(kvs))
 }
 
 // fromPlugin converts a plugin's response, with room for one more header.

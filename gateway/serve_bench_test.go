@@ -24,10 +24,14 @@ func BenchmarkServe(b *testing.B) {
 	if dir == "" {
 		dir = filepath.Join("..", "build", "wasm")
 	}
-	flowbench, _ := filepath.Abs(filepath.Join(dir, "examples", "flowbench.wasm"))
+	module := func(name string) string {
+		p, _ := filepath.Abs(filepath.Join(dir, "examples", name+".wasm"))
+		return fmt.Sprintf(`{"wasm":{"module":%q}}`, p)
+	}
 	cases := []struct{ name, response string }{
 		{"static", `{"is":{"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}`},
-		{"flowbench", fmt.Sprintf(`{"wasm":{"module":%q}}`, flowbench)},
+		{"flowbench", module("flowbench")},
+		{"flowbench-wat", module("flowbench-wat")},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -160,7 +160,7 @@ func flowKey(mod api.Module, ptr, n uint64) ([]byte, int32) {
 	return k, statusOK
 }
 
-// flowValue reads and checks a value, and copies it: the Flow keeps it.
+// flowValue reads and checks a value, a view of guest memory (see Flow).
 func flowValue(mod api.Module, ptr, n uint64) ([]byte, int32) {
 	v, ok := span(mod, ptr, n)
 	switch {
@@ -169,7 +169,7 @@ func flowValue(mod api.Module, ptr, n uint64) ([]byte, int32) {
 	case len(v) > MaxFlowValueBytes:
 		return nil, statusTooLarge
 	}
-	return slices.Clone(v), statusOK
+	return v, statusOK
 }
 
 // noFlow answers a flow import when the call has no Flow.

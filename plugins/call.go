@@ -16,9 +16,11 @@ import (
 
 // Flow is the per-call flow handle: the request's flow, already chosen by
 // the engine. Errors wrap ErrFlowNotFound, ErrFlowMismatch or
-// ErrFlowTooLarge; any other error is treated as UNAVAILABLE. Get returns a value's version V, never 0
-// for a stored value. key is valid only during the call; value passed to Put
-// and CAS is the Flow's to keep.
+// ErrFlowTooLarge; any other error is treated as UNAVAILABLE. Get returns a
+// value's version V, never 0 for a stored value. key, and value passed to
+// Put and CAS, are guest memory, valid only during the call: a Flow that
+// keeps either copies it (the flow store copies what it stores, so the host
+// does not copy it first).
 type Flow interface {
 	Get(ctx context.Context, key []byte) (value []byte, version uint64, err error)
 	Put(ctx context.Context, key, value []byte) error
@@ -50,7 +52,8 @@ type Output struct {
 	// use (ABI section 6): the engine interprets it.
 	Result int32
 	// Response is the last response envelope the guest wrote, decoded, when
-	// Wrote is true.
+	// Wrote is true. Calls that wrote the same envelope may share its
+	// slices: read them, never change them.
 	Response Response
 	Wrote    bool
 	// Unavailable is true when a flow import returned UNAVAILABLE during the
@@ -380,7 +383,7 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	out.Result = int32(uint32(i.stack[0]))
 	switch {
 	case cs.wrote:
-		r, err := decodeResponse(cs.resp)
+		r, err := cs.decoded()
 		if err != nil {
 			return out, KindResponse, err
 		}
@@ -416,6 +419,32 @@ type callState struct {
 	wrote       bool
 	tooLarge    bool
 	unavailable bool
+	// last is the envelope decoded last, and lastResp what it decoded to.
+	last     []byte
+	lastResp Response
+}
+
+// maxCachedResponse bounds the envelope an instance keeps decoded.
+const maxCachedResponse = 4 << 10
+
+// decoded returns the response the guest wrote, decoding it unless it is
+// the envelope decoded last: a guest that answers the same bytes every call
+// (rift.Static, a WAT data segment) then costs no decoding and no
+// allocation. A new decode allocates afresh, so a Response handed out
+// earlier never changes.
+func (c *callState) decoded() (Response, error) {
+	if len(c.last) > 0 && string(c.resp) == string(c.last) {
+		return c.lastResp, nil
+	}
+	r, err := decodeResponse(c.resp)
+	if err != nil {
+		return Response{}, err
+	}
+	c.last, c.lastResp = c.last[:0], Response{}
+	if len(c.resp) <= maxCachedResponse {
+		c.last, c.lastResp = append(c.last, c.resp...), r
+	}
+	return r, nil
 }
 
 func (c *callState) begin(in *Input) {

@@ -630,3 +630,41 @@ func TestLoopingGuestDoesNotHoldUpTheGarbageCollector(t *testing.T) {
 		t.Fatalf("loop ended with %v, want a timeout", err)
 	}
 }
+
+// TestRepeatedResponseIsDecodedOnce: an instance decodes a response envelope
+// it decoded last only once, and a new envelope's decoding never changes a
+// response handed out before.
+func TestRepeatedResponseIsDecodedOnce(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "m", "fixed", Limits{PoolSize: 1})
+	ctx, in := context.Background(), &Input{}
+	call := func(export string) Response {
+		t.Helper()
+		out, err := h.Call(ctx, "m", export, in)
+		if err != nil || !out.Wrote {
+			t.Fatalf("%s: %v %+v", export, err, out)
+		}
+		return out.Response
+	}
+	want := Response{Status: 200, Headers: []Pair{{"x", "y"}}, Body: []byte("hi")}
+	same := func(r Response) bool {
+		return r.Status == want.Status && slices.Equal(r.Headers, want.Headers) && bytes.Equal(r.Body, want.Body)
+	}
+	first := call("handle")
+	second := call("handle")
+	if !same(first) || !same(second) {
+		t.Fatalf("answered %+v, then %+v", first, second)
+	}
+	if &first.Headers[0] != &second.Headers[0] || &first.Body[0] != &second.Body[0] {
+		t.Error("the repeated envelope was decoded again")
+	}
+	if n := testing.AllocsPerRun(100, func() { call("handle") }); n != 0 {
+		t.Errorf("a repeated answer costs %v allocations", n)
+	}
+	if r := call("other"); r.Status != 404 || r.Headers != nil || r.Body != nil {
+		t.Fatalf("other answered %+v", r)
+	}
+	if third := call("handle"); !same(first) || !same(third) || &third.Headers[0] == &first.Headers[0] {
+		t.Fatalf("after another envelope: first %+v, then %+v", first, third)
+	}
+}

@@ -125,7 +125,7 @@ func (f *memFlow) Put(_ context.Context, key, value []byte) error {
 		return ErrFlowUnavailable
 	}
 	f.v++
-	f.m[string(key)] = memEntry{val: value, ver: f.v}
+	f.m[string(key)] = memEntry{val: bytes.Clone(value), ver: f.v}
 	return nil
 }
 
@@ -140,7 +140,7 @@ func (f *memFlow) CAS(_ context.Context, key []byte, expect uint64, value []byte
 		return ErrFlowMismatch
 	}
 	f.v++
-	f.m[string(key)] = memEntry{val: value, ver: f.v}
+	f.m[string(key)] = memEntry{val: bytes.Clone(value), ver: f.v}
 	return nil
 }
 

@@ -121,3 +121,26 @@ func TestPluginLimitsFromTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedPluginAnswerIsNotChangedByBehaviors: a plugin that answers
+// the same bytes every call gets one response built and rendered for all
+// of them; a stub whose behaviors change the answer changes its own copy,
+// so neither the next request on it nor another stub on the module sees
+// the change.
+func TestRepeatedPluginAnswerIsNotChangedByBehaviors(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	fb := filepath.Join(gatewaytest.WasmDir(t), "examples", "flowbench-wat.wasm")
+	imp := rg.PostImposter(fmt.Sprintf(`{"protocol":"http","stubs":[
+		{"predicates":[{"startsWith":{"path":"/copy/"}}],"responses":[{"wasm":{"module":%[1]q},
+			"behaviors":[{"copy":{"from":"path","into":"ok","using":{"method":"regex","selector":"[a-z]+$"}}}]}]},
+		{"responses":[{"wasm":{"module":%[1]q}}]}]}`, fb))
+	for i := range 6 {
+		path := fmt.Sprintf("/copy/%c", 'a'+i)
+		if status, body := flowGet(t, imp, "", path); status != 200 || body != path[len("/copy/"):] {
+			t.Fatalf("%s answered %d %q", path, status, body)
+		}
+		if status, body := flowGet(t, imp, "", "/plain"); status != 200 || body != "ok" {
+			t.Fatalf("after %s, /plain answered %d %q", path, status, body)
+		}
+	}
+}

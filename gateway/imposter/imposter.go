@@ -256,7 +256,15 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 	if resp == nil { // the responder answered on the connection itself
 		return nil
 	}
-	if imp.corsPreflight(req) {
+	cors := imp.corsPreflight(req)
+	if resp.Shared {
+		if !cors {
+			writeStatic(ctx, resp, r.renderedHeader(resp))
+			return resp
+		}
+		resp = resp.Clone()
+	}
+	if cors {
 		addCORS(req, resp)
 	}
 	writeResponse(ctx, resp)

@@ -90,6 +90,9 @@ func (imp *Imposter) compute(req *message.Request, st *Stub, r *response) (*mess
 		}
 	}
 	if r.behaviors != nil && (r.responder == nil || !r.handlesBehaviors) {
+		if resp.Shared {
+			resp = resp.Clone() // behaviors change their own copy
+		}
 		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
 			return nil, err
 		}

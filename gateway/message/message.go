@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // KV is one name/value pair, with the name as received.
@@ -37,11 +38,14 @@ type Request struct {
 	Kind Kind
 	Mail *Mail
 
-	// The client's address, rendered on first use: most requests never need
-	// it, and rendering allocates.
+	// The client's address, rendered on first use (most requests never
+	// need it) into addrBuf, which a TCP address fits: requestFrom and ip
+	// then borrow it like the other strings borrow the connection's
+	// buffers.
 	addr        net.Addr
 	requestFrom string
 	ip          string
+	addrBuf     [64]byte
 
 	form     []KV
 	formDone bool
@@ -87,8 +91,7 @@ func (r *Request) renderAddr() {
 		ap := t.AddrPort()
 		ip := ap.Addr().Unmap()
 		if ip.Zone() == "" {
-			var buf [64]byte
-			b := buf[:0]
+			b := r.addrBuf[:0]
 			if ip.Is6() {
 				b = append(b, '[')
 			}
@@ -98,7 +101,12 @@ func (r *Request) renderAddr() {
 			if ip.Is6() {
 				b = append(b, ']')
 			}
-			r.requestFrom = string(strconv.AppendUint(append(b, ':'), uint64(ap.Port()), 10))
+			b = strconv.AppendUint(append(b, ':'), uint64(ap.Port()), 10)
+			if &b[0] == &r.addrBuf[0] { // it fitted: no copy
+				r.requestFrom = unsafe.String(&b[0], len(b))
+			} else {
+				r.requestFrom = string(b)
+			}
 			r.ip = r.requestFrom[start:end]
 			return
 		}
@@ -229,6 +237,11 @@ type Response struct {
 	// Binary is mb's `_mode: "binary"`: Body holds the decoded bytes, and
 	// JSON renders it as base64.
 	Binary bool
+	// Shared marks a response its producer hands out again, unchanged, for
+	// later requests (a plugin that answers the same bytes every call):
+	// whoever would change it changes a Clone, and a writer may render it
+	// once for all of them.
+	Shared bool
 }
 
 // Header returns the first value of the named header, ignoring case.
@@ -261,7 +274,7 @@ func (r *Response) SetHeader(name, value string) {
 	r.Headers = out
 }
 
-// Clone returns a deep copy of r.
+// Clone returns a deep copy of r, not Shared.
 func (r *Response) Clone() *Response {
 	return &Response{
 		StatusCode: r.StatusCode,

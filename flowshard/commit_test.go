@@ -3,25 +3,36 @@ package flowshard
 import (
 	"errors"
 	"maps"
-	"slices"
 	"sync"
 	"testing"
 )
 
-func versionsOf(m map[string]Entry) []KeyVersion {
+func versionsOf(es []KeyEntry) []KeyVersion {
 	var out []KeyVersion
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, KeyVersion{Key: k, V: m[k].Version.V})
+	for _, e := range es {
+		out = append(out, KeyVersion{Key: e.Key, V: e.Version.V})
 	}
 	return out
 }
 
-func values(m map[string]Entry) map[string]string {
+func values(es []KeyEntry) map[string]string {
 	out := map[string]string{}
-	for k, e := range m {
-		out[k] = string(e.Value)
+	for i, e := range es {
+		if i > 0 && es[i-1].Key >= e.Key {
+			panic("entries out of order")
+		}
+		out[e.Key] = string(e.Value)
 	}
 	return out
+}
+
+func entryOf(es []KeyEntry, key string) (Entry, bool) {
+	for _, e := range es {
+		if e.Key == key {
+			return e.Entry, true
+		}
+	}
+	return Entry{}, false
 }
 
 func TestCommit(t *testing.T) {
@@ -45,7 +56,10 @@ func TestCommit(t *testing.T) {
 			if err != nil || !maps.Equal(values(got), map[string]string{"a": "1", "b": "2"}) {
 				t.Fatalf("first commit = %v, %v", values(got), err)
 			}
-			if got["a"].Version.V != 1 || got["b"].Version.V != 2 {
+			if a, _ := entryOf(got, "a"); a.Version.V != 1 {
+				t.Fatalf("each write advances the counter: %+v", got)
+			}
+			if b, _ := entryOf(got, "b"); b.Version.V != 2 {
 				t.Fatalf("each write advances the counter: %+v", got)
 			}
 			base := versionsOf(got)
@@ -100,7 +114,7 @@ func TestCommitCounterConcurrent(t *testing.T) {
 				cur, _ := s.Entries(bg, "f")
 				for {
 					n := 0
-					if e, ok := cur["n"]; ok {
+					if e, ok := entryOf(cur, "n"); ok {
 						n = int(e.Value[0])<<8 | int(e.Value[1])
 					}
 					n++

@@ -243,7 +243,8 @@ func checkModel(t *testing.T, disk bool) {
 					t.Fatalf("Entries = %v, %v; want %v", got, err, want)
 				}
 				for k, w := range want {
-					checkEntry(t, got[k], nil, w, true, nil)
+					e, _ := entryOf(got, k)
+					checkEntry(t, e, nil, w, true, nil)
 				}
 			},
 			"clear": func(t *rapid.T) {

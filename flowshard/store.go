@@ -748,10 +748,10 @@ func (s *Store) Keys(ctx context.Context, flowID string) ([]string, error) {
 	return keys, s.awaitRead(ctx, pending)
 }
 
-// Entries returns every live entry of a flow, read at one instant under the
-// flow's lock: what a replica push or an adoption copies. An absent flow has
-// none.
-func (s *Store) Entries(ctx context.Context, flowID string) (map[string]Entry, error) {
+// Entries returns every live entry of a flow, sorted by key, read at one
+// instant under the flow's lock: what a replica push or an adoption
+// copies. An absent flow has none.
+func (s *Store) Entries(ctx context.Context, flowID string) ([]KeyEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flowshard: %w", err)
 	}
@@ -760,15 +760,16 @@ func (s *Store) Entries(ctx context.Context, flowID string) (map[string]Entry, e
 		return nil, err
 	}
 	s.stats.gets[f.mode].Add(1)
-	out := make(map[string]Entry, len(f.entries))
-	for k := range f.entries {
-		if e := s.live(f, k, now); e != nil {
-			out[k] = e.export()
-		}
-	}
+	out := s.exportLocked(f, now)
 	pending := f.pending
 	s.release(f)
 	return out, s.awaitRead(ctx, pending)
+}
+
+// KeyEntry is one key of a flow with its entry.
+type KeyEntry struct {
+	Key string
+	Entry
 }
 
 // KeyVersion names the version a Commit expects one key to have.
@@ -790,8 +791,9 @@ type Write struct {
 // changed since it was read. Each write advances the flow's counter, as a
 // Put or Delete would, and all of them reach the disk in one batch. On
 // ErrVersionMismatch nothing is written and the current entries are
-// returned; on success, the entries after the writes.
-func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, writes []Write, p Policy) (map[string]Entry, error) {
+// returned; on success, the entries after the writes. Both are sorted by
+// key.
+func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, writes []Write, p Policy) ([]KeyEntry, error) {
 	ttl, err := s.ttlMs(p)
 	if err != nil {
 		return nil, err
@@ -815,9 +817,9 @@ func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, wr
 	}
 	if f == nil {
 		if len(base) == 0 {
-			return map[string]Entry{}, nil // nothing to write to an absent flow
+			return nil, nil // nothing to write to an absent flow
 		}
-		return map[string]Entry{}, ErrVersionMismatch
+		return nil, ErrVersionMismatch
 	}
 	if !s.matches(f, base, now) {
 		out := s.exportLocked(f, now)
@@ -880,13 +882,24 @@ func (s *Store) matches(f *flow, base []KeyVersion, now int64) bool {
 	return true
 }
 
-// exportLocked copies f's live entries. f.mu is held.
-func (s *Store) exportLocked(f *flow, now int64) map[string]Entry {
-	out := make(map[string]Entry, len(f.entries))
+// exportLocked copies f's live entries, sorted by key, their values in one
+// allocation. f.mu is held.
+func (s *Store) exportLocked(f *flow, now int64) []KeyEntry {
+	out := make([]KeyEntry, 0, len(f.entries))
+	size := 0
 	for k := range f.entries {
 		if e := s.live(f, k, now); e != nil {
-			out[k] = e.export()
+			out = append(out, KeyEntry{Key: k, Entry: Entry{Version: e.ver, Expires: time.UnixMilli(e.expMs)}})
+			size += len(e.value)
 		}
+	}
+	slices.SortFunc(out, func(a, b KeyEntry) int { return strings.Compare(a.Key, b.Key) })
+	buf := make([]byte, 0, size)
+	for i := range out {
+		v := f.entries[out[i].Key].value
+		start := len(buf)
+		buf = append(buf, v...)
+		out[i].Value = buf[start:len(buf):len(buf)]
 	}
 	return out
 }

@@ -23,8 +23,9 @@ func flowOf(imp *imposter.Imposter) inject.FlowOf {
 
 // injectResponder is a response `inject`.
 type injectResponder struct {
-	p   *inject.Program
-	imp *imposter.Imposter
+	p        *inject.Program
+	imp      *imposter.Imposter
+	defaults message.ResponseFields // the imposter's defaultResponse
 }
 
 func (e *engine) injectResponder(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
@@ -36,23 +37,51 @@ func (e *engine) injectResponder(raw json.RawMessage, b imposter.Build) (imposte
 	if err != nil {
 		return nil, err
 	}
-	return &injectResponder{p, b.Imposter}, nil
+	r := &injectResponder{p: p, imp: b.Imposter}
+	if r.http() {
+		// Checked when the imposter was made, so it parses.
+		r.defaults, _ = message.ParseResponseFields(r.imp.Spec().DefaultResponse)
+	}
+	return r, nil
+}
+
+// http reports whether the imposter answers http: a tcp one answers data.
+func (r *injectResponder) http() bool {
+	p := r.imp.Spec().Protocol
+	return p == "http" || p == "https"
 }
 
 func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
 	id, policy := flowOf(r.imp)(call.Request)
-	out, err := r.p.Respond(ctx, inject.Env{Request: call.Request, FlowID: id, Policy: policy})
+	env := inject.Env{Request: call.Request, FlowID: id, Policy: policy}
+	if !r.http() {
+		out, err := r.p.RespondJSON(ctx, env)
+		if err != nil {
+			return nil, injectError(err)
+		}
+		return r.imp.BuildResponse(out)
+	}
+	f, err := r.p.Respond(ctx, env)
 	if err != nil {
 		return nil, injectError(err)
 	}
-	return r.imp.BuildResponse(out)
+	resp, _, err := f.Response(&r.defaults)
+	if err != nil {
+		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error())
+	}
+	return resp, nil
 }
 
 // injectError turns a flow store outage inside a script into the 503 every
 // stateful stub gives.
 func injectError(err error) error {
-	if errors.Is(err, flow.ErrUnavailable) {
+	switch {
+	case errors.Is(err, inject.ErrContended):
+		return mberr.New(mberr.FlowUnavailable, err.Error())
+	case errors.Is(err, flow.ErrUnavailable):
 		return mberr.New(mberr.FlowUnavailable, "the flow's owner is unavailable")
+	case errors.Is(err, inject.ErrBadResponse):
+		return mberr.New(mberr.BadData, "invalid response: "+err.Error())
 	}
 	var ie *inject.Error
 	if errors.As(err, &ie) && ie.MB != nil {

@@ -6,8 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
+	"unsafe"
 
 	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -78,29 +77,34 @@ func (s Store) Delete(ctx context.Context, flowID, key string, p flow.Policy) er
 
 // Load implements flow.Store.
 func (s Store) Load(ctx context.Context, flowID string) (flow.Snapshot, error) {
-	m, err := s.Shard.Entries(ctx, flowID)
-	return snapshot(m), mapErr(err)
+	es, err := s.Shard.Entries(ctx, flowID)
+	return snapshot(es), mapErr(err)
 }
 
 // Commit implements flow.Store.
 func (s Store) Commit(ctx context.Context, flowID string, base []flow.KeyVersion, writes []flow.Write, p flow.Policy) (flow.Snapshot, error) {
-	b := make([]flowshard.KeyVersion, len(base))
-	for i, kv := range base {
-		b[i] = flowshard.KeyVersion{Key: kv.Key, V: kv.V}
-	}
-	ws := make([]flowshard.Write, len(writes))
-	for i, w := range writes {
-		ws[i] = flowshard.Write{Key: w.Key, Value: w.Value, Delete: w.Delete}
-	}
-	m, err := s.Shard.Commit(ctx, flowID, b, ws, policy(p))
-	return snapshot(m), mapErr(err)
+	es, err := s.Shard.Commit(ctx, flowID, view[flowshard.KeyVersion](base), view[flowshard.Write](writes), policy(p))
+	return snapshot(es), mapErr(err)
 }
 
-// snapshot orders a flowshard flow's entries by key.
-func snapshot(m map[string]flowshard.Entry) flow.Snapshot {
-	out := make(flow.Snapshot, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, flow.KeyEntry{Key: k, Entry: entry(m[k])})
+// The seam's KeyVersion and Write are flowshard's (these conversions
+// compile only while the fields match), so Commit hands them over as they
+// are: flowshard only reads them.
+var (
+	_ = flowshard.KeyVersion(flow.KeyVersion{})
+	_ = flowshard.Write(flow.Write{})
+)
+
+// view is s as a slice of T, a type of the same layout as S.
+func view[T, S any](s []S) []T {
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
+
+// snapshot converts a flowshard flow's entries, already sorted by key.
+func snapshot(es []flowshard.KeyEntry) flow.Snapshot {
+	out := make(flow.Snapshot, len(es))
+	for i, e := range es {
+		out[i] = flow.KeyEntry{Key: e.Key, Entry: entry(e.Entry)}
 	}
 	return out
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // Spec is one imposter definition, validated. It keeps the JSON it came from
@@ -141,7 +141,7 @@ func parseHeader(s *Spec, obj object) error {
 		return mberr.New(mberr.BadData, fmt.Sprintf("the %s protocol is not yet supported", s.Protocol))
 	}
 	if raw := obj.get("port"); raw != nil && !isNull(raw) {
-		p, ok := wholeNumber(raw)
+		p, ok := message.WholeNumber(raw)
 		if !ok || p <= 0 || p >= 65536 {
 			return mberr.New(mberr.BadData, "invalid value for 'port'")
 		}
@@ -302,12 +302,12 @@ func checkIs(raw json.RawMessage) error {
 		}
 	}
 	if v := obj.get("statusCode"); v != nil && !isNull(v) && !isToken(v) {
-		if _, ok := statusCode(v); !ok {
+		if _, ok := message.StatusCode(v); !ok {
 			return mberr.New(mberr.BadData, "statusCode must be a number between 100 and 999").WithSource(raw)
 		}
 	}
 	if v := obj.get("headers"); v != nil && !isNull(v) {
-		if _, err := headerPairs(v); err != nil {
+		if _, err := message.ResponseHeaders(v); err != nil {
 			return mberr.New(mberr.BadData, "headers must be an object of strings").WithSource(raw)
 		}
 	}
@@ -405,31 +405,12 @@ func boolean(obj object, key string, dst *bool) error {
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
-// wholeNumber reads a JSON number or numeric string without a fraction.
-func wholeNumber(raw json.RawMessage) (int64, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return 0, false
-		}
-		raw = []byte(s)
-	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	return n, err == nil
-}
-
 func repeatCount(raw json.RawMessage) (int, bool) {
-	n, ok := wholeNumber(raw)
+	n, ok := message.WholeNumber(raw)
 	if !ok || n <= 0 || n > math.MaxInt32 {
 		return 0, false
 	}
 	return int(n), true
-}
-
-func statusCode(raw json.RawMessage) (int, bool) {
-	n, ok := wholeNumber(raw)
-	return int(n), ok && n >= 100 && n <= 999
 }
 
 // isToken reports whether a value is a string holding a behavior token
@@ -448,7 +429,7 @@ func parseTCPSMTP(s *Spec, obj object) error {
 	}
 	s.Mode = "text"
 	raw := obj.get("mode")
-	if raw == nil || falsy(raw) {
+	if raw == nil || message.Falsy(raw) {
 		return nil
 	}
 	var m string

@@ -164,7 +164,7 @@ func buildData(is json.RawMessage, binary bool) *message.Response {
 		Data json.RawMessage `json:"data"`
 	}
 	_ = json.Unmarshal(is, &s)
-	text, _ := bodyBytes(s.Data)
+	text, _ := message.BodyBytes(s.Data)
 	return &message.Response{Body: message.DecodeData(string(text), binary), Binary: binary}
 }
 

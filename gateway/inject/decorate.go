@@ -182,12 +182,11 @@ func (d *decorator) Decorate(ctx context.Context, req *message.Request, resp *be
 		if err != nil {
 			return script(err)
 		}
-		config := v.config(req, state, false)
 		r, err := v.fromJSON(responseText(resp))
 		if err != nil {
 			return fmt.Errorf("inject: response JSON: %w", err)
 		}
-		_ = config.Set("response", r)
+		config := v.config(req, state, nil, r)
 		ret, err := fn(goja.Undefined(), config, r, v.logger)
 		if err != nil {
 			return script(err)

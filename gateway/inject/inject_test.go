@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,9 +78,34 @@ func respond(t *testing.T, e *Engine, src string, env Env) map[string]any {
 	if err != nil {
 		t.Fatalf("Respond: %v", err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
-		t.Fatalf("%s: %v", out, err)
+	return fieldsMap(t, out)
+}
+
+// fieldsMap shows a response's fields as the answer's JSON has them.
+func fieldsMap(t *testing.T, f message.ResponseFields) map[string]any {
+	t.Helper()
+	m := map[string]any{}
+	if f.HasStatus {
+		m["statusCode"] = float64(f.Status)
+	}
+	if f.HasHeaders {
+		var b bytes.Buffer
+		message.WriteMultiMap(&b, f.Headers)
+		var h any
+		if err := json.Unmarshal(b.Bytes(), &h); err != nil {
+			t.Fatal(err)
+		}
+		m["headers"] = h
+	}
+	if f.HasBody {
+		m["body"] = string(f.Body)
+		if f.BodyJSON {
+			var b any
+			if err := json.Unmarshal(f.Body, &b); err != nil {
+				t.Fatal(err)
+			}
+			m["body"] = b
+		}
 	}
 	return m
 }
@@ -305,7 +331,7 @@ func TestScriptFailures(t *testing.T) {
 		{"undefined", `function () { }`, "neither returned"},
 		{"null", `function () { return null; }`, "null, not a response object"},
 		{"array", `function () { return [1]; }`, "not a response object"},
-		{"cyclic", `function () { const o = {}; o.self = o; return o; }`, "circular"},
+		{"cyclic body", `function () { const b = {}; b.self = b; return { body: b }; }`, "circular"},
 		{"not a function", `42`, "is not a function"},
 		{"rejected promise", `async function () { throw new Error('nope'); }`, "nope"},
 		{"pending promise", `function () { return new Promise(function () {}); }`, "never settled"},
@@ -511,5 +537,30 @@ func TestPoolBound(t *testing.T) {
 	}
 	if got := respond(t, e, `function () { return { body: 'ok' }; }`, Env{Request: testRequest()}); got["body"] != "ok" {
 		t.Errorf("body %v", got["body"])
+	}
+}
+
+// TestGlobalsDoNotLeak: on one runtime, what a script writes to the global
+// object is gone for the next request, however it got there, and the
+// built-ins are still there.
+func TestGlobalsDoNotLeak(t *testing.T) {
+	e := newEngine(t, Options{Runtimes: 1})
+	write := `function () {
+		globalThis.leak = 'direct';
+		Function('return this')().sloppy = 'this of a sloppy function';
+		(0, eval)('var declared = "indirect eval"');
+		globalThis.JSON = 'shadowed';
+		return { body: [typeof leak, typeof sloppy, typeof declared, typeof JSON].join(',') };
+	}`
+	read := `function () {
+		return { body: [typeof leak, typeof sloppy, typeof declared, typeof JSON.parse, typeof globalThis.Math].join(',') };
+	}`
+	for range 3 {
+		if got := respond(t, e, write, Env{Request: testRequest()}); got["body"] != "string,string,string,string" {
+			t.Fatalf("within the run: %v", got["body"])
+		}
+		if got := respond(t, e, read, Env{Request: testRequest()}); got["body"] != "undefined,undefined,undefined,function,object" {
+			t.Fatalf("the next request sees %v", got["body"])
+		}
 	}
 }

@@ -98,91 +98,6 @@ func refuse(msg, source string, err error) error {
 	return &Error{MB: mberr.New(mberr.InvalidInjection, msg).WithSource(source), Cause: err, Data: err.Error()}
 }
 
-// config builds mb's injection config: {request, state, logger[, callback]}
-// plus, as mb's downcastInjectionConfig does for the older call form, the
-// request's own fields on config itself.
-func (v *vm) config(req *message.Request, state *goja.Object, callback bool) *goja.Object {
-	if req == nil {
-		req = &message.Request{}
-	}
-	ro := v.request(req)
-	c := v.rt.NewObject()
-	_ = c.Set("request", ro)
-	if state != nil {
-		_ = c.Set("state", state)
-	}
-	_ = c.Set("logger", v.logger)
-	if callback {
-		_ = c.Set("callback", v.callback)
-	}
-	if m := ro.Get("method"); m != nil && m.ToBoolean() {
-		for _, k := range ro.Keys() {
-			_ = c.Set(k, ro.Get(k))
-		}
-	}
-	return c
-}
-
-// request builds mb's request object, the one message.Request.MarshalJSON
-// renders, directly: parsing that JSON in goja would cost most of a
-// script's run.
-func (v *vm) request(r *message.Request) *goja.Object {
-	if r.Kind != message.HTTP {
-		return v.otherRequest(r)
-	}
-	o := v.rt.NewObject()
-	_ = o.Set("requestFrom", r.RequestFrom())
-	_ = o.Set("method", r.Method)
-	_ = o.Set("path", r.Path)
-	_ = o.Set("query", v.multiMap(r.Query))
-	_ = o.Set("headers", v.multiMap(r.Headers))
-	_ = o.Set("body", string(r.Body))
-	_ = o.Set("ip", r.IP())
-	if form := r.Form(); form != nil {
-		_ = o.Set("form", v.multiMap(form))
-	}
-	if !r.Timestamp.IsZero() {
-		_ = o.Set("timestamp", r.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"))
-	}
-	return o
-}
-
-// multiMap is message.WriteMultiMap's object: names in first-seen order, a
-// repeated name with an array of its values.
-func (v *vm) multiMap(kvs []message.KV) *goja.Object {
-	o := v.rt.NewObject()
-	for i, kv := range kvs {
-		if seenBefore(kvs[:i], kv.Name) {
-			arr := o.Get(kv.Name).(*goja.Object) // a repeated name's array
-			_ = arr.Set(fmt.Sprint(arr.Get("length").ToInteger()), kv.Value)
-			continue
-		}
-		n := 0
-		for _, kv2 := range kvs[i:] {
-			if kv2.Name == kv.Name {
-				n++
-			}
-		}
-		// Defined, not assigned, so that a name such as __proto__ is an
-		// own property, as JSON.parse would make it.
-		var val goja.Value = v.rt.ToValue(kv.Value)
-		if n > 1 {
-			val = v.rt.NewArray(kv.Value)
-		}
-		_ = o.DefineDataProperty(kv.Name, val, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
-	}
-	return o
-}
-
-func seenBefore(kvs []message.KV, name string) bool {
-	for _, kv := range kvs {
-		if kv.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // Program is a compiled response injection.
 type Program struct {
 	e      *Engine
@@ -201,22 +116,47 @@ func (e *Engine) Response(src string) (*Program, error) {
 	return &Program{e: e, prog: p, source: source}, nil
 }
 
-// Respond runs the injection and returns the response object it answered
-// with, as JSON (statusCode, headers, body, which may be an object, and
-// _mode), for the engine to merge with the defaults.
+// Respond runs the injection and returns the fields of the response object
+// it answered with, for the engine to complete with the imposter's
+// defaultResponse.
 //
 // mb calls fn(config, injectState, logger, callback, imposterState); here
 // injectState and imposterState are both the flow's state. The answer is
 // the first value given to the callback, else the returned value when it
 // is not undefined; a Promise answer is awaited.
-func (p *Program) Respond(ctx context.Context, env Env) (json.RawMessage, error) {
+func (p *Program) Respond(ctx context.Context, env Env) (message.ResponseFields, error) {
+	var out message.ResponseFields
+	err := p.respond(ctx, env, func(v *vm, o *goja.Object) (err error) {
+		out, err = v.answerFields(o)
+		return err
+	})
+	return out, err
+}
+
+// RespondJSON is Respond for the protocols whose responses are not http's
+// (a tcp response's data): the response object as JSON.
+func (p *Program) RespondJSON(ctx context.Context, env Env) (json.RawMessage, error) {
 	var out json.RawMessage
+	err := p.respond(ctx, env, func(v *vm, o *goja.Object) error {
+		text, err := v.stringify(goja.Undefined(), o)
+		if err != nil {
+			return script(err)
+		}
+		out = json.RawMessage(text.String())
+		return nil
+	})
+	return out, err
+}
+
+// respond runs the injection and hands the object it answered with to
+// read, on the runtime.
+func (p *Program) respond(ctx context.Context, env Env, read func(v *vm, o *goja.Object) error) error {
 	err := p.e.withState(ctx, env, func(v *vm, state *goja.Object) error {
 		fn, err := v.function(p.prog)
 		if err != nil {
 			return script(err)
 		}
-		config := v.config(env.Request, state, true)
+		config := v.config(env.Request, state, v.callback, nil)
 		ret, err := fn(goja.Undefined(), config, state, v.logger, v.callback, state)
 		var ex *goja.Exception
 		if err != nil && !(v.answered && errors.As(err, &ex)) {
@@ -241,17 +181,12 @@ func (p *Program) Respond(ctx context.Context, env Env) (json.RawMessage, error)
 		if _, isFn := goja.AssertFunction(ans); !ok || isFn || o.ClassName() == "Array" {
 			return script(fmt.Errorf("the injection answered %s, not a response object", describe(ans)))
 		}
-		text, err := v.stringify(goja.Undefined(), o)
-		if err != nil {
-			return script(err)
-		}
-		out = json.RawMessage(text.String())
-		return nil
+		return read(v, o)
 	})
 	if err != nil {
-		return nil, p.e.fail("invalid response injection", p.source, err)
+		return p.e.fail("invalid response injection", p.source, err)
 	}
-	return out, nil
+	return nil
 }
 
 // describe names a value for an error message.
@@ -302,7 +237,7 @@ func (p *Predicate) Match(ctx context.Context, env Env) (bool, error) {
 		if err != nil {
 			return script(err)
 		}
-		config := v.config(env.Request, state, false)
+		config := v.config(env.Request, state, nil, nil)
 		ret, err := fn(goja.Undefined(), config, v.logger, state)
 		if err != nil {
 			return script(err)

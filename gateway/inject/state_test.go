@@ -3,13 +3,18 @@ package inject
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/dop251/goja"
+	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/message"
 	"pgregory.net/rapid"
 )
@@ -27,47 +32,49 @@ func FuzzStateRoundTrip(f *testing.F) {
 	}
 	v := newVM(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.Fuzz(func(t *testing.T, key string, value []byte) {
-		snap := &snapshot{}
-		snap.add(key, value)
-		if len(snap.keys) == 0 {
+		var l loaded
+		l.reset(flow.Snapshot{{Key: key, Entry: flow.Entry{Value: value, Version: flow.Version{V: 1}}}})
+		if len(l.keys) == 0 {
 			if utf8.ValidString(key) {
 				t.Fatalf("key %q dropped", key)
 			}
 			return
 		}
-		if !json.Valid([]byte(snap.texts[0])) {
-			t.Fatalf("valueText(%q) = %q is not JSON", value, snap.texts[0])
+		if !json.Valid([]byte(l.texts[0])) {
+			t.Fatalf("valueText(%q) = %q is not JSON", value, l.texts[0])
 		}
-		state, err := v.stateObject(snap)
+		loadedText := l.texts[0]
+		state, err := v.stateObject(&l)
 		if err != nil {
 			t.Fatalf("stateObject: %v", err)
 		}
-		ws, err := v.diff(snap, state)
+		ws, err := v.diff(&l, state)
 		if err != nil {
 			t.Fatalf("diff: %v", err)
 		}
 		if len(ws) > 1 {
 			t.Fatalf("writes %+v", ws)
 		}
-		final := snap.texts[0]
+		final := l.texts[0]
 		if len(ws) == 1 {
-			if !ws[0].set || ws[0].key != key {
+			if ws[0].Delete || ws[0].Key != key {
 				t.Fatalf("write %+v", ws[0])
 			}
-			final = ws[0].value
+			final = string(ws[0].Value)
 			// Same meaning, as far as Go can tell.
 			var a, b any
-			if json.Unmarshal([]byte(snap.texts[0]), &a) == nil && json.Unmarshal([]byte(final), &b) == nil && !reflect.DeepEqual(a, b) {
-				t.Fatalf("value %s came back as %s", snap.texts[0], final)
+			if json.Unmarshal([]byte(loadedText), &a) == nil && json.Unmarshal([]byte(final), &b) == nil && !reflect.DeepEqual(a, b) {
+				t.Fatalf("value %s came back as %s", loadedText, final)
 			}
 		}
 		// Stable from then on.
-		snap2 := &snapshot{keys: []string{key}, texts: []string{final}}
-		state2, err := v.stateObject(snap2)
+		var l2 loaded
+		l2.reset(flow.Snapshot{{Key: key, Entry: flow.Entry{Value: []byte(final), Version: flow.Version{V: 2}}}})
+		state2, err := v.stateObject(&l2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ws2, err := v.diff(snap2, state2); err != nil || len(ws2) != 0 {
+		if ws2, err := v.diff(&l2, state2); err != nil || len(ws2) != 0 {
 			t.Fatalf("second round wrote %+v, %v (from %q)", ws2, err, final)
 		}
 		// A value that is not JSON reaches the script as that text.
@@ -77,7 +84,23 @@ func FuzzStateRoundTrip(f *testing.F) {
 				t.Fatalf("non-JSON value %q stored as %s", value, final)
 			}
 		}
+		// What the script sees is what JSON.parse makes of the text.
+		parsed, err := v.fromJSON(l.texts[0])
+		if err == nil {
+			if got, want := mustJSON(t, v, state.Get(key)), mustJSON(t, v, parsed); got != want {
+				t.Fatalf("state.%s is %s, JSON.parse gives %s", key, got, want)
+			}
+		}
 	})
+}
+
+func mustJSON(t *testing.T, v *vm, x goja.Value) string {
+	t.Helper()
+	s, _, err := v.propertyJSON(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestStateModel runs random sequences of state edits through a script
@@ -181,4 +204,110 @@ func TestStateGoldenBytes(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", k, ent.Value, err, w)
 		}
 	}
+}
+
+// racing is a store on which another writer gets in first: before the
+// first n Commits it applies, it writes the key itself, as another node or
+// a plugin writing the flow between a script's load and its commit would.
+type racing struct {
+	flow.Store
+	mu      sync.Mutex
+	n       int
+	key     string
+	commits int
+}
+
+func (r *racing) Commit(ctx context.Context, id string, base []flow.KeyVersion, ws []flow.Write, p flow.Policy) (flow.Snapshot, error) {
+	r.mu.Lock()
+	r.commits++
+	if r.n > 0 {
+		r.n--
+		e, err := r.Store.Get(ctx, id, r.key)
+		n := 0
+		if err == nil {
+			n, _ = strconv.Atoi(string(e.Value))
+		}
+		if _, err := r.Store.Put(ctx, id, r.key, []byte(strconv.Itoa(n+100)), p); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+	}
+	r.mu.Unlock()
+	return r.Store.Commit(ctx, id, base, ws, p)
+}
+
+const counter = `function (config) {
+	config.state.count = (config.state.count || 0) + 1;
+	return { body: String(config.state.count) };
+}`
+
+// TestStateCommitsAtomically: a script's writes reach the flow only if the
+// flow is still what the script read; when it changed, the script runs
+// again on the flow as it is, and the answer is the one its writes went
+// with.
+func TestStateCommitsAtomically(t *testing.T) {
+	store := &racing{Store: newStore(t), n: 2, key: "count"}
+	e := newEngine(t, Options{Flows: store})
+	got := respond(t, e, counter, Env{Request: testRequest(), FlowID: "i1:race"})
+	if got["body"] != "201" || store.commits != 3 {
+		t.Fatalf("answered %v after %d commits, want 201 after 3 (two lost races)", got["body"], store.commits)
+	}
+	if ent, err := store.Get(context.Background(), "i1:race", "count"); err != nil || string(ent.Value) != "201" {
+		t.Fatalf("count = %q, %v", ent.Value, err)
+	}
+	// A flow that changes under every run fails the request, with the
+	// store's unavailability (503), and writes nothing of the script's.
+	store.n = 1000
+	p, _ := e.Response(counter)
+	_, err := p.Respond(context.Background(), Env{Request: testRequest(), FlowID: "i1:hot"})
+	if !errors.Is(err, ErrContended) || !errors.Is(err, flow.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrContended and ErrUnavailable", err)
+	}
+	if ent, _ := store.Get(context.Background(), "i1:hot", "count"); string(ent.Value) != strconv.Itoa(100*maxAttempts) {
+		t.Fatalf("count = %q, want only the other writer's %d", ent.Value, 100*maxAttempts)
+	}
+}
+
+// TestStateHoldsAcrossEngines: engines that share a store but not their
+// local locks, as two nodes reaching one flow's owner do, lose no update:
+// every answer is a distinct count, and the flow ends at their number.
+func TestStateHoldsAcrossEngines(t *testing.T) {
+	store := newStore(t)
+	engines := []*Engine{newEngine(t, Options{Flows: store}), newEngine(t, Options{Flows: store})}
+	const perWorker, workers = 25, 4
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	failed := 0
+	var wg sync.WaitGroup
+	for _, e := range engines {
+		p, err := e.Response(counter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range workers {
+			wg.Go(func() {
+				for range perWorker {
+					f, err := p.Respond(context.Background(), Env{Request: testRequest(), FlowID: "i1:shared"})
+					mu.Lock()
+					if err != nil {
+						failed++ // contended past maxAttempts: a 503, nothing written
+					} else if seen[string(f.Body)] {
+						t.Errorf("count %s answered twice", f.Body)
+					} else {
+						seen[string(f.Body)] = true
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	ent, err := store.Get(context.Background(), "i1:shared", "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(string(ent.Value)); n != len(seen) || n+failed != len(engines)*workers*perWorker {
+		t.Fatalf("count %d with %d answers and %d failures", n, len(seen), failed)
+	}
+	t.Logf("%d answers, %d contended", len(seen), failed)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // maxFunctions bounds a runtime's cache of evaluated functions; past it the
@@ -27,6 +28,15 @@ type vm struct {
 	logger    *goja.Object
 	callback  goja.Value
 	bufferFn  goja.Callable // tcp.go's Buffer shim, made on first use
+	// global is the runtime's own global object. Each run gets a fresh one
+	// in front of it (see run), so that what a script writes to globalThis
+	// is gone for the next.
+	global *goja.Object
+	// The views of the current run's config and request.
+	req    requestView
+	cfg    configView
+	reqObj *goja.Object
+	cfgObj *goja.Object
 
 	// Per run.
 	ctx      context.Context
@@ -83,7 +93,47 @@ func newVM(log *slog.Logger) *vm {
 	_ = rt.Set("setImmediate", func(c goja.FunctionCall) goja.Value {
 		return v.setTimeout(goja.FunctionCall{This: c.This, Arguments: append([]goja.Value{c.Argument(0), v.rt.ToValue(0)}, c.Arguments[min(1, len(c.Arguments)):]...)})
 	})
+	v.global = rt.GlobalObject()
+	v.reqObj = rt.NewDynamicObject(&v.req)
+	v.req.self = v.reqObj
+	v.cfgObj = rt.NewDynamicObject(&v.cfg)
 	return v
+}
+
+// config returns the run's config object over req, as mb builds it:
+// {request, state, logger} with callback or response when given, and the
+// request's fields (views; see view.go). The objects are the runtime's own,
+// made once: a script that keeps one past its run sees the next run's.
+func (v *vm) config(req *message.Request, state, callback, response goja.Value) *goja.Object {
+	ro := v.request(req)
+	v.cfg.reset(ro, &v.req, state, v.logger, callback, response)
+	return v.cfgObj
+}
+
+// request returns the run's request object over r: a view of an http
+// request, or the object mb saves a tcp or smtp request as.
+func (v *vm) request(r *message.Request) *goja.Object {
+	if r == nil {
+		r = &message.Request{}
+	}
+	if r.Kind != message.HTTP {
+		return v.otherRequest(r)
+	}
+	v.req.reset(v, r)
+	return v.reqObj
+}
+
+// scope gives the run a global object of its own: an empty object whose
+// prototype is the runtime's global, so that scripts read every built-in
+// through it while what they write to globalThis (or to `this` of a
+// sloppy function, or with an indirect eval's var) lands on it and is
+// dropped with it. Built-in objects themselves (Math, JSON, Array.prototype)
+// are shared, as they are in mb's one Node process.
+func (v *vm) scope() {
+	g := v.rt.NewObject()
+	_ = g.SetPrototype(v.global)
+	_ = g.DefineDataProperty("globalThis", g, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+	v.rt.SetGlobalObject(g)
 }
 
 // setTimeout queues fn; timers run, in due order, after the script's
@@ -284,6 +334,7 @@ func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 	}
 	v.ctx, v.answered, v.answer, v.timers = ctx, false, nil, v.timers[:0]
 	v.expired, v.reason = make(chan struct{}), nil
+	v.scope()
 	var once sync.Once
 	stop := func(reason error) {
 		once.Do(func() {
@@ -300,6 +351,9 @@ func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 			discard = true
 		}
 		v.ctx, v.answer, v.timers = nil, nil, v.timers[:0]
+		v.rt.SetGlobalObject(v.global)
+		v.req.drop()
+		v.cfg.drop()
 		e.release(v, discard)
 	}()
 	defer func() {

@@ -1,0 +1,169 @@
+package message
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+)
+
+// ResponseFields are the fields of an `is` response, or of what an inject
+// script answers, before the imposter's defaultResponse fills in what they
+// leave out: as in mb's postProcess (`stub.x || defaultResponse.x`), a
+// field whose value is falsy counts as left out, each field on its own.
+type ResponseFields struct {
+	// Status is the statusCode as a whole number from 100 to 999, or 0
+	// when it is set (truthy) but not one: the response then has 200.
+	Status    int
+	HasStatus bool
+	// Headers are the headers in order, repeated names once per value.
+	Headers    []KV
+	HasHeaders bool
+	// Body is what is sent: a string body's text, an object or array
+	// body as JSON.stringify(body, null, 4) renders it (BodyJSON), another
+	// scalar's JSON text.
+	Body     []byte
+	BodyJSON bool
+	HasBody  bool
+	Mode     string // _mode
+}
+
+var nonBase64 = regexp.MustCompile(`[^A-Za-z0-9=+/]+`)
+
+// Response is the response f gives with d (the defaultResponse's fields)
+// filling what f leaves out; isJSON reports an object or array body. The
+// response owns f's slices, not d's.
+func (f *ResponseFields) Response(d *ResponseFields) (r *Response, isJSON bool, err error) {
+	r = &Response{StatusCode: 200}
+	switch {
+	case f.HasStatus:
+		r.StatusCode = cmp.Or(f.Status, 200)
+	case d.HasStatus:
+		r.StatusCode = cmp.Or(d.Status, 200)
+	}
+	switch {
+	case f.HasHeaders:
+		r.Headers = f.Headers
+	case d.HasHeaders:
+		r.Headers = slices.Clone(d.Headers)
+	}
+	r.Binary = cmp.Or(f.Mode, d.Mode) == "binary"
+	switch {
+	case f.HasBody:
+		r.Body, isJSON = f.Body, f.BodyJSON
+	case d.HasBody:
+		r.Body, isJSON = slices.Clone(d.Body), d.BodyJSON
+	}
+	if r.Binary {
+		dec, err := base64.StdEncoding.DecodeString(nonBase64.ReplaceAllString(string(r.Body), ""))
+		if err != nil {
+			return nil, false, errors.New("binary body is not valid base64")
+		}
+		r.Body, isJSON = dec, false
+	}
+	return r, isJSON, nil
+}
+
+// ParseResponseFields reads the fields of an `is`-shaped JSON object; an
+// empty raw has none.
+func ParseResponseFields(raw json.RawMessage) (ResponseFields, error) {
+	var s struct {
+		StatusCode json.RawMessage `json:"statusCode"`
+		Headers    json.RawMessage `json:"headers"`
+		Body       json.RawMessage `json:"body"`
+		Mode       string          `json:"_mode"`
+	}
+	var f ResponseFields
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return f, err
+		}
+	}
+	if !Falsy(s.StatusCode) {
+		f.HasStatus = true
+		if code, ok := StatusCode(s.StatusCode); ok {
+			f.Status = code
+		}
+	}
+	if !Falsy(s.Headers) {
+		h, err := ResponseHeaders(s.Headers)
+		if err != nil {
+			return f, err
+		}
+		f.Headers, f.HasHeaders = h, true
+	}
+	if !Falsy(s.Body) {
+		f.Body, f.BodyJSON = BodyBytes(s.Body)
+		f.HasBody = true
+	}
+	f.Mode = s.Mode
+	return f, nil
+}
+
+// Falsy reports whether a JSON value is one JavaScript counts as false.
+func Falsy(v json.RawMessage) bool {
+	switch string(bytes.TrimSpace(v)) {
+	case "", "null", "false", "0", `""`:
+		return true
+	}
+	return false
+}
+
+// BodyBytes renders a body's JSON as mb sends it: strings as they are,
+// objects and arrays as JSON.stringify(body, null, 4), other scalars as
+// their text.
+func BodyBytes(raw json.RawMessage) (b []byte, isJSON bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, false
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return []byte(s), false
+	case '{', '[':
+		var out bytes.Buffer
+		// Indented as JSON.stringify indents: no HTML escaping, "key": value.
+		if err := json.Indent(&out, raw, "", "    "); err != nil {
+			return bytes.Clone(raw), true
+		}
+		return out.Bytes(), true
+	default:
+		return bytes.Clone(raw), false
+	}
+}
+
+// ResponseHeaders reads a headers object whose values are strings, numbers
+// or arrays of them.
+func ResponseHeaders(raw json.RawMessage) ([]KV, error) {
+	if bytes.TrimSpace(raw)[0] != '{' {
+		return nil, errors.New("headers must be an object")
+	}
+	return ReadMultiMap(raw)
+}
+
+// StatusCode reads a statusCode: a whole number from 100 to 999, or a
+// string holding one.
+func StatusCode(raw json.RawMessage) (int, bool) {
+	n, ok := WholeNumber(raw)
+	return int(n), ok && n >= 100 && n <= 999
+}
+
+// WholeNumber reads a JSON number or numeric string without a fraction.
+func WholeNumber(raw json.RawMessage) (int64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0, false
+		}
+		raw = []byte(s)
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
+}

@@ -97,6 +97,7 @@ type Engine struct {
 	closed atomic.Bool
 
 	locks [stripes]chan struct{}
+	wd    watchdog
 }
 
 // New returns an Engine.
@@ -123,13 +124,18 @@ func New(o Options) *Engine {
 	return e
 }
 
-// Close drops the idle runtimes. Calls after Close fail with ErrClosed;
-// calls already running finish.
+// Close drops the idle runtimes and stops the scripts still running (they
+// fail with ErrClosed). Calls after Close fail with ErrClosed.
 func (e *Engine) Close() {
 	e.closed.Store(true)
 	e.idleMu.Lock()
+	idle := e.idle
 	e.idle = nil
 	e.idleMu.Unlock()
+	for _, v := range idle {
+		e.wd.remove(&v.w)
+	}
+	e.wd.close(ErrClosed)
 }
 
 // Compiles reports how many distinct sources have been compiled.
@@ -195,7 +201,9 @@ func (e *Engine) acquire(ctx context.Context) (*vm, error) {
 		return v, nil
 	}
 	e.idleMu.Unlock()
-	return newVM(e.log), nil
+	v := newVM(e.log)
+	e.wd.add(&v.w)
+	return v, nil
 }
 
 // release returns v to the pool, or throws it away when its state cannot
@@ -205,6 +213,8 @@ func (e *Engine) release(v *vm, discard bool) {
 		e.idleMu.Lock()
 		e.idle = append(e.idle, v)
 		e.idleMu.Unlock()
+	} else {
+		e.wd.remove(&v.w)
 	}
 	<-e.slots
 }

@@ -564,3 +564,25 @@ func TestGlobalsDoNotLeak(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseStopsRunningScripts: closing the engine stops a script still
+// running, and leaves no goroutine behind (TestMain's leak check).
+func TestCloseStopsRunningScripts(t *testing.T) {
+	e := newEngine(t, Options{Timeout: time.Minute})
+	p, _ := e.Response(`function () { for (;;) {} }`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Respond(context.Background(), Env{Request: testRequest()})
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	e.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("err = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not stop the script")
+	}
+}

@@ -73,3 +73,28 @@ func TestRequestObjectProperty(t *testing.T) {
 		requestAgrees(rt, v, r)
 	})
 }
+
+// TestViewsBehaveAsObjects: config and the request object read, change,
+// enumerate and stringify as the plain objects mb makes them.
+func TestViewsBehaveAsObjects(t *testing.T) {
+	e := newEngine(t, Options{})
+	got := respond(t, e, `function (config) {
+		const r = config.request, out = [];
+		out.push(Object.keys(config).join(','));
+		out.push(config.query === r.query, config.method === r.method, 'form' in r, 'timestamp' in r);
+		r.path = '/changed'; r.extra = 1; delete r.ip; delete r.nope;
+		out.push(Object.keys(r).join(','), JSON.stringify(r.query), r.path, r.extra, r.ip === undefined);
+		config.mine = 'x'; delete config.logger;
+		out.push(Object.keys(config).slice(-2).join(','), 'logger' in config, config.hasOwnProperty('mine'));
+		const copy = Object.assign({}, r);
+		out.push(JSON.stringify(copy) === JSON.stringify(r));
+		return { body: out.join('|') };
+	}`, Env{Request: testRequest()})
+	want := "request,state,logger,callback,requestFrom,method,path,query,headers,body,ip" +
+		"|true|true|false|false" +
+		`|requestFrom,method,path,query,headers,body,extra|{"q":"1"}|/changed|1|true` +
+		"|ip,mine|false|true|true"
+	if got["body"] != want {
+		t.Errorf("got  %v\nwant %s", got["body"], want)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -38,14 +37,14 @@ type vm struct {
 	reqObj *goja.Object
 	cfgObj *goja.Object
 
+	w watch // the watchdog's hold on the runtime
+
 	// Per run.
 	ctx      context.Context
 	answered bool
 	answer   goja.Value
 	timers   []timer
 	seq      int
-	expired  chan struct{} // closed when the run's deadline or ctx ends
-	reason   error         // why, set before expired is closed
 }
 
 type timer struct {
@@ -59,6 +58,7 @@ func newVM(log *slog.Logger) *vm {
 	rt := goja.New()
 	rt.SetMaxCallStackSize(maxCallStack)
 	v := &vm{rt: rt, fns: make(map[*goja.Program]goja.Callable)}
+	v.w.rt, v.w.expired = rt, make(chan struct{})
 	j := rt.Get("JSON").ToObject(rt)
 	v.parse, _ = goja.AssertFunction(j.Get("parse"))
 	v.stringify, _ = goja.AssertFunction(j.Get("stringify"))
@@ -279,9 +279,9 @@ func (v *vm) runTimers(done func() bool) error {
 			sleep := time.NewTimer(d)
 			select {
 			case <-sleep.C:
-			case <-v.expired:
+			case <-v.w.expired:
 				sleep.Stop()
-				return v.reason
+				return v.w.why()
 			}
 		}
 		if _, err := t.fn(goja.Undefined(), t.args...); err != nil {
@@ -324,31 +324,21 @@ type rejection struct{ reason string }
 
 func (r *rejection) Error() string { return r.reason }
 
-// run runs body on a pooled runtime, interrupting it when the engine's
-// timeout passes or ctx ends. A runtime that was interrupted or panicked
-// is discarded.
+// run runs body on a pooled runtime, which the watchdog interrupts when
+// the engine's timeout passes or ctx ends. A runtime that was interrupted
+// or panicked is discarded.
 func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 	v, err := e.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	v.ctx, v.answered, v.answer, v.timers = ctx, false, nil, v.timers[:0]
-	v.expired, v.reason = make(chan struct{}), nil
 	v.scope()
-	var once sync.Once
-	stop := func(reason error) {
-		once.Do(func() {
-			v.reason = reason
-			close(v.expired)
-			v.rt.Interrupt(reason)
-		})
-	}
-	t := time.AfterFunc(e.timeout, func() { stop(ErrTimeout) })
-	stopCtx := context.AfterFunc(ctx, func() { stop(ctx.Err()) })
+	v.w.begin(ctx, time.Now().Add(e.timeout))
 	discard := true
 	defer func() {
-		if !t.Stop() || !stopCtx() {
-			discard = true
+		if v.w.end() {
+			discard = true // interrupted, perhaps just as it returned
 		}
 		v.ctx, v.answer, v.timers = nil, nil, v.timers[:0]
 		v.rt.SetGlobalObject(v.global)

@@ -10,7 +10,6 @@ package message
 
 import (
 	"bytes"
-	"encoding/json"
 	"net"
 	"net/url"
 	"strconv"
@@ -49,15 +48,39 @@ type Request struct {
 
 	form     []KV
 	formDone bool
-	json     any
-	jsonDone bool
-	jsonOK   bool
+	views    []view
+}
+
+// A View is something matchers derive from a request and share: the body
+// parsed as JSON or as XML, say. A View value is its own key (a pointer,
+// so comparing is cheap), and Make computes it.
+type View interface {
+	Make(r *Request) any
+}
+
+type view struct {
+	key View
+	val any
+}
+
+// View returns v made of r, making it at most once per request however
+// many matchers ask: a body is parsed once, not once per stub.
+func (r *Request) View(v View) any {
+	for i := range r.views {
+		if r.views[i].key == v {
+			return r.views[i].val
+		}
+	}
+	val := v.Make(r)
+	r.views = append(r.views, view{v, val})
+	return val
 }
 
 // Reset empties r for reuse, keeping its slices' capacity.
 func (r *Request) Reset() {
-	q, h, f := r.Query[:0], r.Headers[:0], r.form[:0]
-	*r = Request{Query: q, Headers: h, form: f}
+	q, h, f, vs := r.Query[:0], r.Headers[:0], r.form[:0], r.views
+	clear(vs) // let go of what the views held
+	*r = Request{Query: q, Headers: h, form: f, views: vs[:0]}
 }
 
 // RequestFrom returns "ip:port" of the client.
@@ -154,21 +177,6 @@ func (r *Request) Form() []KV {
 	}
 	r.form = appendQuery(r.form[:0], string(r.Body))
 	return r.form
-}
-
-// JSON returns the body parsed as JSON, parsing it at most once per request.
-// ok is false when the body is not JSON.
-func (r *Request) JSON() (v any, ok bool) {
-	if !r.jsonDone {
-		r.jsonDone = true
-		b := bytes.TrimSpace(r.Body)
-		if len(b) > 0 && (b[0] == '{' || b[0] == '[') {
-			d := json.NewDecoder(bytes.NewReader(b))
-			d.UseNumber()
-			r.jsonOK = d.Decode(&r.json) == nil && !d.More()
-		}
-	}
-	return r.json, r.jsonOK
 }
 
 // Clone returns a deep copy of r that does not share memory with the

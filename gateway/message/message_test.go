@@ -56,19 +56,26 @@ func TestWriteStringEscapesLikeJSONStringify(t *testing.T) {
 	}
 }
 
-func TestJSONBodyIsParsedOnce(t *testing.T) {
-	r := &Request{Body: []byte(`{"a":[1,2]}`)}
-	v1, ok := r.JSON()
-	if !ok {
-		t.Fatal("body not parsed")
+// countingView counts how often it is made.
+type countingView struct{ n int }
+
+func (c *countingView) Make(r *Request) any { c.n++; return string(r.Body) }
+
+func TestViewIsMadeOncePerRequest(t *testing.T) {
+	a, b := &countingView{}, &countingView{}
+	r := &Request{Body: []byte("one")}
+	for range 3 {
+		if r.View(a) != "one" || r.View(b) != "one" {
+			t.Fatal("wrong view")
+		}
 	}
-	r.Body = []byte(`not json`)
-	v2, ok2 := r.JSON()
-	if !ok2 || v1.(map[string]any)["a"] == nil || v2 == nil {
-		t.Fatal("second call parsed again")
+	if a.n != 1 || b.n != 1 {
+		t.Fatalf("made %d and %d times, want once each", a.n, b.n)
 	}
-	if _, ok := (&Request{Body: []byte("{} trailing")}).JSON(); ok {
-		t.Fatal("trailing data accepted as JSON")
+	r.Reset()
+	r.Body = []byte("two")
+	if r.View(a) != "two" || a.n != 2 {
+		t.Fatalf("after Reset: %v, made %d times", r.View(a), a.n)
 	}
 }
 

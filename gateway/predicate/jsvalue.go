@@ -25,10 +25,37 @@ func isUndefined(v any) bool { _, ok := v.(undefinedT); return ok }
 // isObject is mb's helpers.isObject: objects and arrays.
 func isObject(v any) bool {
 	switch v.(type) {
-	case map[string]any, []any:
+	case map[string]any, []any, *object:
 		return true
 	}
 	return false
+}
+
+// object is an expected object as matching walks it: its keys, sorted,
+// and their values. An expectation is compiled into objects once, since
+// ranging over a Go map costs a random start every time.
+type object struct {
+	keys []string
+	vals []any
+}
+
+// compileObjects returns v with every object in it an *object.
+func compileObjects(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		o := &object{keys: keysOf(v)}
+		for _, k := range o.keys {
+			o.vals = append(o.vals, compileObjects(v[k]))
+		}
+		return o
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = compileObjects(e)
+		}
+		return out
+	}
+	return v
 }
 
 func isArray(v any) bool { _, ok := v.([]any); return ok }

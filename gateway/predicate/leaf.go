@@ -47,14 +47,19 @@ type leaf struct {
 	expected  any
 	// regexes holds every matches pattern, compiled with mb's flags.
 	regexes map[string]*regex
-	// deep holds deepEquals' expected fields, stringified once.
-	deep map[string]string
+	// deep holds deepEquals' expected fields, stringified once, and
+	// deepKeys their names.
+	deep     map[string]string
+	deepKeys []string
+	hinted   Hint
 	// fast is set when the allocation-free path applies.
 	fast []fastField
 	// fields are the protocol's request fields; base64 is a binary tcp
 	// imposter's decoding of every string before it is compared.
 	fields *schema
 	base64 bool
+	// views are the parsed body this leaf reads (views.go).
+	views bodyViews
 }
 
 func badData(msg string, raw json.RawMessage) error {
@@ -100,7 +105,8 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	case opDeepEquals:
 		l.expected = l.normalize(forceStrings(exp), true, true)
 		l.deep = map[string]string{}
-		for _, k := range keysOf(l.expected) {
+		l.deepKeys = keysOf(l.expected)
+		for _, k := range l.deepKeys {
 			l.deep[k], _ = stableStringify(getProp(l.expected, k))
 		}
 	case opMatches:
@@ -114,6 +120,11 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	}
 	if !l.base64 {
 		l.fast = l.compileFast()
+	}
+	l.views = viewsFor(l)
+	l.hinted = l.hint()
+	if l.op != opDeepEquals {
+		l.expected = compileObjects(l.expected)
 	}
 	return l, nil
 }
@@ -337,7 +348,7 @@ func (l *leaf) actualField(r *message.Request, f string) any {
 	case "path":
 		return l.top(r.Path)
 	case "body":
-		return l.top(string(r.Body))
+		return l.topBody(r)
 	case "ip":
 		return l.top(r.IP())
 	case "query":
@@ -400,21 +411,38 @@ func (l *leaf) top(s string) any {
 	s = l.str(s)
 	switch {
 	case l.jsonpath != nil:
-		doc := l.tryJSON(s)
-		if l.op == opDeepEquals {
-			doc = forceStrings(doc)
-		}
-		if t, ok := doc.(string); ok {
-			var parsed bool
-			if doc, parsed = selector.ParseJSON(t); !parsed {
-				return undefined
-			}
-		}
-		return shape(l.jsonpath.Select(doc))
+		return l.selectJSON(l.tryJSON(s))
 	case l.xpath != nil:
 		return shape(l.xpath.Select(s))
 	}
 	return s
+}
+
+// topBody is top(body), with the body parsed (as JSON or XML) once per
+// request for every leaf that transforms it alike.
+func (l *leaf) topBody(r *message.Request) any {
+	switch {
+	case l.jsonpath != nil:
+		return l.selectJSON(r.View(l.views.json))
+	case l.xpath != nil:
+		return r.View(l.views.xml).(*xmlDoc).eval(l.xpath)
+	}
+	return l.top(b2s(r.Body))
+}
+
+// selectJSON applies the jsonpath selector to a tryJSON result, which it
+// does not change (requests share it).
+func (l *leaf) selectJSON(doc any) any {
+	if l.op == opDeepEquals {
+		doc = forceStrings(doc)
+	}
+	if t, ok := doc.(string); ok {
+		var parsed bool
+		if doc, parsed = selector.ParseJSON(t); !parsed {
+			return undefined
+		}
+	}
+	return shape(l.jsonpath.Select(doc))
 }
 
 func shape(vals []any) any {
@@ -431,48 +459,47 @@ func shape(vals []any) any {
 // tryJSON is mb's tryJSON: s parsed as JSON with keys and strings
 // transformed (arrays kept in order), or s itself when it is not JSON.
 func (l *leaf) tryJSON(s string) any {
-	v, ok := selector.ParseJSON(s)
+	var key, str func(string) string
+	if l.lowerKeys {
+		key = l.key
+	}
+	if l.lowerValues || l.except != nil {
+		str = l.str
+	}
+	v, ok := selector.ParseJSONWith(s, key, str)
 	if !ok {
 		return s
 	}
-	return l.normalize(v, true, false)
+	return v
 }
 
 // matchSlow is mb's predicateSatisfied over the normalized request, with
 // the request's fields normalized only as the expectation reaches them.
 func (l *leaf) matchSlow(r *message.Request) bool {
 	return each(l.expected, func(k string, ef any) bool {
-		f := l.fieldOf(k)
-		af, raw := undefined, false
-		if f == "body" && isObject(ef) {
-			if v, ok := l.bodyJSON(r); ok {
-				af, raw = v, true
-			}
-		}
-		if f != "" && !raw {
+		af := undefined
+		switch f := l.fieldOf(k); {
+		case f == "body" && isObject(ef) && l.jsonpath == nil && l.xpath == nil:
+			// predicateSatisfied reads the transformed body as JSON.
+			af = r.View(l.views.json)
+		case f != "":
 			af = l.actualField(r, f)
 		}
 		// The request object itself is neither a string nor an array.
-		return l.field(l.expected, ef, nil, af, false, raw)
+		return l.field(l.expected, ef, nil, af)
 	})
-}
-
-// bodyJSON returns the request's JSON body, parsed at most once per request,
-// where mb would parse the transformed body text: with no except pattern or
-// selector, lowering the text before parsing equals transforming the parsed
-// value, so the parse can be shared and the transforms applied as matching
-// reaches keys and strings ("raw" values below).
-func (l *leaf) bodyJSON(r *message.Request) (any, bool) {
-	if l.except != nil || l.jsonpath != nil || l.xpath != nil {
-		return nil, false
-	}
-	return r.JSON()
 }
 
 // each calls fn for every key of an expectation (Object.keys: an object's
 // keys, an array's or a string's indices) until fn returns false.
 func each(exp any, fn func(k string, v any) bool) bool {
 	switch e := exp.(type) {
+	case *object:
+		for i, k := range e.keys {
+			if !fn(k, e.vals[i]) {
+				return false
+			}
+		}
 	case map[string]any:
 		for k, v := range e {
 			if !fn(k, v) {
@@ -495,102 +522,68 @@ func each(exp any, fn func(k string, v any) bool) bool {
 	return true
 }
 
-// satisfied is mb's predicateSatisfied. raw says act comes from the
-// request's parsed JSON body with mb's key and value transforms still to
-// apply.
-func (l *leaf) satisfied(exp, act any, raw bool) bool {
+// satisfied is mb's predicateSatisfied.
+func (l *leaf) satisfied(exp, act any) bool {
 	if !truthy(act) {
 		return false
 	}
 	if s, ok := act.(string); ok {
-		act, raw = l.tryJSON(s), false
+		act = l.tryJSON(s)
 	}
 	return each(exp, func(k string, ef any) bool {
-		return l.field(exp, ef, act, l.prop(act, k, raw), raw, raw)
+		return l.field(exp, ef, act, getProp(act, k))
 	})
 }
 
 // field is the body of predicateSatisfied's loop for one expected field ef
 // of exp, whose actual value is af in act.
-func (l *leaf) field(exp, ef, act, af any, actRaw, afRaw bool) bool {
+func (l *leaf) field(exp, ef, act, af any) bool {
 	switch {
 	case isArray(ef) && isArray(af):
 		for _, e := range ef.([]any) {
-			if !l.someTest(e, af.([]any), afRaw) {
+			if !l.someTest(e, af.([]any)) {
 				return false
 			}
 		}
 		return true
 	case isArray(af):
-		return (l.existsCfg && truthy(ef)) || l.someTest(ef, af.([]any), afRaw)
+		return (l.existsCfg && truthy(ef)) || l.someTest(ef, af.([]any))
 	case !isArray(ef) && isUndefined(af) && isArray(act):
-		return l.someTest(exp, act.([]any), actRaw)
+		return l.someTest(exp, act.([]any))
 	case isObject(ef):
-		return l.satisfied(ef, af, afRaw)
+		return l.satisfied(ef, af)
 	}
-	return l.test(ef, af, afRaw)
+	return l.test(ef, af)
 }
 
-// prop reads act[k]; in a raw object with lowered keys, k matches the keys
-// that lower to it, the greatest winning as in normalize.
-func (l *leaf) prop(act any, k string, raw bool) any {
-	m, ok := act.(map[string]any)
-	if !ok || !raw || !l.lowerKeys {
-		return getProp(act, k)
-	}
-	var best string
-	var v any = undefined
-	found := false
-	for mk, mv := range m {
-		if foldEq(mk, k) && (!found || mk > best) {
-			best, v, found = mk, mv, true
-		}
-	}
-	return v
-}
-
-func (l *leaf) someTest(e any, as []any, raw bool) bool {
+func (l *leaf) someTest(e any, as []any) bool {
 	for _, a := range as {
-		if l.test(e, a, raw) {
+		if l.test(e, a) {
 			return true
 		}
 	}
 	return false
 }
 
-// test is mb's testPredicate; a raw string is lowered on the fly.
-func (l *leaf) test(e, a any, raw bool) bool {
+// test is mb's testPredicate.
+func (l *leaf) test(e, a any) bool {
 	if isUndefined(a) {
 		a = ""
 	}
 	if isObject(e) {
-		return l.satisfied(e, a, raw)
+		return l.satisfied(e, a)
 	}
-	as, isStr := a.(string)
-	fold := raw && isStr && l.lowerValues
 	switch l.op {
 	case opEquals:
 		se, okE := toString(e)
-		if fold {
-			return okE && foldEq(as, se)
-		}
 		sa, okA := toString(a)
 		return okE == okA && se == sa
 	case opContains:
-		if fold {
-			return foldContains(as, jsString(e))
-		}
 		return bytesContains(jsString(a), jsString(e))
 	case opStartsWith:
-		if fold {
-			return foldPrefix(as, jsString(e))
-		}
 		s, p := jsString(a), jsString(e)
 		return len(s) >= len(p) && s[:len(p)] == p
 	case opEndsWith:
-		if fold {
-			return foldSuffix(as, jsString(e))
-		}
 		s, p := jsString(a), jsString(e)
 		return len(s) >= len(p) && s[len(s)-len(p):] == p
 	case opMatches:
@@ -611,7 +604,7 @@ func bytesContains(s, sub string) bool { return strings.Contains(s, sub) }
 // matchDeep is mb's deepEquals: every expected field equal, as stable JSON
 // with arrays sorted, to the request's field with every value a string.
 func (l *leaf) matchDeep(r *message.Request) bool {
-	for _, k := range keysOf(l.expected) {
+	for _, k := range l.deepKeys {
 		ef := getProp(l.expected, k)
 		af := undefined
 		f := l.fieldOf(k)
@@ -619,11 +612,13 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 			af = forceStrings(l.actualField(r, f))
 		}
 		if s, ok := af.(string); ok && isObject(ef) {
-			if v, ok := l.bodyJSON(r); ok && f == "body" {
-				af = l.normalize(forceStrings(l.normalize(v, true, false)), true, true)
+			doc := any(nil)
+			if f == "body" && l.jsonpath == nil && l.xpath == nil {
+				doc = r.View(l.views.json) // tryJSON(s), made once
 			} else {
-				af = l.normalize(forceStrings(l.tryJSON(s)), true, true)
+				doc = l.tryJSON(s)
 			}
+			af = l.normalize(forceStrings(doc), true, true)
 		}
 		got, ok := stableStringify(af)
 		if !ok || got != l.deep[k] {
@@ -633,6 +628,7 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 	return true
 }
 
+// hint works out the leaf's Hint, once, when it is compiled.
 func (l *leaf) hint() Hint {
 	var h Hint
 	if l.except != nil || l.jsonpath != nil || l.xpath != nil {

@@ -202,7 +202,7 @@ func Hints(p Predicate) Hint {
 	var h Hint
 	switch p := p.(type) {
 	case *leaf:
-		h = p.hint()
+		h = p.hinted
 	case allP:
 		for _, c := range p {
 			ch := Hints(c)

@@ -1,12 +1,8 @@
 package selector
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"slices"
-	"strings"
 	"unsafe"
 
 	"github.com/theory/jsonpath/spec"
@@ -57,68 +53,9 @@ func mapID(m map[string]any) unsafe.Pointer { return reflect.ValueOf(m).UnsafePo
 
 // parseOrdered parses text as ParseJSON does and records object key order.
 func parseOrdered(text string) (any, keyOrder, bool) {
-	d := json.NewDecoder(strings.NewReader(text))
-	d.UseNumber()
-	order := keyOrder{}
-	v, err := decodeValue(d, order)
-	if err != nil {
-		return nil, nil, false
-	}
-	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, false // trailing data
-	}
-	return v, order, true
-}
-
-var errSyntax = errors.New("malformed JSON")
-
-func decodeValue(d *json.Decoder, order keyOrder) (any, error) {
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch tok {
-	case json.Delim('{'):
-		m := map[string]any{}
-		var keys []string
-		for d.More() {
-			kt, err := d.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, ok := kt.(string)
-			if !ok {
-				return nil, errSyntax
-			}
-			v, err := decodeValue(d, order)
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := m[k]; !dup {
-				keys = append(keys, k)
-			}
-			m[k] = v
-		}
-		if _, err := d.Token(); err != nil {
-			return nil, err
-		}
-		order[mapID(m)] = keys
-		return m, nil
-	case json.Delim('['):
-		a := []any{}
-		for d.More() {
-			v, err := decodeValue(d, order)
-			if err != nil {
-				return nil, err
-			}
-			a = append(a, v)
-		}
-		if _, err := d.Token(); err != nil {
-			return nil, err
-		}
-		return a, nil
-	}
-	return tok, nil
+	p := jsonParser{s: text, order: keyOrder{}}
+	v, ok := p.document()
+	return v, p.order, ok
 }
 
 // position returns where path lies in doc, as the index of each step among

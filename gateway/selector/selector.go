@@ -8,16 +8,16 @@ package selector
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/antchfx/xmlquery"
 	"github.com/antchfx/xpath"
 	"github.com/theory/jsonpath"
+	"github.com/theory/jsonpath/spec"
 )
 
 // JSONPath is a compiled jsonpath selector.
@@ -26,6 +26,10 @@ type JSONPath struct {
 	path     *jsonpath.Path
 	docOrder bool
 	after    int // see docOrder
+	// steps is the path of a selector that only names children ($.a.b,
+	// $.a[0]), which Select walks itself: the library's general
+	// evaluation allocates per step.
+	steps []spec.Selector
 }
 
 // CompileJSONPath compiles expr. mb's jsonpath-plus accepts a selector
@@ -45,7 +49,31 @@ func CompileJSONPath(expr string) (*JSONPath, error) {
 	}
 	jp := &JSONPath{src: src, path: p}
 	jp.docOrder, jp.after = docOrder(p.Query())
+	jp.steps = childSteps(p.Query())
 	return jp, nil
+}
+
+// childSteps returns q's selectors when each of its segments is one child
+// name or non-negative index, else nil.
+func childSteps(q *spec.PathQuery) []spec.Selector {
+	var steps []spec.Selector
+	for _, seg := range q.Segments() {
+		sels := seg.Selectors()
+		if seg.IsDescendant() || len(sels) != 1 {
+			return nil
+		}
+		switch s := sels[0].(type) {
+		case spec.Name:
+		case spec.Index:
+			if s < 0 {
+				return nil
+			}
+		default:
+			return nil
+		}
+		steps = append(steps, sels[0])
+	}
+	return steps
 }
 
 // String returns the selector as written.
@@ -56,6 +84,9 @@ func (p *JSONPath) String() string { return p.src }
 // matches. Members of an object come in no particular order: use
 // SelectText where order matters.
 func (p *JSONPath) Select(doc any) []any {
+	if p.steps != nil {
+		return walk(doc, p.steps)
+	}
 	nodes := p.path.Select(doc)
 	if len(nodes) == 0 {
 		return nil
@@ -76,25 +107,11 @@ func (p *JSONPath) SelectText(text string) []any {
 	return p.Select(doc)
 }
 
-// ParseJSON parses any JSON value, as JavaScript's JSON.parse does, keeping
-// numbers as json.Number.
-func ParseJSON(text string) (any, bool) {
-	d := json.NewDecoder(strings.NewReader(text))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, false
-	}
-	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return nil, false // trailing data
-	}
-	return v, true
-}
-
 // XPath is a compiled xpath selector with its namespace map. It is safe
 // for concurrent use.
 type XPath struct {
 	src string
+	key string // src and the namespace map: equal keys select alike
 	// antchfx/xpath keeps evaluation state inside a compiled expression, so
 	// each concurrent evaluation takes its own copy from the pool.
 	pool sync.Pool
@@ -107,7 +124,11 @@ func CompileXPath(expr string, ns map[string]string) (*XPath, error) {
 		return nil, fmt.Errorf("xpath %q: %w", expr, err)
 	}
 	nsCopy := maps.Clone(ns)
-	x := &XPath{src: expr}
+	key := expr
+	for _, p := range slices.Sorted(maps.Keys(ns)) {
+		key += "\x00" + p + "\x00" + ns[p]
+	}
+	x := &XPath{src: expr, key: key}
 	x.pool.New = func() any {
 		e, _ := xpath.CompileWithNS(expr, nsCopy) // compiled once above, so it cannot fail
 		return e
@@ -119,13 +140,41 @@ func CompileXPath(expr string, ns map[string]string) (*XPath, error) {
 // String returns the selector as written.
 func (x *XPath) String() string { return x.src }
 
-// Select evaluates the selector on text parsed as XML. It returns nil when
-// nothing matches; otherwise node values as strings, or a single float64 or
-// bool when the expression computes a number or a boolean (count(//a),
-// boolean(//a)), as mb does. Like mb's lenient DOM parser, text that is not
-// XML counts as an empty document, where count(//a) is 0; only the empty
-// string has no document at all.
-func (x *XPath) Select(text string) []any {
+// Key identifies what x selects: two selectors with one key select the
+// same nodes from any document.
+func (x *XPath) Key() string { return x.key }
+
+// walk follows child steps from doc, as the library would.
+func walk(doc any, steps []spec.Selector) []any {
+	for _, st := range steps {
+		switch st := st.(type) {
+		case spec.Name:
+			m, ok := doc.(map[string]any)
+			if !ok {
+				return nil
+			}
+			if doc, ok = m[string(st)]; !ok {
+				return nil
+			}
+		case spec.Index:
+			a, ok := doc.([]any)
+			if !ok || int(st) >= len(a) {
+				return nil
+			}
+			doc = a[st]
+		}
+	}
+	return []any{doc}
+}
+
+// XMLDoc is text parsed as XML for XPath: parse a body once, and evaluate
+// every selector on it. Like mb's lenient DOM parser, text that is not XML
+// is an empty document, where count(//a) is 0; only the empty string has no
+// document at all (a nil *XMLDoc).
+type XMLDoc struct{ root *xmlquery.Node }
+
+// ParseXML parses text for Eval.
+func ParseXML(text string) *XMLDoc {
 	if text == "" {
 		return nil
 	}
@@ -133,9 +182,23 @@ func (x *XPath) Select(text string) []any {
 	if err != nil {
 		doc = &xmlquery.Node{Type: xmlquery.DocumentNode}
 	}
+	return &XMLDoc{doc}
+}
+
+// Select evaluates the selector on text parsed as XML: Eval(ParseXML(text)).
+func (x *XPath) Select(text string) []any { return x.Eval(ParseXML(text)) }
+
+// Eval evaluates the selector on doc, which it does not change. It returns
+// nil when nothing matches; otherwise node values as strings, or a single
+// float64 or bool when the expression computes a number or a boolean
+// (count(//a), boolean(//a)), as mb does.
+func (x *XPath) Eval(doc *XMLDoc) []any {
+	if doc == nil {
+		return nil
+	}
 	e := x.pool.Get().(*xpath.Expr)
 	defer x.pool.Put(e)
-	switch v := e.Evaluate(xmlquery.CreateXPathNavigator(doc)).(type) {
+	switch v := e.Evaluate(xmlquery.CreateXPathNavigator(doc.root)).(type) {
 	case float64:
 		return []any{v}
 	case bool:

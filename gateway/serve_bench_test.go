@@ -8,17 +8,35 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/valyala/fasthttp"
 )
 
+// The body predicate cases of make bench: ten stubs, the last matching, a
+// POST of a 120-byte body.
+const (
+	benchJSON = `{"user":{"name":"user9","role":"admin","email":"user9@example.com"},"order":{"id":12345,"items":["a1","b2"]}}`
+	benchXML  = `<order><user><name>user9</name><role>admin</role><email>u9@example.com</email></user><id>12345</id></order>`
+)
+
+// tenStubs is ten stubs with pred, stub i's having i for %d, answering ok.
+func tenStubs(pred string) string {
+	var stubs []string
+	for i := range 10 {
+		stubs = append(stubs, `{"predicates":[`+strings.ReplaceAll(pred, "%d", fmt.Sprint(i))+`],"responses":[{"is":{"statusCode":200,"body":"ok"}}]}`)
+	}
+	return strings.Join(stubs, ",")
+}
+
 // BenchmarkServe measures the request path in process, from a parsed
-// request to a written response, with the real engine (flow store and
-// plugin host) and no socket: what riftgate adds to the kernel's share of
-// a request, the part a load test over loopback cannot separate out. Run
-// after make wasm; the plugin cases need the built examples.
+// request to a written response, with the real engine (flow store, plugin
+// host, JavaScript) and no socket: what riftgate adds to the kernel's share
+// of a request, the part a load test over loopback cannot separate out.
+// The cases are make bench's. Run after make wasm; the plugin cases need
+// the built examples.
 func BenchmarkServe(b *testing.B) {
 	dir := os.Getenv("RIFTGATE_WASM_DIR")
 	if dir == "" {
@@ -26,14 +44,18 @@ func BenchmarkServe(b *testing.B) {
 	}
 	module := func(name string) string {
 		p, _ := filepath.Abs(filepath.Join(dir, "examples", name+".wasm"))
-		return fmt.Sprintf(`{"wasm":{"module":%q}}`, p)
+		return fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, p)
 	}
-	cases := []struct{ name, response string }{
-		{"static", `{"is":{"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}`},
-		{"flowbench", module("flowbench")},
-		{"flowbench-wat", module("flowbench-wat")},
+	cases := []struct{ name, stubs, method, path, contentType, body, want string }{
+		{"static", `{"responses":[{"is":{"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
+		{"flowbench", module("flowbench"), "GET", "/", "", "", "ok"},
+		{"flowbench-wat", module("flowbench-wat"), "GET", "/", "", "", "ok"},
 		// The bench's inject counter, on the imposter's one flow.
-		{"inject", `{"inject":"function (config) { config.state.count = (config.state.count || 0) + 1; return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; }"}`},
+		{"inject", `{"responses":[{"inject":"function (config) { config.state.count = (config.state.count || 0) + 1; return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; }"}]}`, "GET", "/", "", "", ""},
+		{"json-equals", tenStubs(`{"equals":{"body":{"user":{"name":"user%d","role":"admin"}}}}`), "POST", "/body", "application/json", benchJSON, "ok"},
+		{"jsonpath", tenStubs(`{"equals":{"body":"user%d"},"jsonpath":{"selector":"$.user.name"}}`), "POST", "/body", "application/json", benchJSON, "ok"},
+		{"xpath", tenStubs(`{"equals":{"body":"user%d"},"xpath":{"selector":"//user/name"}}`), "POST", "/body", "application/xml", benchXML, "ok"},
+		{"nested", tenStubs(`{"and":[{"equals":{"method":"POST"}},{"or":[{"equals":{"path":"/n/%d"}},{"startsWith":{"path":"/nested/%d/"}}]},{"not":{"contains":{"body":"forbidden"}}}]}`), "POST", "/nested/9/x", "application/json", benchJSON, "ok"},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -45,7 +67,7 @@ func BenchmarkServe(b *testing.B) {
 			}
 			defer g.close()
 			m := g.maker()
-			doc, err := m.imposter([]byte(`{"protocol":"http","host":"127.0.0.1","stubs":[{"responses":[` + c.response + `]}]}`))
+			doc, err := m.imposter([]byte(`{"protocol":"http","host":"127.0.0.1","defaultResponse":{"statusCode":404},"stubs":[` + c.stubs + `]}`))
 			if err == nil {
 				_, err = g.submit(ctx, m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
 			}
@@ -56,13 +78,18 @@ func BenchmarkServe(b *testing.B) {
 			imp, _ := g.get(doc.Port)
 			serve := imp.Handler()
 			var req fasthttp.Request
-			req.SetRequestURI("/flowbench")
+			req.Header.SetMethod(c.method)
+			req.SetRequestURI(c.path)
 			req.Header.SetHost("127.0.0.1")
 			req.Header.Set("User-Agent", "riftload")
+			if c.body != "" {
+				req.Header.SetContentType(c.contentType)
+				req.SetBodyString(c.body)
+			}
 			var rc fasthttp.RequestCtx
 			rc.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}, nil)
 			serve(&rc)
-			if string(rc.Response.Body()) != "ok" && c.name != "inject" || rc.Response.StatusCode() != 200 {
+			if rc.Response.StatusCode() != 200 || c.want != "" && string(rc.Response.Body()) != c.want {
 				b.Fatalf("answered %d %q", rc.Response.StatusCode(), rc.Response.Body())
 			}
 			b.ReportAllocs()

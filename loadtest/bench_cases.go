@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,9 @@ type benchCase struct {
 	// Targets: riftgate's throughput as a multiple of raw's and mb's, and
 	// (open loop) its p99 bound in ms. Zero means no target.
 	rawTarget, mbTarget, p99Target float64
+	// staticTarget is riftgate's throughput as a multiple of its own on the
+	// static case in the same round. Zero means no target.
+	staticTarget float64
 }
 
 // keepAlive is in every stub response on both sides: mb closes connections
@@ -127,30 +131,33 @@ func benchCases(wasmDir, upstream string) []benchCase {
 			probe:    []probeStep{{method: "GET", path: "/r/99/abc", status: 200, body: "regex 99"}},
 		},
 		{
-			id: "inject", title: "`inject` counter (JavaScript)", systems: both,
+			// One flow per virtual user on riftgate; mb has one state per
+			// imposter (and ignores _rift).
+			id: "inject", title: "`inject` counter (JavaScript, a flow per user)", systems: both,
 			imposter: func(p int) string {
 				fn := `function (config) { config.state.count = (config.state.count || 0) + 1; ` +
 					`return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; }`
-				return imposter(p, "", []string{fmt.Sprintf(`{"predicates":[{"equals":{"path":"/count"}}],"responses":[{"inject":%q}]}`, fn)})
+				return imposter(p, flowPerUser, []string{fmt.Sprintf(`{"predicates":[{"equals":{"path":"/count"}}],"responses":[{"inject":%q}]}`, fn)})
 			},
-			scenario: get("/count"),
+			scenario: &Scenario{Name: "inject", Steps: []Step{{Path: "/count", ExpectStatus: 200}}},
 			probe: []probeStep{
-				{method: "GET", path: "/count", status: 200, body: "1"},
-				{method: "GET", path: "/count", status: 200, body: "2"},
+				{method: "GET", path: "/count", flow: "probe", status: 200, body: "1"},
+				{method: "GET", path: "/count", flow: "probe", status: 200, body: "2"},
 			},
+			staticTarget: 0.4, mbTarget: 7,
 		},
 		{
-			id: "wasm", title: "WASM counter (per flow)", systems: []string{sysRift, sysRaw},
+			id: "wasm", title: "WASM counter (WAT, a flow per user)", systems: []string{sysRift, sysRaw},
 			wasm: findWasm(wasmDir),
 			imposter: func(p int) string {
-				return imposter(p, `"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},`,
-					[]string{fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, findWasm(wasmDir))})
+				return imposter(p, flowPerUser, []string{fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, findWasm(wasmDir))})
 			},
 			scenario: &Scenario{Name: "wasm", Steps: []Step{{Path: "/wasm", ExpectStatus: 200}}},
 			probe: []probeStep{
 				{method: "GET", path: "/wasm", flow: "probe", status: 200, body: "1"},
 				{method: "GET", path: "/wasm", flow: "probe", status: 200, body: "2"},
 			},
+			rawTarget: 0.8,
 		},
 	}
 	// The plugin ABI's own yardstick: a Go plugin doing one flow_get and one
@@ -159,15 +166,16 @@ func benchCases(wasmDir, upstream string) []benchCase {
 	if fb := filepath.Join(wasmDir, "examples", "flowbench.wasm"); fileExists(fb) {
 		abs, _ := filepath.Abs(fb)
 		cases = append(cases, benchCase{
-			id: "wasm-flowbench", title: "WASM Go plugin: one flow_get + one flow_put", systems: []string{sysRift, sysRaw},
+			id: "wasm-flowbench", title: "WASM Go plugin: one flow_get + one flow_put (a flow per user)", systems: []string{sysRift, sysRaw},
 			wasm: abs, rawTarget: 0.7,
 			imposter: func(p int) string {
-				return imposter(p, "", []string{fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, abs)})
+				return imposter(p, flowPerUser, []string{fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, abs)})
 			},
-			scenario: get("/flowbench"),
-			probe:    []probeStep{{method: "GET", path: "/flowbench", status: 200, body: "ok"}},
+			scenario: &Scenario{Name: "flowbench", Steps: []Step{{Path: "/flowbench", ExpectStatus: 200}}},
+			probe:    []probeStep{{method: "GET", path: "/flowbench", flow: "probe", status: 200, body: "ok"}},
 		})
 	}
+	cases = append(cases, bodyCases()...)
 	for _, mode := range []string{"memory", "async", "sync"} {
 		cases = append(cases, benchCase{
 			id: "flow-" + mode, title: "stateful flow, durability " + mode + " (login/logout per virtual user)", systems: []string{sysRift},
@@ -215,6 +223,56 @@ func benchCases(wasmDir, upstream string) []benchCase {
 		},
 	)
 	return cases
+}
+
+// flowPerUser keys an imposter's flows on the load generator's X-Flow-Id.
+const flowPerUser = `"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},`
+
+// The body predicate cases post a 120-byte JSON or XML body to ten stubs
+// of which only the last matches.
+const (
+	benchJSON = `{"user":{"name":"user9","role":"admin","email":"user9@example.com"},"order":{"id":12345,"items":["a1","b2"]}}`
+	benchXML  = `<order><user><name>user9</name><role>admin</role><email>u9@example.com</email></user><id>12345</id></order>`
+)
+
+func bodyCases() []benchCase {
+	all := []string{sysRift, sysRaw, sysMB}
+	cases := []struct {
+		id, title, pred, path, body, contentType string
+		rawTarget                                float64
+	}{
+		{"json-equals", "10 JSON body `equals` stubs, the last matching", `{"equals":{"body":{"user":{"name":"user%d","role":"admin"}}}}`, "/body", benchJSON, "application/json", 0.6},
+		{"jsonpath", "10 `jsonpath` stubs ($.user.name), the last matching", `{"equals":{"body":"user%d"},"jsonpath":{"selector":"$.user.name"}}`, "/body", benchJSON, "application/json", 0.6},
+		{"xpath", "10 `xpath` stubs (//user/name), the last matching", `{"equals":{"body":"user%d"},"xpath":{"selector":"//user/name"}}`, "/body", benchXML, "application/xml", 0.4},
+		{"nested", "10 nested `and`/`or`/`not` stubs, the last matching",
+			`{"and":[{"equals":{"method":"POST"}},{"or":[{"equals":{"path":"/n/%d"}},{"startsWith":{"path":"/nested/%d/"}}]},{"not":{"contains":{"body":"forbidden"}}}]}`,
+			"/nested/9/x", benchJSON, "application/json", 0.85},
+	}
+	var out []benchCase
+	for _, c := range cases {
+		out = append(out, benchCase{
+			id: c.id, title: c.title, systems: all,
+			imposter: func(p int) string {
+				var stubs []string
+				for i := range 10 {
+					pred := strings.ReplaceAll(c.pred, "%d", fmt.Sprint(i))
+					stubs = append(stubs, fmt.Sprintf(`{"predicates":[%s],"responses":[%s]}`, pred, isResponse(fmt.Sprint("stub ", i))))
+				}
+				return imposter(p, "", stubs)
+			},
+			scenario: &Scenario{NoFlowHeader: true, Steps: []Step{{Method: "POST", Path: c.path,
+				Headers: map[string]string{"Content-Type": c.contentType}, Body: jsonText(c.body), ExpectStatus: 200}}},
+			probe:     []probeStep{{method: "POST", path: c.path, send: c.body, contentType: c.contentType, status: 200, body: "stub 9"}},
+			rawTarget: c.rawTarget,
+		})
+	}
+	return out
+}
+
+// jsonText is s as a scenario body: a JSON string, sent as it is.
+func jsonText(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
 
 func fileExists(p string) bool {

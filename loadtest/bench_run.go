@@ -317,13 +317,13 @@ func (b *bench) record(c benchCase, sys string, cl *cell, round int, rate float6
 }
 
 // needed reports whether case id runs: it is wanted, or a wanted case
-// derives its rate from it.
+// derives its rate from it or compares with it.
 func (b *bench) needed(id string) bool {
 	if b.cfg.wanted(id) {
 		return true
 	}
 	for _, c := range b.cases {
-		if c.halfOf == id && b.cfg.wanted(c.id) {
+		if (c.halfOf == id || c.staticTarget > 0 && id == "static") && b.cfg.wanted(c.id) {
 			return true
 		}
 	}
@@ -477,13 +477,18 @@ func (b *bench) report() string {
 	}
 
 	p("\n## Ratios and targets\n\n")
-	p("| case | riftgate/raw | target | riftgate/mb | target |\n|---|---|---|---|---|\n")
+	p("riftgate/static is riftgate's throughput on the case over its own on the static case in the same round.\n\n")
+	p("| case | riftgate/raw | target | riftgate/mb | target | riftgate/static | target |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]
 		if !ok || c.halfOf != "" || cells[sysRift] == nil {
 			continue
 		}
-		p("| %s | %s | %s |\n", c.title, b.ratio(cells, sysRaw, c.rawTarget), b.ratio(cells, sysMB, c.mbTarget))
+		static := "| "
+		if c.staticTarget > 0 {
+			static = b.ratioOf(cells[sysRift], b.cells["static"][sysRift], c.staticTarget)
+		}
+		p("| %s | %s | %s | %s |\n", c.title, b.ratio(cells, sysRaw, c.rawTarget), b.ratio(cells, sysMB, c.mbTarget), static)
 	}
 	if _, ok := b.cells["wasm-flowbench"]; ok {
 		p("\nThe static case is the `is` stub answering what the Go plugin answers; plugins/README.md (\"Where a plugin request's time goes\") breaks the plugin's cost down.\n")
@@ -554,7 +559,11 @@ func noteOr(cl *cell) string {
 
 // ratio renders "x.xx | target" for riftgate against another system.
 func (b *bench) ratio(cells map[string]*cell, other string, target float64) string {
-	rg, ot := cells[sysRift], cells[other]
+	return b.ratioOf(cells[sysRift], cells[other], target)
+}
+
+// ratioOf renders "x.xx | target" for cell rg against cell ot.
+func (b *bench) ratioOf(rg, ot *cell, target float64) string {
 	t := ""
 	if target > 0 {
 		t = fmt.Sprintf(">= %gx", target)

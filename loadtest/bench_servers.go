@@ -232,18 +232,23 @@ func oneLine(s string) string {
 // load: a system that answers wrongly is reported as failed, not measured.
 type probeStep struct {
 	method, path, flow string
-	status             int
-	body               string // "" accepts any body
+	// send is the request's body, of type contentType.
+	send, contentType string
+	status            int
+	body              string // "" accepts any body
 }
 
 func probe(base string, steps []probeStep, checkBody bool) error {
 	for i, s := range steps {
-		req, err := http.NewRequest(s.method, base+s.path, nil)
+		req, err := http.NewRequest(s.method, base+s.path, strings.NewReader(s.send))
 		if err != nil {
 			return fmt.Errorf("probe: %w", err)
 		}
 		if s.flow != "" {
 			req.Header.Set("X-Flow-Id", s.flow)
+		}
+		if s.contentType != "" {
+			req.Header.Set("Content-Type", s.contentType)
 		}
 		resp, err := httpc.Do(req)
 		if err != nil {

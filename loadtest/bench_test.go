@@ -38,7 +38,7 @@ func TestBenchReportsUnavailableSystems(t *testing.T) {
 		"| 50 stubs, only the last matching | raw fasthttp | ",
 		"| static `is` stub | riftgate | - | - | - | 0 | not available: riftgate: stat ",
 		"| static `is` stub | mb 2.9.1 | - | - | - | 0 | not available: mb: stat ",
-		"| WASM counter (per flow) | riftgate | - |",
+		"| WASM counter (WAT, a flow per user) | riftgate | - |",
 		"| static `is` stub | n/a | >= 0.9x: n/a | n/a | >= 12x: n/a |",
 		"## p99 at 50% of peak (open loop)",
 		"nproc: ", "kernel: ", "go: go1.", "CPU time stolen by the hypervisor during the run: ",

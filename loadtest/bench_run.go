@@ -493,6 +493,15 @@ func (b *bench) report() string {
 	if _, ok := b.cells["wasm-flowbench"]; ok {
 		p("\nThe static case is the `is` stub answering what the Go plugin answers; plugins/README.md (\"Where a plugin request's time goes\") breaks the plugin's cost down.\n")
 	}
+	if _, ok := b.cells["inject"]; ok {
+		p("\nThe inject and plugin cases give every virtual user a flow of its own (`X-Flow-Id`); mb, which ignores `_rift`, keeps one state per imposter. The inject counter is compared with riftgate's own static stub (riftgate/static) as well as with mb's inject; gateway/inject/README.md breaks its cost down.\n")
+	}
+	for _, id := range []string{"json-equals", "jsonpath", "xpath", "nested"} {
+		if _, ok := b.cells[id]; ok {
+			p("\nThe body predicate cases post a 120-byte JSON or XML body to ten stubs of which only the last matches, so every request is tried against all ten; `go test -bench TenStubs ./gateway/predicate/` and `go test -bench Serve ./gateway/` run the same cases in process.\n")
+			break
+		}
+	}
 
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]

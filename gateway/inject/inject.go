@@ -6,8 +6,11 @@
 // The `state` object a script sees is the request's flow (see
 // gateway/flow): its top-level properties are the flow's keys and their
 // values are the keys' JSON values. Changed properties are written back
-// after the script returns, and removed ones deleted. Scripts on one flow
-// never interleave, as they never do in Mountebank's single-threaded Node.
+// after the script returns, and removed ones deleted, all at once and only
+// if the flow did not change meanwhile: else the script runs again on the
+// flow as it is (state.go). So a script's updates are never lost or mixed
+// with another's, as in Mountebank's single-threaded Node, whichever node
+// owns the flow.
 //
 // Each script runs on a pooled goja runtime under a deadline. A runtime
 // that was interrupted or panicked is thrown away, so a script that loops
@@ -22,10 +25,10 @@
 // and a minimal timer queue until the script answers or its deadline
 // passes. Node's require, process and Buffer do not exist.
 //
-// Runtimes are reused, so a script that writes to globalThis or to a
-// built-in prototype leaves that behind for later scripts on the same
-// runtime (strict mode, as in mb, already refuses undeclared variables).
-// Keep state in `state`, which is per flow and survives restarts.
+// Runtimes are reused, but each run has a global object of its own: what a
+// script writes to globalThis is gone for the next request. A change to a
+// built-in object (a prototype, Math) stays on its runtime. Keep state in
+// `state`, which is per flow and survives restarts.
 //
 // Mountebank's endOfRequestResolver is used by tcp imposters only; http
 // imposters never call it, so this package does not implement it.

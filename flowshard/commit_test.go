@@ -38,10 +38,7 @@ func entryOf(es []KeyEntry, key string) (Entry, bool) {
 func TestCommit(t *testing.T) {
 	for _, tc := range stores {
 		t.Run(tc.name, func(t *testing.T) {
-			path := ""
-			if tc.disk {
-				path = dbPath(t)
-			}
+			path := pathFor(t, tc.disk)
 			s := open(t, path, Options{})
 			p := pol(tc.d, 0)
 

@@ -52,14 +52,18 @@ var stores = []struct {
 	d    Durability
 }{{"mem", false, Sync}, {"memory", true, Memory}, {"async", true, Async}, {"sync", true, Sync}}
 
+// pathFor is where a test of a store with disk keeps its file ("" none).
+func pathFor(t testing.TB, disk bool) string {
+	if !disk {
+		return ""
+	}
+	return dbPath(t)
+}
+
 func TestVersionsPerFlow(t *testing.T) {
 	for _, tc := range stores {
 		t.Run(tc.name, func(t *testing.T) {
-			path := ""
-			if tc.disk {
-				path = dbPath(t)
-			}
-			s := open(t, path, Options{})
+			s := open(t, pathFor(t, tc.disk), Options{})
 			p := Policy{Durability: tc.d, MIdx: 4, Origin: 9}
 			steps := []struct {
 				flow, key string
@@ -716,11 +720,7 @@ func TestMaxPendingBoundsBatches(t *testing.T) {
 func TestOverwriteInPlace(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			path := ""
-			if st.disk {
-				path = dbPath(t)
-			}
-			s := open(t, path, Options{})
+			s := open(t, pathFor(t, st.disk), Options{})
 			mustPut(t, s, "f", "k", "aaaa", pol(st.d, 0))
 			got := mustGet(t, s, "f", "k")
 			casGot, err := s.CAS(bg, "f", "k", 99, []byte("x"), pol(st.d, 0))

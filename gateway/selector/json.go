@@ -131,21 +131,31 @@ func (p *jsonParser) object() (any, bool) {
 			return nil, false
 		}
 		p.kvs = append(p.kvs, jsonKV{k, v})
-		p.ws()
-		if p.i >= len(p.s) {
+		if more, ok := p.next('}'); !ok {
 			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			p.ws()
-		case '}':
-			p.i++
+		} else if !more {
 			return p.finish(mark), true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// next reads what follows a member or element: a comma (more) or the
+// closing bracket.
+func (p *jsonParser) next(closing byte) (more, ok bool) {
+	p.ws()
+	if p.i >= len(p.s) {
+		return false, false
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		p.ws()
+		return true, true
+	case closing:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
 
 // finish makes the map of the object whose members start at p.kvs[mark].
@@ -185,19 +195,10 @@ func (p *jsonParser) array() (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		p.ws()
-		if p.i >= len(p.s) {
+		if more, ok := p.next(']'); !ok {
 			return nil, false
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-			p.ws()
-		case ']':
-			p.i++
+		} else if !more {
 			return a, true
-		default:
-			return nil, false
 		}
 	}
 }

@@ -56,6 +56,10 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	g.access.onBlocked = e.countBlocked
 	dbPath, cacheDir := "", ""
 	if opts.DataDir != "" {
+		// As mb makes its --datadir; bbolt makes only the files in it.
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
 		dbPath = filepath.Join(opts.DataDir, "flow.db")
 		cacheDir = filepath.Join(opts.DataDir, "wasm-cache")
 	} else {

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -71,5 +74,20 @@ func TestPluginFlowCapsAreTheStoresCaps(t *testing.T) {
 	if plugins.MaxFlowKeyBytes != flow.MaxKeyBytes || plugins.MaxFlowValueBytes != flow.MaxValueBytes {
 		t.Fatalf("plugins caps %d/%d, flow store caps %d/%d",
 			plugins.MaxFlowKeyBytes, plugins.MaxFlowValueBytes, flow.MaxKeyBytes, flow.MaxValueBytes)
+	}
+}
+
+// TestDataDirIsMade: --datadir names a directory that need not exist yet,
+// as with mb; the gateway makes it and its stores in it.
+func TestDataDirIsMade(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	opts := Options{Logger: slog.New(slog.DiscardHandler), DataDir: dir}
+	g, err := newGateway(context.Background(), opts, newLogRing(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.close()
+	if _, err := os.Stat(filepath.Join(dir, "flow.db")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -423,7 +423,7 @@ func (l *leaf) top(s string) any {
 func (l *leaf) topBody(r *message.Request) any {
 	switch {
 	case l.jsonpath != nil:
-		return l.selectJSON(r.View(l.views.json))
+		return r.View(l.views.json).(*jsonDoc).eval(l)
 	case l.xpath != nil:
 		return r.View(l.views.xml).(*xmlDoc).eval(l.xpath)
 	}
@@ -481,7 +481,7 @@ func (l *leaf) matchSlow(r *message.Request) bool {
 		switch f := l.fieldOf(k); {
 		case f == "body" && isObject(ef) && l.jsonpath == nil && l.xpath == nil:
 			// predicateSatisfied reads the transformed body as JSON.
-			af = r.View(l.views.json)
+			af = r.View(l.views.json).(*jsonDoc).doc
 		case f != "":
 			af = l.actualField(r, f)
 		}
@@ -614,7 +614,7 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 		if s, ok := af.(string); ok && isObject(ef) {
 			doc := any(nil)
 			if f == "body" && l.jsonpath == nil && l.xpath == nil {
-				doc = r.View(l.views.json) // tryJSON(s), made once
+				doc = r.View(l.views.json).(*jsonDoc).doc // tryJSON(s), made once
 			} else {
 				doc = l.tryJSON(s)
 			}

@@ -25,7 +25,33 @@ type transform struct {
 // encoding/json decodes, or the text itself when it is not JSON.
 type jsonView struct{ t *leaf }
 
-func (v *jsonView) Make(r *message.Request) any { return v.t.tryJSON(v.t.str(b2s(r.Body))) }
+func (v *jsonView) Make(r *message.Request) any {
+	return &jsonDoc{doc: v.t.tryJSON(v.t.str(b2s(r.Body)))}
+}
+
+// jsonDoc is a parsed body and what jsonpath selectors selected from it,
+// so that stubs testing one selector against different values walk the
+// document once per request.
+type jsonDoc struct {
+	doc      any
+	selected map[string]any // by selector (and deepEquals' forcing), shaped
+}
+
+func (d *jsonDoc) eval(l *leaf) any {
+	key := l.jsonpath.String()
+	if l.op == opDeepEquals {
+		key = "\x00deep\x00" + key
+	}
+	if v, ok := d.selected[key]; ok {
+		return v
+	}
+	v := l.selectJSON(d.doc)
+	if d.selected == nil {
+		d.selected = map[string]any{}
+	}
+	d.selected[key] = v
+	return v
+}
 
 // xmlView is the transformed body parsed as XML.
 type xmlView struct{ t *leaf }

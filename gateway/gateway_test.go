@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/plugins"
 	"go.uber.org/goleak"
 )
@@ -89,5 +91,34 @@ func TestDataDirIsMade(t *testing.T) {
 	g.close()
 	if _, err := os.Stat(filepath.Join(dir, "flow.db")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A plugin answer whose status and headers repeat shares them, rendered
+// once; the body is each answer's own, and a whole repeat is the same
+// response again.
+func TestPluginAnswersShareTheirHead(t *testing.T) {
+	w := &wasmCall{}
+	head := []plugins.Pair{{Name: "Content-Type", Value: "text/plain"}}
+	answer := func(body string) *message.Response {
+		return w.response(&plugins.Response{Status: 201, Headers: head, Body: []byte(body)})
+	}
+	first, second, third, again := answer("1"), answer("2"), answer("3"), answer("3")
+	if first.Rendered != nil || second.Rendered == nil || third.Rendered != second.Rendered {
+		t.Fatalf("rendered: %p %p %p", first.Rendered, second.Rendered, third.Rendered)
+	}
+	for i, r := range []*message.Response{first, second, third} {
+		if r.StatusCode != 201 || string(r.Body) != fmt.Sprint(i+1) || len(r.Headers) != 2 || r.Headers[1].Name != "Connection" {
+			t.Fatalf("answer %d: %d %v %q", i+1, r.StatusCode, r.Headers, r.Body)
+		}
+	}
+	if again != third {
+		t.Error("a whole repeat was built again")
+	}
+	if c := third.Clone(); c.Rendered != nil || &c.Headers[0] == &third.Headers[0] {
+		t.Error("a clone shares what a behavior would change")
+	}
+	if r := w.response(&plugins.Response{Status: 200, Headers: head, Body: []byte("x")}); r.Rendered != nil || r.StatusCode != 200 {
+		t.Fatalf("a new status kept the old head: %d", r.StatusCode)
 	}
 }

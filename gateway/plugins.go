@@ -175,11 +175,12 @@ type wasmCall struct {
 	name   string // as the stub spells it, for messages
 	export string
 	config []byte
-	// last is the plugin's last response, and shared the Shared one built
-	// for it once it came twice in a row.
-	mu     sync.Mutex
-	last   plugins.Response
-	shared *message.Response
+	// last is the plugin's last response, and head the response built for
+	// its status and headers, with the header rendered, once they came
+	// twice in a row.
+	mu   sync.Mutex
+	last plugins.Response
+	head *message.Response
 }
 
 // compileWasm compiles a `{"wasm": ...}` value of the stub b builds,
@@ -247,9 +248,10 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 	return w.response(&out.Response), nil
 }
 
-// response converts a plugin's response. One that repeats the previous
-// answer is handed out Shared, so that it is built and its header rendered
-// once for every request that gets it, as a static `is` is; one that
+// response converts a plugin's response. One with the status and headers
+// of the previous answer shares them, rendered once for every request that
+// gets them (message.Response.Rendered), as a static `is` does; one that
+// repeats the previous answer whole is handed out again as it is. One that
 // changes costs a comparison more. (A call that finds another converting
 // does not wait: it converts its own.)
 func (w *wasmCall) response(p *plugins.Response) *message.Response {
@@ -257,20 +259,27 @@ func (w *wasmCall) response(p *plugins.Response) *message.Response {
 		return keepAlive(fromPlugin(p))
 	}
 	defer w.mu.Unlock()
-	if sameResponse(&w.last, p) {
-		if w.shared == nil {
-			w.shared = keepAlive(fromPlugin(p))
-			w.shared.Shared = true
-		}
-		return w.shared
+	if !sameHead(&w.last, p) {
+		// The host's decoded response never changes: it may be kept.
+		w.last, w.head = *p, nil
+		return keepAlive(fromPlugin(p))
 	}
-	// The host's decoded response never changes: it may be kept.
-	w.last, w.shared = *p, nil
-	return keepAlive(fromPlugin(p))
+	if w.head == nil {
+		w.head = keepAlive(fromPlugin(p))
+		w.head.Rendered = imposter.RenderHeader(w.head)
+	}
+	if string(w.head.Body) != string(p.Body) {
+		r := *w.head
+		r.Body = p.Body
+		w.head = &r
+	}
+	return w.head
 }
 
-func sameResponse(a, b *plugins.Response) bool {
-	return a.Status == b.Status && string(a.Body) == string(b.Body) && slices.Equal(a.Headers, b.Headers)
+// sameHead reports whether two plugin responses have one status and one
+// list of headers.
+func sameHead(a, b *plugins.Response) bool {
+	return a.Status == b.Status && slices.Equal(a.Headers, b.Headers)
 }
 
 // keepAlive keeps the connection open after a plugin's response unless the

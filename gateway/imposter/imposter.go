@@ -96,7 +96,7 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
-	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: renderHeader(dflt)}
+	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: RenderHeader(dflt)}
 	stubs := make([]*Stub, 0, len(spec.Stubs))
 	for _, ss := range spec.Stubs {
 		st, err := imp.CompileStub(ss, cfg)
@@ -257,9 +257,9 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 		return nil
 	}
 	cors := imp.corsPreflight(req)
-	if resp.Shared {
+	if resp.Rendered != nil {
 		if !cors {
-			writeStatic(ctx, resp, r.renderedHeader(resp))
+			writeStatic(ctx, resp, resp.Rendered)
 			return resp
 		}
 		resp = resp.Clone()

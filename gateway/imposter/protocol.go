@@ -90,7 +90,7 @@ func (imp *Imposter) compute(req *message.Request, st *Stub, r *response) (*mess
 		}
 	}
 	if r.behaviors != nil && (r.responder == nil || !r.handlesBehaviors) {
-		if resp.Shared {
+		if resp.Rendered != nil {
 			resp = resp.Clone() // behaviors change their own copy
 		}
 		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {

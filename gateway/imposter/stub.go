@@ -157,25 +157,6 @@ type response struct {
 	behaviors Behaviors
 	// handlesBehaviors: the responder applies behaviors itself.
 	handlesBehaviors bool
-	// shared is the Shared response the responder answered last, with its
-	// header rendered once, as static's is.
-	shared atomic.Pointer[rendered]
-}
-
-type rendered struct {
-	resp   *message.Response
-	header *fasthttp.ResponseHeader
-}
-
-// renderedHeader returns resp's header rendered, rendering it when resp is
-// not the Shared response this one answered last.
-func (r *response) renderedHeader(resp *message.Response) *fasthttp.ResponseHeader {
-	if p := r.shared.Load(); p != nil && p.resp == resp {
-		return p.header
-	}
-	p := &rendered{resp, renderHeader(resp)}
-	r.shared.Store(p)
-	return p.header
 }
 
 // maxCycle bounds the expanded response cycle; mb expands repeats the same way.
@@ -220,7 +201,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		if err != nil {
 			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 		}
-		r.static, r.jsonBody, r.header = resp, isJSON, renderHeader(resp)
+		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
 	case "fault":
 		_ = json.Unmarshal(rs.Value, &r.fault)
 	default:

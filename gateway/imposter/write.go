@@ -27,10 +27,11 @@ func writeStatic(ctx *fasthttp.RequestCtx, r *message.Response, h *fasthttp.Resp
 	ctx.Response.SetBodyRaw(r.Body)
 }
 
-// renderHeader renders r's header once, as the imposter's server would on
+// RenderHeader renders r's header once, as the imposter's server would on
 // a fresh response (names as given, no default Content-Type), for
-// writeStatic.
-func renderHeader(r *message.Response) *fasthttp.ResponseHeader {
+// writeStatic, and for responders that share a rendered header between
+// responses (message.Response.Rendered).
+func RenderHeader(r *message.Response) *fasthttp.ResponseHeader {
 	h := new(fasthttp.ResponseHeader)
 	h.DisableNormalizing()
 	h.SetNoDefaultContentType(true)

@@ -25,7 +25,7 @@ func TestStaticHeaderWritesWhatWriteResponseWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		dynamic := written(t, func(ctx *fasthttp.RequestCtx) { writeResponse(ctx, r) })
-		static := written(t, func(ctx *fasthttp.RequestCtx) { writeStatic(ctx, r, renderHeader(r)) })
+		static := written(t, func(ctx *fasthttp.RequestCtx) { writeStatic(ctx, r, RenderHeader(r)) })
 		if !bytes.Equal(dynamic, static) {
 			t.Errorf("%s:\nper request:\n%s\npre-rendered:\n%s", is, dynamic, static)
 		}

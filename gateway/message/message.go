@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/valyala/fasthttp"
 )
 
 // KV is one name/value pair, with the name as received.
@@ -245,11 +247,12 @@ type Response struct {
 	// Binary is mb's `_mode: "binary"`: Body holds the decoded bytes, and
 	// JSON renders it as base64.
 	Binary bool
-	// Shared marks a response its producer hands out again, unchanged, for
-	// later requests (a plugin that answers the same bytes every call):
-	// whoever would change it changes a Clone, and a writer may render it
-	// once for all of them.
-	Shared bool
+	// Rendered, when set, is StatusCode and Headers rendered for the wire
+	// once, by a producer that shares them between the responses it hands
+	// out (a plugin that answers with the same headers every call): the
+	// status, the headers and the body must then not be changed. Whoever
+	// would change them changes a Clone, which has none.
+	Rendered *fasthttp.ResponseHeader
 }
 
 // Header returns the first value of the named header, ignoring case.
@@ -282,7 +285,7 @@ func (r *Response) SetHeader(name, value string) {
 	r.Headers = out
 }
 
-// Clone returns a deep copy of r, not Shared.
+// Clone returns a deep copy of r, not Rendered.
 func (r *Response) Clone() *Response {
 	return &Response{
 		StatusCode: r.StatusCode,

@@ -178,6 +178,9 @@ func ParseXML(text string) *XMLDoc {
 	if text == "" {
 		return nil
 	}
+	if doc, ok := parseXMLQuick(text); ok {
+		return &XMLDoc{doc}
+	}
 	doc, err := xmlquery.Parse(strings.NewReader(text))
 	if err != nil {
 		doc = &xmlquery.Node{Type: xmlquery.DocumentNode}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -234,5 +235,37 @@ func TestStubKeepsItsCycleWhenOtherStubsChange(t *testing.T) {
 			t.Fatalf("%s %s = %d %s", e.method, e.path, status, body)
 		}
 		next([]string{"b", "c", "a"}[i])
+	}
+}
+
+// A --datadir that a build before the configuration log wrote (one JSON
+// file per imposter under imposters/) is taken in once: its imposters load,
+// the folder is renamed, and from then on config.db has them.
+func TestOlderDatadirIsMigrated(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "imposters")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := gatewaytest.FreePort(t)
+	saved := fmt.Sprintf(`{"protocol":"http","port":%d,"name":"old","recordRequests":false,
+		"stubs":[{"predicates":[{"equals":{"path":"/a"}}],"responses":[{"is":{"body":"kept"}}]}]}`, port)
+	if err := os.WriteFile(filepath.Join(old, fmt.Sprintf("%d.json", port)), []byte(saved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rg := gatewaytest.Start(t, "--datadir", dir)
+	if _, body := flowGet(t, port, "", "/a"); body != "kept" {
+		t.Fatalf("the migrated imposter answered %q", body)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("the old folder is still read: %v", err)
+	}
+	if _, err := os.Stat(old + ".migrated"); err != nil {
+		t.Fatalf("the old folder was not kept aside: %v", err)
+	}
+	rg.Kill()
+	rg.Restart()
+	if _, body := flowGet(t, port, "", "/a"); body != "kept" {
+		t.Fatalf("after a restart the migrated imposter answered %q", body)
 	}
 }

@@ -1,13 +1,48 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/riftgate/riftgate/gateway/config"
 )
+
+// migrate takes in <datadir>/imposters, where builds before the
+// configuration log kept one JSON file per imposter: each becomes a
+// command, and the folder is renamed imposters.migrated so that it is read
+// once. An imposter the log already holds is left as the log has it.
+func (g *gateway) migrate(ctx context.Context) error {
+	dir := filepath.Join(g.opts.DataDir, "imposters")
+	saved, err := readSaved(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("datadir: %w", err)
+	}
+	for _, raw := range saved {
+		m := g.maker()
+		doc, err := m.imposter(raw)
+		if err == nil && g.config.State().Imposter(doc.Port) == nil {
+			_, err = g.submit(ctx, m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
+		}
+		m.done()
+		if err != nil {
+			g.log.Error("cannot take in a saved imposter", "err", err)
+		}
+	}
+	if err := os.Rename(dir, dir+".migrated"); err != nil {
+		return fmt.Errorf("datadir: %w", err)
+	}
+	g.log.Info("took in the imposters of an older datadir", "from", dir, "count", len(saved))
+	return nil
+}
 
 // readSaved reads the imposters a build before the configuration log kept
 // in dir, one <port>.json each, ordered by port.

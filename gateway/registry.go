@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -118,37 +116,6 @@ func (g *gateway) loadInitial(ctx context.Context) error {
 			return fmt.Errorf("configfile: %w", err)
 		}
 	}
-	return nil
-}
-
-// migrate takes in <datadir>/imposters, where builds before the
-// configuration log kept one JSON file per imposter: each becomes a
-// command, and the folder is renamed imposters.migrated so that it is read
-// once. An imposter the log already holds is left as the log has it.
-func (g *gateway) migrate(ctx context.Context) error {
-	dir := filepath.Join(g.opts.DataDir, "imposters")
-	saved, err := readSaved(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("datadir: %w", err)
-	}
-	for _, raw := range saved {
-		m := g.maker()
-		doc, err := m.imposter(raw)
-		if err == nil && g.config.State().Imposter(doc.Port) == nil {
-			_, err = g.submit(ctx, m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
-		}
-		m.done()
-		if err != nil {
-			g.log.Error("cannot take in a saved imposter", "err", err)
-		}
-	}
-	if err := os.Rename(dir, dir+".migrated"); err != nil {
-		return fmt.Errorf("datadir: %w", err)
-	}
-	g.log.Info("took in the imposters of an older datadir", "from", dir, "count", len(saved))
 	return nil
 }
 

@@ -33,6 +33,8 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("DELETE /imposters/{id}", g.deleteImposter)
 	mux.HandleFunc("DELETE /imposters/{id}/savedRequests", g.withImposter(g.deleteSavedRequests))
 	mux.HandleFunc("DELETE /imposters/{id}/savedProxyResponses", g.withImposter(g.deleteSavedProxyResponses))
+	// mb 2.9.1 routes this to what savedProxyResponses does, not to savedRequests.
+	mux.HandleFunc("DELETE /imposters/{id}/requests", g.withImposter(g.deleteSavedProxyResponses))
 	mux.HandleFunc("PUT /imposters/{id}/stubs", g.withImposter(g.putStubs))
 	mux.HandleFunc("POST /imposters/{id}/stubs", g.withImposter(g.postStub))
 	mux.HandleFunc("PUT /imposters/{id}/stubs/{index}", g.withImposter(g.putStub))
@@ -84,6 +86,10 @@ func (g *gateway) guard(next http.Handler) http.Handler {
 			return
 		}
 		g.log.Info(r.Method + " " + r.URL.RequestURI())
+		if r.ProtoAtLeast(1, 1) && !r.Close {
+			// As mb's server says it; Go leaves HTTP/1.1's default unsaid.
+			w.Header().Set("Connection", "keep-alive")
+		}
 		if c := g.opts.Cluster; c != nil && c.Consistent != nil && r.Method == http.MethodGet && flag(r, "consistent") {
 			// Answered from this node's copy, once it is confirmed current.
 			if err := c.Consistent(r.Context()); err != nil {
@@ -100,11 +106,10 @@ func baseURL(r *http.Request) string { return "http://" + r.Host }
 
 func (g *gateway) home(w http.ResponseWriter, r *http.Request) {
 	b := baseURL(r)
-	writeJSON(w, http.StatusOK, map[string]any{"_links": map[string]any{
-		"imposters": map[string]string{"href": b + "/imposters"},
-		"config":    map[string]string{"href": b + "/config"},
-		"logs":      map[string]string{"href": b + "/logs"},
-	}})
+	// In mb's order, which a map would lose.
+	writeRaw(w, http.StatusOK, json.RawMessage(fmt.Sprintf(
+		`{"_links":{"imposters":{"href":%q},"config":{"href":%q},"logs":{"href":%q}}}`,
+		b+"/imposters", b+"/config", b+"/logs")))
 }
 
 // flag reads a boolean query parameter as mb does: only "true" is true.
@@ -195,7 +200,8 @@ func (g *gateway) putImposters(w http.ResponseWriter, r *http.Request) {
 
 func (g *gateway) deleteImposters(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
-	v.Replayable = true
+	// Replayable unless asked otherwise, as mb keeps it for old clients.
+	v.Replayable = !strings.EqualFold(r.URL.Query().Get("replayable"), "false")
 	imps := g.snapshot()
 	list := make([]json.RawMessage, len(imps))
 	for i, imp := range imps {
@@ -260,8 +266,7 @@ func (g *gateway) resetRecorded(port int) {
 }
 
 func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
-	v := view(r)
-	v.Replayable = true
+	v := view(r) // as GET shows it, requests and all, as mb answers
 	port, err := strconv.Atoi(r.PathValue("id"))
 	if err != nil {
 		writeRaw(w, http.StatusOK, json.RawMessage(`{}`))
@@ -291,10 +296,12 @@ func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, im
 			return
 		}
 	}
+	w.Header().Add("Vary", "Accept") // mb negotiates this answer's type
 	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
 }
 
 func (g *gateway) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	w.Header().Add("Vary", "Accept") // mb negotiates this answer's type
 	g.editStubs(w, r, imp, &config.Command{Op: config.OpDropRecorded})
 }
 
@@ -304,18 +311,23 @@ func (g *gateway) putStubs(w http.ResponseWriter, r *http.Request, imp *imposter
 		return
 	}
 	var req struct {
-		Stubs *[]json.RawMessage `json:"stubs"`
+		Stubs json.RawMessage `json:"stubs"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeErr(w, mberr.New(mberr.InvalidJSON, "Unable to parse body as JSON").WithSource(string(body)))
 		return
 	}
-	if req.Stubs == nil {
+	if req.Stubs == nil || string(req.Stubs) == "null" {
 		writeErr(w, mberr.New(mberr.BadData, "'stubs' is a required field"))
 		return
 	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(req.Stubs, &raws); err != nil {
+		writeErr(w, mberr.New(mberr.BadData, "'stubs' must be an array"))
+		return
+	}
 	m := g.maker()
-	stubs, err := m.stubs(*req.Stubs)
+	stubs, err := m.stubs(raws)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -403,24 +415,19 @@ func (g *gateway) getConfig(w http.ResponseWriter, r *http.Request) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	cwd, _ := os.Getwd()
-	whitelist := g.opts.IPWhitelist
-	if len(whitelist) == 0 {
-		whitelist = []string{"*"}
+	options := g.opts.Config
+	if options == nil {
+		options = json.RawMessage(`{}`)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"version": Version,
-		"options": map[string]any{
-			"port": g.opts.Port, "host": g.opts.Host, "datadir": g.opts.DataDir,
-			"allowInjection": g.opts.AllowInjection, "localOnly": g.opts.LocalOnly,
-			"ipWhitelist": whitelist, "mock": g.opts.Mock, "debug": g.opts.Debug,
-			"origin": g.opts.Origin != "", "apikey": g.opts.APIKey != "",
-		},
-		"process": map[string]any{
-			"goVersion": runtime.Version(), "architecture": runtime.GOARCH, "platform": runtime.GOOS,
-			"heapAlloc": ms.HeapAlloc, "heapSys": ms.HeapSys, "goroutines": runtime.NumGoroutine(),
-			"uptime": time.Since(g.started).Seconds(), "cwd": cwd,
-		},
-	})
+	arch := runtime.GOARCH
+	if arch == "amd64" {
+		arch = "x64" // as Node names it
+	}
+	// mb's shape: the options as parsed, and the process as Node describes it.
+	writeRaw(w, http.StatusOK, json.RawMessage(fmt.Sprintf(
+		`{"version":%q,"options":%s,"process":{"nodeVersion":%q,"architecture":%q,"platform":%q,"rss":%d,"heapTotal":%d,"heapUsed":%d,"uptime":%g,"cwd":%q}}`,
+		Version, options, runtime.Version(), arch, runtime.GOOS, ms.Sys, ms.HeapSys, ms.HeapAlloc,
+		time.Since(g.started).Seconds(), cwd)))
 }
 
 func (g *gateway) getLogs(w http.ResponseWriter, r *http.Request) {
@@ -431,7 +438,46 @@ func (g *gateway) getLogs(w http.ResponseWriter, r *http.Request) {
 	if e, err := strconv.Atoi(r.URL.Query().Get("endIndex")); err == nil {
 		end = e
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"logs": g.logs.slice(start, end)})
+	switch {
+	case g.opts.NoLogfile:
+		// mb reads its logfile for this page; with --nologfile there is none.
+		writeJSON(w, http.StatusOK, map[string]any{"logs": []map[string]string{{"level": "error", "message": "No logfile"}}})
+	case g.opts.LogFile != "":
+		writeRaw(w, http.StatusOK, logFileEntries(g.opts.LogFile, g.opts.LogFileJSON, start, end))
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"logs": g.logs.slice(start, end)})
+	}
+}
+
+// logFileEntries answers GET /logs from the logfile, as mb does: its JSON
+// lines as an array, sliced from start to end (inclusive; -1 is the last).
+func logFileEntries(path string, isJSON bool, start, end int) json.RawMessage {
+	one := func(msg string) json.RawMessage {
+		return json.RawMessage(`{"logs":[{"level":"error","message":` + strconv.Quote(msg) + `}]}`)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return one("No logfile")
+	}
+	var entries []json.RawMessage
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if line = bytes.TrimSpace(line); len(line) == 0 {
+			continue
+		}
+		if !isJSON || !json.Valid(line) {
+			return one("This page only works for JSON file logging")
+		}
+		entries = append(entries, line)
+	}
+	if end < 0 || end >= len(entries) {
+		end = len(entries) - 1
+	}
+	start = max(start, 0)
+	if start > end+1 {
+		start = end + 1
+	}
+	out, _ := json.Marshal(map[string]any{"logs": entries[start : end+1]})
+	return out
 }
 
 // readBody reads a capped request body; past the cap it answers 413.
@@ -483,8 +529,8 @@ func writeBytes(w http.ResponseWriter, status int, b []byte) {
 }
 
 func writeErr(w http.ResponseWriter, err error) {
-	e := mberr.As(err)
-	writeBytes(w, e.Status, indent(mberr.Body(e)))
+	w.Header().Del("Vary") // mb sends its errors without negotiating
+	writeBytes(w, mberr.As(err).Status, indent(mberr.Body(mberr.All(err)...)))
 }
 
 func indent(b []byte) []byte {

@@ -21,6 +21,10 @@ type behaviors struct {
 	statusText string
 	jsonBody   bool
 	tcp        bool // a tcp imposter's: the body is its data
+	// unset are the fields the stub's `is` left out, and defaults what
+	// mb fills them with after the behaviors ran.
+	unset    behavior.Fields
+	defaults *message.Response
 }
 
 func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (imposter.Behaviors, error) {
@@ -44,13 +48,27 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 		return nil, nil
 	}
 	var r struct {
-		Is struct {
-			StatusCode json.RawMessage `json:"statusCode"`
-			Body       json.RawMessage `json:"body"`
-		} `json:"is"`
+		Is *isFields `json:"is"`
 	}
 	_ = json.Unmarshal(response, &r)
 	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp"}
+	if r.Is != nil && !out.tcp {
+		// Only an `is` can leave fields out: proxied and injected
+		// responses have them all.
+		for _, f := range []struct {
+			raw json.RawMessage
+			bit behavior.Fields
+		}{{r.Is.StatusCode, behavior.StatusField}, {r.Is.Headers, behavior.HeadersField}, {r.Is.Body, behavior.BodyField}} {
+			if len(f.raw) == 0 || string(f.raw) == "null" {
+				out.unset |= f.bit
+			}
+		}
+		if out.defaults, err = bd.Imposter.BuildResponse(nil); err != nil {
+			return nil, err
+		}
+	} else {
+		r.Is = &isFields{}
+	}
 	var s string
 	if json.Unmarshal(r.Is.StatusCode, &s) == nil {
 		out.statusText = s
@@ -60,13 +78,31 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	return out, nil
 }
 
+// isFields are the `is` fields behaviors care about.
+type isFields struct {
+	StatusCode json.RawMessage `json:"statusCode"`
+	Headers    json.RawMessage `json:"headers"`
+	Body       json.RawMessage `json:"body"`
+}
+
 // Apply implements imposter.Behaviors.
 func (b *behaviors) Apply(ctx context.Context, req *message.Request, resp *message.Response) error {
-	br := &behavior.Response{Response: resp, StatusText: b.statusText, JSONBody: b.jsonBody, TCP: b.tcp}
+	br := &behavior.Response{Response: resp, StatusText: b.statusText, JSONBody: b.jsonBody, TCP: b.tcp, Unset: b.unset}
 	if err := b.b.Apply(ctx, req, br); err != nil {
 		return err
 	}
-	if b.statusText != "" {
+	if d := b.defaults; d != nil {
+		if br.Unset&behavior.StatusField != 0 {
+			resp.StatusCode, br.StatusText = d.StatusCode, ""
+		}
+		if br.Unset&behavior.HeadersField != 0 {
+			resp.Headers = d.Headers
+		}
+		if br.Unset&behavior.BodyField != 0 {
+			resp.Body, resp.Binary = d.Body, d.Binary
+		}
+	}
+	if br.StatusText != "" {
 		code, err := strconv.Atoi(strings.TrimSpace(br.StatusText))
 		if err != nil || code < 100 || code > 999 {
 			return mberr.New(mberr.BadData, "statusCode after behaviors is not a status: "+br.StatusText)

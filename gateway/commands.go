@@ -213,6 +213,9 @@ func (g *gateway) submit(ctx context.Context, cmd *config.Command) (config.Resul
 		return res, err
 	}
 	if res.Err != nil {
+		if cmd.Op == config.OpCreateImposter && res.Err.Code == mberr.ResourceConflict {
+			return res, g.addressInUse(cmd.Imposters[0])
+		}
 		return res, res.Err.MB()
 	}
 	for _, port := range res.Dropped {
@@ -221,6 +224,35 @@ func (g *gateway) submit(ctx context.Context, cmd *config.Command) (config.Resul
 		}
 	}
 	return res, nil
+}
+
+// addressInUse is mb's answer to an imposter on a port another one holds:
+// Node's listen error, naming the address the imposter would listen on.
+func (g *gateway) addressInUse(doc config.ImposterDoc) error {
+	// mb validates a definition before it binds its port: a bad one is
+	// refused for what is wrong with it. (Stubs naming modules are not
+	// tried: the command's modules are not in the state.)
+	dry := &config.Imposter{Port: doc.Port, Header: doc.Header}
+	for _, st := range doc.Stubs {
+		if len(st.Refs.Modules)+len(st.Refs.Plugins) > 0 {
+			dry = nil
+			break
+		}
+		dry.Stubs = append(dry.Stubs, config.Stub{ID: uint64(len(dry.Stubs) + 1), JSON: st.JSON})
+	}
+	if dry != nil {
+		if _, err := g.rec.build(dry, g.config.State()); err != nil {
+			return err
+		}
+	}
+	var h struct {
+		Host string `json:"host"`
+	}
+	_ = json.Unmarshal(doc.Header, &h)
+	if h.Host == "" {
+		h.Host = g.opts.Host
+	}
+	return mberr.AddressInUse(h.Host, doc.Port)
 }
 
 // recorder is proxy.Recorder: a recording is a configuration command.

@@ -96,8 +96,9 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.proxies.Inject = e.inject.Generate
 	}
 	e.compiler = &imposter.Compiler{
-		Predicates: e.compilePredicates,
-		Behaviors:  e.compileBehaviors,
+		AllowInjection: opts.AllowInjection,
+		Predicates:     e.compilePredicates,
+		Behaviors:      e.compileBehaviors,
 		PathHint: func(m imposter.Matcher) (string, bool, bool) {
 			return predicate.Hints(m.(predicate.Predicate)).PathIndex()
 		},

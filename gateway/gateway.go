@@ -10,6 +10,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,15 @@ type Options struct {
 	MaxFlows       int          // flows this node keeps before shedding whole flows by LRU (0: 100k)
 	Pprof          bool         // serve Go's profiler under /debug/pprof/ on the admin API
 	Logger         *slog.Logger // where logs go (stdout, --logfile); Run also keeps recent entries for GET /logs
+	// Config is the options object GET /config shows, as mb shows its
+	// parsed command line; the CLI makes it.
+	Config json.RawMessage
+	// NoLogfile is mb's --nologfile: GET /logs then has no log to show,
+	// as mb's has none. LogFile, when set, is the logfile GET /logs reads,
+	// as mb's reads its own; LogFileJSON says its lines are JSON.
+	NoLogfile   bool
+	LogFile     string
+	LogFileJSON bool
 
 	// Ready, when set, is called once every listener is bound, with the admin API's address.
 	Ready func(adminAddr string)

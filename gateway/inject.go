@@ -28,14 +28,12 @@ type injectResponder struct {
 	defaults message.ResponseFields // the imposter's defaultResponse
 }
 
+// Scripts that do not compile are taken, as mb takes them, and fail each
+// request that runs them with the error mb gives then.
 func (e *engine) injectResponder(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
-	var src string
-	if err := json.Unmarshal(raw, &src); err != nil {
-		return nil, mberr.New(mberr.BadData, "inject must be a function's source").WithSource(raw)
-	}
-	p, err := e.inject.Response(src)
+	p, err := e.inject.Response(scriptSource(raw))
 	if err != nil {
-		return nil, err
+		return failing{injectError(err)}, nil
 	}
 	r := &injectResponder{p: p, imp: b.Imposter}
 	if r.http() {
@@ -50,6 +48,28 @@ func (r *injectResponder) http() bool {
 	p := r.imp.Spec().Protocol
 	return p == "http" || p == "https"
 }
+
+// scriptSource is what mb evaluates for a script field: String(value).
+func scriptSource(raw json.RawMessage) string {
+	var src string
+	if json.Unmarshal(raw, &src) == nil {
+		return src
+	}
+	return string(raw)
+}
+
+// failing answers every request with an error found when it was compiled.
+type failing struct{ err error }
+
+func (f failing) Respond(context.Context, *imposter.Call) (*message.Response, error) {
+	return nil, f.err
+}
+
+func (f failing) Decorate(context.Context, *message.Request, *behavior.Response) error { return f.err }
+
+func (f failing) WaitMillis(context.Context, *message.Request) (int, error) { return 0, f.err }
+
+func (f failing) Match(*message.Request) bool { return false }
 
 func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
 	id, policy := flowOf(r.imp)(call.Request)
@@ -101,7 +121,10 @@ func (e *engine) injectPredicate(imp *imposter.Imposter) func(string) (predicate
 	return func(src string) (predicate.Predicate, error) {
 		p, err := e.inject.Predicate(src)
 		if err != nil {
-			return nil, err
+			// mb answers 500 where riftgate's predicates, which cannot
+			// fail, do not match (docs/mountebank-differences.md).
+			e.g.log.Warn("predicate injection does not compile; it matches nothing", "err", err)
+			return failing{err}, nil
 		}
 		return p.Matcher(flowOf(imp)), nil
 	}
@@ -114,8 +137,20 @@ func (e *engine) injectHooks(imp *imposter.Imposter) behavior.InjectHooks {
 		return behavior.InjectHooks{}
 	}
 	return behavior.InjectHooks{
-		Decorate:       func(src string) (behavior.Decorator, error) { return e.inject.Decorate(src, flowOf(imp)) },
+		Decorate: func(src string) (behavior.Decorator, error) {
+			d, err := e.inject.Decorate(src, flowOf(imp))
+			if err != nil {
+				return failing{injectError(err)}, nil
+			}
+			return d, nil
+		},
 		ShellTransform: e.inject.ShellTransform,
-		Wait:           func(src string) (behavior.Waiter, error) { return e.inject.Wait(src) },
+		Wait: func(src string) (behavior.Waiter, error) {
+			w, err := e.inject.Wait(src)
+			if err != nil {
+				return failing{injectError(err)}, nil
+			}
+			return w, nil
+		},
 	}
 }

@@ -1,6 +1,6 @@
 // Package behavior compiles and runs Mountebank's response behaviors: the
-// ordered "behaviors" array of mb 2.x and the legacy "_behaviors" object
-// (converted to the ordered form as mb's compatibility.js does). wait, copy
+// ordered "behaviors" array of mb 2.x, into which the imposter package has
+// upcast a legacy "_behaviors" object as mb's compatibility.js does. wait, copy
 // and lookup run here; decorate, shellTransform and wait functions go
 // through injection hooks, and riftgate's {"decorate": {"wasm": {...}}}
 // through a plugin hook.
@@ -13,10 +13,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/mberr"
@@ -43,7 +39,22 @@ type Response struct {
 	// TCP marks a tcp imposter's response: Body is its data, which
 	// scripts see as {data} (base64 when Binary).
 	TCP bool
+	// Unset names the fields the stub's `is` did not give, which mb's
+	// behaviors see as undefined (a decorator can set them); the engine
+	// fills what is still unset from the defaults afterwards, as mb's
+	// postProcess does after its behaviors.
+	Unset Fields
 }
+
+// Fields is a set of a response's fields.
+type Fields uint8
+
+// The fields of a response that may be unset.
+const (
+	StatusField Fields = 1 << iota
+	HeadersField
+	BodyField
+)
 
 // Decorator rewrites a response in place: decorate, shellTransform and wasm
 // decorate.
@@ -81,21 +92,11 @@ type step interface {
 	run(ctx context.Context, req *message.Request, resp *Response, sleep bool) (time.Duration, error)
 }
 
-// Behaviors is a response's compiled behaviors. A nil *Behaviors has none
-// and a repeat of 1. It is safe for concurrent use.
+// Behaviors is a response's compiled behaviors. A nil *Behaviors has none.
+// It is safe for concurrent use.
 type Behaviors struct {
 	steps    []step
-	repeat   int
 	warnings []string
-}
-
-// Repeat is how many times the engine serves the response before moving
-// on: mb's `response.repeat || 1`, compared as a number (so "3" is 3).
-func (b *Behaviors) Repeat() int {
-	if b == nil {
-		return 1
-	}
-	return b.repeat
 }
 
 // Empty reports whether there is nothing to run.
@@ -140,23 +141,21 @@ func (b *Behaviors) run(ctx context.Context, req *message.Request, resp *Respons
 	return total, nil
 }
 
-// Compile compiles the behaviors of one stub response (the whole response
-// object: "is"/"proxy"/... with "behaviors", "_behaviors" and "repeat").
+// Compile compiles the behaviors of one stub response: the whole response
+// object, as mb stores it (the imposter package has upcast a legacy
+// `_behaviors` object into the `behaviors` array; one it left, mb never runs).
 func Compile(response json.RawMessage, opts Options) (*Behaviors, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(response, &obj); err != nil {
 		return nil, mberr.New(mberr.BadData, "a response must be an object").WithSource(source(response))
 	}
-	list, repeat, err := upcast(obj)
-	if err != nil {
-		return nil, err
-	}
-	b := &Behaviors{repeat: 1}
-	if repeat != nil {
-		if b.repeat, err = repeatOf(repeat, response); err != nil {
-			return nil, err
+	var list []json.RawMessage
+	if raw, ok := obj["behaviors"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, mberr.New(mberr.BadData, "behaviors must be an array").WithSource(source(raw))
 		}
 	}
+	b := &Behaviors{}
 	for _, raw := range list {
 		s, err := b.compileOne(raw, opts)
 		if err != nil {
@@ -169,52 +168,6 @@ func Compile(response json.RawMessage, opts Options) (*Behaviors, error) {
 	return b, nil
 }
 
-// upcast returns the ordered behaviors and the repeat value, converting the
-// legacy _behaviors object when there is neither "behaviors" nor "repeat",
-// in mb's fixed order: wait, lookup, copy, shellTransform, decorate.
-func upcast(obj map[string]json.RawMessage) ([]json.RawMessage, json.RawMessage, error) {
-	repeat := obj["repeat"]
-	if raw, ok := obj["behaviors"]; ok {
-		var list []json.RawMessage
-		if isNull(raw) {
-			return nil, repeat, nil
-		}
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, nil, mberr.New(mberr.BadData, "behaviors must be an array").WithSource(source(raw))
-		}
-		return list, repeat, nil
-	}
-	legacy, ok := obj["_behaviors"]
-	if !ok || repeat != nil {
-		return nil, repeat, nil
-	}
-	var old map[string]json.RawMessage
-	if err := json.Unmarshal(legacy, &old); err != nil || old == nil {
-		return nil, repeat, nil // mb upcasts only an object
-	}
-	var list []json.RawMessage
-	for _, key := range []string{"wait", "lookup", "copy", "shellTransform", "decorate"} {
-		v, ok := old[key]
-		if !ok {
-			continue
-		}
-		var arr []json.RawMessage
-		if json.Unmarshal(v, &arr) == nil {
-			for _, e := range arr {
-				list = append(list, single(key, e))
-			}
-			continue
-		}
-		list = append(list, single(key, v))
-	}
-	return list, old["repeat"], nil
-}
-
-func single(key string, v json.RawMessage) json.RawMessage {
-	k, _ := json.Marshal(key)
-	return json.RawMessage(fmt.Sprintf("{%s:%s}", k, v))
-}
-
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 func source(raw json.RawMessage) any {
@@ -222,62 +175,4 @@ func source(raw json.RawMessage) any {
 		return json.RawMessage(bytes.Clone(raw))
 	}
 	return string(raw)
-}
-
-var repeatError = `"repeat" field must be an integer greater than 0`
-
-// repeatOf validates repeat as mb's dryRunValidator does and returns how
-// many times mb's loop (`repeats < response.repeat`) serves the response.
-func repeatOf(raw json.RawMessage, response json.RawMessage) (int, error) {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return 0, mberr.New(mberr.BadData, repeatError).WithSource(source(response))
-	}
-	switch v := v.(type) {
-	case nil:
-		return 1, mberr.New(mberr.BadData, repeatError).WithSource(source(response))
-	case float64:
-		if v <= 0 {
-			return 0, mberr.New(mberr.BadData, repeatError).WithSource(source(response))
-		}
-		return int(math.Ceil(v)), nil
-	case string:
-		if n, ok := parseInt(v); ok && n <= 0 {
-			return 0, mberr.New(mberr.BadData, repeatError).WithSource(source(response))
-		}
-		if v == "" {
-			return 1, nil // "" || 1
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f <= 0 {
-			return 0, nil // NaN: mb's loop never serves it
-		}
-		return int(math.Ceil(f)), nil
-	}
-	return 0, mberr.New(mberr.BadData, repeatError).WithSource(source(response))
-}
-
-// parseInt is JavaScript's parseInt(s, 10): optional space and sign, then
-// the longest run of digits.
-func parseInt(s string) (int, bool) {
-	s = strings.TrimLeft(s, " \t\n\r\v\f")
-	neg := false
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	n, digits := 0, 0
-	for digits < len(s) && s[digits] >= '0' && s[digits] <= '9' {
-		if n < math.MaxInt32 {
-			n = n*10 + int(s[digits]-'0')
-		}
-		digits++
-	}
-	if digits == 0 {
-		return 0, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
 }

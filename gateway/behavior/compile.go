@@ -104,9 +104,9 @@ func compileWait(v json.RawMessage, opts Options, raw json.RawMessage, fail func
 		if x < 0 {
 			return nil, fail("wait", "must be an integer greater than or equal to 0")
 		}
-		// parseInt(number) reads the number's decimal form.
+		// message.ParseInt(number) reads the number's decimal form.
 		if x >= 1e21 {
-			n, _ := parseInt(fmt.Sprint(x))
+			n, _ := message.ParseInt(fmt.Sprint(x))
 			return waitStep{ms: n}, nil
 		}
 		return waitStep{ms: int(math.Trunc(x))}, nil
@@ -115,7 +115,7 @@ func compileWait(v json.RawMessage, opts Options, raw json.RawMessage, fail func
 		if opts.Inject.Wait == nil {
 			return nil, mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(source(raw))
 		}
-		if n, ok := parseInt(x); ok {
+		if n, ok := message.ParseInt(x); ok {
 			return waitStep{ms: n}, nil
 		}
 		w, err := opts.Inject.Wait(x)

@@ -29,9 +29,9 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(string(resp.Body), b.Repeat())
+	fmt.Println(string(resp.Body))
 	// Output:
 	// {
 	//     "id": "42"
-	// } 1
+	// }
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,46 +97,40 @@ func TestHooks(t *testing.T) {
 	}
 }
 
-func TestRepeat(t *testing.T) {
-	for _, c := range []struct {
-		response string
-		want     int
-	}{
-		{`{"is":{}}`, 1},
-		{`{"is":{},"repeat":3}`, 3},
-		{`{"is":{},"repeat":"2"}`, 2},
-		{`{"is":{},"repeat":2.5}`, 3},
-		{`{"is":{},"_behaviors":{"repeat":4}}`, 4},
-		// mb upcasts _behaviors only when there is no repeat of its own.
-		{`{"is":{},"repeat":2,"_behaviors":{"repeat":4}}`, 2},
-	} {
-		b, err := Compile(json.RawMessage(c.response), Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Repeat() != c.want {
-			t.Errorf("%s: repeat %d, want %d", c.response, b.Repeat(), c.want)
-		}
-	}
-}
-
-func TestMissingCSV(t *testing.T) {
-	b, err := Compile(json.RawMessage(`{"is":{"body":"${r}[a]"},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":".+"}},"fromDataSource":{"csv":{"path":"/nonexistent/x.csv","keyColumn":"a"}},"into":"${r}"}}]}`), Options{})
+// The CSV is read when a request needs it, as mb reads it: a file that is
+// missing leaves the tokens, and one written or changed later answers.
+func TestLookupReadsTheCSVPerRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.csv")
+	b, err := Compile(json.RawMessage(`{"is":{"body":"${r}[b]"},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":"\\w+"}},"fromDataSource":{"csv":{"path":`+strconv.Quote(path)+`,"keyColumn":"a"}},"into":"${r}"}}]}`), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Warnings()) != 1 || !strings.Contains(b.Warnings()[0], "/nonexistent/x.csv") {
+	if len(b.Warnings()) != 0 {
 		t.Fatalf("warnings %v", b.Warnings())
 	}
-	resp := &Response{Response: &message.Response{Body: []byte("${r}[a]")}}
-	if err := b.Apply(context.Background(), &message.Request{Path: "/a"}, resp); err != nil || string(resp.Body) != "${r}[a]" {
-		t.Fatalf("%q, %v", resp.Body, err)
+	answer := func() string {
+		resp := &Response{Response: &message.Response{Body: []byte("${r}[b]")}}
+		if err := b.Apply(context.Background(), &message.Request{Path: "/k"}, resp); err != nil {
+			t.Fatal(err)
+		}
+		return string(resp.Body)
+	}
+	if got := answer(); got != "${r}[b]" {
+		t.Fatalf("no file: %q", got)
+	}
+	for _, want := range []string{"one", "second value"} {
+		if err := os.WriteFile(path, []byte("a,b\nk,"+want+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := answer(); got != want {
+			t.Fatalf("after writing %q: %q", want, got)
+		}
 	}
 }
 
 func TestNilBehaviors(t *testing.T) {
 	var b *Behaviors
-	if b.Repeat() != 1 || !b.Empty() || b.Warnings() != nil {
+	if !b.Empty() || b.Warnings() != nil {
 		t.Fatal("nil behaviors")
 	}
 	if err := b.Apply(context.Background(), &message.Request{}, &Response{Response: &message.Response{}}); err != nil {

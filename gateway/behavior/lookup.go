@@ -8,17 +8,49 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/riftgate/riftgate/gateway/message"
 )
 
-// csvTable is a CSV data source loaded once: rows indexed by the key column,
+// csvTable is a CSV data source as read: rows indexed by the key column,
 // the first row of a key winning as in mb's scan.
 type csvTable struct {
 	header []string
 	rows   map[string][]string
+}
+
+// csvSource reads its file for each request, as mb does, so that a file
+// written or changed after the imposter was made is what answers; the
+// parsed table is kept while the file's size and modification time stay
+// the same, which spares re-parsing an unchanged file on every request.
+type csvSource struct {
+	path, delim, keyColumn string
+
+	mu      sync.Mutex
+	size    int64
+	modTime time.Time
+	tab     *csvTable
+}
+
+func (c *csvSource) table() (*csvTable, error) {
+	fi, err := os.Stat(c.path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", c.path, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tab != nil && fi.Size() == c.size && fi.ModTime().Equal(c.modTime) {
+		return c.tab, nil
+	}
+	tab, err := loadCSV(c.path, c.delim, c.keyColumn)
+	if err != nil {
+		return tab, err
+	}
+	c.tab, c.size, c.modTime = tab, fi.Size(), fi.ModTime()
+	return tab, nil
 }
 
 type lookupStep struct {
@@ -26,7 +58,7 @@ type lookupStep struct {
 	sel   selection
 	index int
 	into  string
-	tab   *csvTable
+	src   *csvSource
 }
 
 func (b *Behaviors) compileLookup(c map[string]json.RawMessage, fail func(string, string) error) (step, error) {
@@ -90,12 +122,11 @@ func (b *Behaviors) compileLookup(c map[string]json.RawMessage, fail func(string
 	if err != nil {
 		return nil, err
 	}
-	tab, err := loadCSV(path, delim, keyColumn)
-	if err != nil {
-		// mb logs and answers with the tokens left in place.
-		b.warnings = append(b.warnings, fmt.Sprintf("lookup: %v", err))
+	if r, n := utf8.DecodeRuneInString(delim); n != len(delim) || r == utf8.RuneError {
+		b.warnings = append(b.warnings, fmt.Sprintf("lookup: CSV delimiter %q: riftgate supports one-character delimiters", delim))
 	}
-	return lookupStep{from: f, sel: sel, index: index, into: into, tab: tab}, nil
+	return lookupStep{from: f, sel: sel, index: index, into: into,
+		src: &csvSource{path: path, delim: delim, keyColumn: keyColumn}}, nil
 }
 
 func requiredString(cfg map[string]json.RawMessage, key, path, msg string, fail func(string, string) error) (string, error) {
@@ -160,12 +191,17 @@ func (l lookupStep) run(_ context.Context, req *message.Request, resp *Response,
 	if l.index < len(keys) {
 		key = keys[l.index]
 	}
-	rec, ok := l.tab.rows[key]
+	tab, err := l.src.table()
+	if err != nil {
+		// mb logs and answers with the tokens left in place.
+		return 0, nil
+	}
+	rec, ok := tab.rows[key]
 	if !ok {
 		return 0, nil
 	}
 	var pairs [][2]string
-	for i, col := range l.tab.header {
+	for i, col := range tab.header {
 		v := ""
 		if i < len(rec) {
 			v = rec[i]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/riftgate/riftgate/gateway/imposter"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -193,11 +194,28 @@ func render(t interface{ Fatal(...any) }, response string) *Response {
 	return out
 }
 
+// stored is a response as the imposter package stores it, a legacy
+// `_behaviors` object upcast, which is what Compile is given.
+func stored(t testing.TB, response string) json.RawMessage {
+	t.Helper()
+	st, err := imposter.ParseStub([]byte(`{"responses":[` + response + `]}`))
+	if err != nil {
+		t.Fatalf("%s: %v", response, err)
+	}
+	var obj struct {
+		Responses []json.RawMessage `json:"responses"`
+	}
+	if err := json.Unmarshal(st.JSON(), &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj.Responses[0]
+}
+
 func TestTable(t *testing.T) {
 	dir := writeCSV(t)
 	for _, c := range table(dir) {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := Compile(json.RawMessage(c.response), Options{})
+			b, err := Compile(stored(t, c.response), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +293,6 @@ var errorTable = []struct{ response, code, msg string }{
 	{`{"is":{},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":"x"}},"fromDataSource":{"csv":{"path":"x.csv"}},"into":"${R}"}}]}`, "bad data", `lookup behavior "fromDataSource.csv.keyColumn" field required`},
 	{`{"is":{},"behaviors":[{"lookup":{"key":{"using":{"method":"regex","selector":"x"}},"fromDataSource":{"csv":{"path":"x.csv","keyColumn":"id"}},"into":"${R}"}}]}`, "bad data", `lookup behavior "key.from" field required`},
 	{`{"is":{},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":"x"}},"fromDataSource":{"sql":{}},"into":"${R}"}}]}`, "bad data", `lookup behavior "fromDataSource" field must be one of [csv]`},
-	{`{"is":{},"repeat":0}`, "bad data", `"repeat" field must be an integer greater than 0`},
 	{`{"is":{},"behaviors":[{"decorate":5}]}`, "bad data", `decorate behavior "decorate" field must be a string, representing a JavaScript function`},
 	{`{"is":{},"behaviors":[{"decorate":"function (config) {}"}]}`, "invalid injection", injectionDisabled},
 	{`{"is":{},"behaviors":[{"wait":"100"}]}`, "invalid injection", injectionDisabled},
@@ -286,7 +303,7 @@ var errorTable = []struct{ response, code, msg string }{
 
 func TestCompileErrors(t *testing.T) {
 	for _, c := range errorTable {
-		_, err := Compile(json.RawMessage(c.response), Options{Inject: InjectHooks{}})
+		_, err := Compile(stored(t, c.response), Options{Inject: InjectHooks{}})
 		if err == nil {
 			t.Errorf("%s: compiled", c.response)
 			continue

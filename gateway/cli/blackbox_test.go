@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,12 +187,10 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frob"}, "Invalid command 'frob'."},
-		{[]string{"start", "--bogus", "1"}, "Unknown argument: bogus"},
 		{[]string{"--port", "x"}, "Invalid value for --port"},
 		{[]string{"--loglevel", "trace"}, "Choices:"},
 		{[]string{"--demo", "--configfile", "x.json"}, "cannot be combined"},
 		{[]string{"--configfile", "missing.json"}, "no such file"},
-		{[]string{"--rcfile", "missing.json"}, "no such file"},
 	}
 	for _, tc := range tests {
 		_, stderr, code := run(t, bin, t.TempDir(), tc.args...)
@@ -477,5 +477,520 @@ func TestSaveWithoutServer(t *testing.T) {
 	}
 	if fileExists(filepath.Join(dir, "mb.json")) {
 		t.Fatal("wrote a savefile without a server")
+	}
+}
+
+// As mb does, start goes on without an rcfile it cannot find or parse,
+// and says so on stderr.
+func TestStartWithABadRCFile(t *testing.T) {
+	for name, content := range map[string]string{"missing": "", "not JSON": "port=3000"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			rc := filepath.Join(dir, "rc.json")
+			if content != "" {
+				if err := os.WriteFile(rc, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			port := gatewaytest.FreePort(t)
+			p := startProc(t, dir, gatewaytest.Binary(t), "start", "--port", strconv.Itoa(port), "--rcfile", rc,
+				"--pidfile", "rg.pid", "--nologfile")
+			waitForFile(t, p, filepath.Join(dir, "rg.pid"))
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.exitCode(t); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			if out := p.out.String(); !strings.Contains(out, "rcfile "+rc) {
+				t.Fatalf("no word of the rcfile:\n%s", out)
+			}
+		})
+	}
+}
+
+// restart with a configfile whose later imposter is refused ends, with
+// mb's exit code, and leaves no process behind (it once hung in
+// Imposter.Stop, which ran before fasthttp's Serve had its listener).
+func TestRestartWithARefusedImposterEnds(t *testing.T) {
+	dir := t.TempDir()
+	port, first, second := gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	cfg := fmt.Sprintf(`{"imposters":[{"protocol":"http","port":%d},{"protocol":"http","port":%d,"stubs":[{"responses":[]}]}]}`, first, second)
+	if err := os.WriteFile(filepath.Join(dir, "imposters.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		p := startProc(t, dir, gatewaytest.Binary(t), "restart", "--port", strconv.Itoa(port), "--pidfile", "rg.pid",
+			"--nologfile", "--configfile", "imposters.json")
+		done := make(chan int, 1)
+		go func() { done <- p.exitCode(t) }()
+		select {
+		case code := <-done:
+			if code != 1 {
+				t.Fatalf("run %d: exit %d, want 1:\n%s", i, code, p.out.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run %d: restart with a refused imposter did not end:\n%s", i, p.out.String())
+		}
+	}
+	if fileExists(filepath.Join(dir, "rg.pid")) {
+		t.Fatal("a pidfile was left")
+	}
+}
+
+// formatterJS is a custom --formatter: its own configfile format (one line,
+// "port status body"), which save writes back.
+const formatterJS = `const fs = require('fs');
+module.exports = {
+	load: async function (options) {
+		const [port, status, body] = fs.readFileSync(options.configfile, 'utf8').trim().split(' ');
+		return { imposters: [{ protocol: 'http', port: parseInt(port, 10),
+			stubs: [{ responses: [{ is: { statusCode: parseInt(status, 10), body: body } }] }] }] };
+	},
+	save: function (options, imposters) {
+		const i = imposters.imposters[0], is = i.stubs[0].responses[0].is;
+		fs.writeFileSync(options.savefile, [i.port, is.statusCode, is.body, typeof options.port].join(' ') + '\n');
+	}
+};
+`
+
+// TestCustomFormatter loads a configfile and saves through a --formatter
+// module of the user's, as mb does: what mb writes riftgate writes.
+func TestCustomFormatter(t *testing.T) {
+	saved := map[string]string{}
+	for name, bin := range map[string]string{"mb": mbBinary(t), "riftgate": gatewaytest.Binary(t)} {
+		dir := t.TempDir()
+		port, imp := gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+		fmtPath := filepath.Join(dir, "fmt.js")
+		if err := os.WriteFile(fmtPath, []byte(formatterJS), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "conf.txt"), []byte(fmt.Sprintf("%d 203 formatted\n", imp)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := startProc(t, dir, bin, "start", "--port", strconv.Itoa(port), "--host", "127.0.0.1", "--nologfile",
+			"--pidfile", "x.pid", "--configfile", "conf.txt", "--formatter", fmtPath)
+		waitForFile(t, p, filepath.Join(dir, "x.pid"))
+		var code int
+		var body []byte
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if code, body = gatewaytest.Do(t, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", imp), nil, nil); code == 203 {
+				break
+			}
+		}
+		if code != 203 || string(body) != "formatted" {
+			t.Fatalf("%s: the formatter's imposter answered %d %q", name, code, body)
+		}
+		if _, stderr, code := run(t, bin, dir, "save", "--port", strconv.Itoa(port), "--savefile", "out.txt", "--formatter", fmtPath); code != 0 {
+			t.Fatalf("%s save: exit %d: %s", name, code, stderr)
+		}
+		out, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+		if err != nil {
+			t.Fatalf("%s save: %v", name, err)
+		}
+		saved[name] = strings.Replace(string(out), strconv.Itoa(imp), "PORT", 1)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.exitCode(t)
+	}
+	if saved["mb"] != saved["riftgate"] {
+		t.Fatalf("savefile: mb wrote %q, riftgate %q", saved["mb"], saved["riftgate"])
+	}
+}
+
+// blackHole is a listener that accepts connections and never answers.
+func blackHole(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestEveryCommandEndsOnSIGTERM runs each command where it waits longest
+// (a server that never answers, a process that ignores SIGTERM, a
+// formatter that never settles) and checks that SIGTERM ends it at once.
+func TestEveryCommandEndsOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	hole := strconv.Itoa(blackHole(t))
+	stubborn := exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
+	if err := stubborn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stubborn.Process.Kill(); _ = stubborn.Wait() })
+	files := map[string]string{
+		"stubborn.pid": strconv.Itoa(stubborn.Process.Pid),
+		"never.js": `function spin() { setTimeout(spin, 10); }
+module.exports = { load: function () { spin(); return new Promise(function () {}); },
+	save: function () { spin(); return new Promise(function () {}); } };`,
+		"conf.txt": "x",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	never := filepath.Join(dir, "never.js")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"start", []string{"start", "--port", strconv.Itoa(gatewaytest.FreePort(t)), "--nologfile", "--pidfile", "start.pid"}},
+		{"start with a formatter that never loads", []string{"start", "--port", strconv.Itoa(gatewaytest.FreePort(t)), "--nologfile",
+			"--pidfile", "f.pid", "--configfile", "conf.txt", "--formatter", never}},
+		{"stop of a process that ignores SIGTERM", []string{"stop", "--pidfile", "stubborn.pid"}},
+		{"restart of a process that ignores SIGTERM", []string{"restart", "--port", strconv.Itoa(gatewaytest.FreePort(t)), "--nologfile", "--pidfile", "stubborn.pid"}},
+		{"save to a server that never answers", []string{"save", "--port", hole, "--savefile", "s.json"}},
+		{"save with a formatter that never saves", []string{"save", "--port", hole, "--formatter", never}},
+		{"replay to a server that never answers", []string{"replay", "--port", hole}},
+		{"loadtest of a server that never answers", []string{"loadtest", "run", "-d", "10m", "-progress", "never", "http://127.0.0.1:" + hole + "/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProc(t, dir, gatewaytest.Binary(t), tc.args...)
+			time.Sleep(500 * time.Millisecond)
+			select {
+			case <-p.done:
+				t.Fatalf("ended before the signal (so the case waits on nothing): %v\n%s", p.err, p.out.String())
+			default:
+			}
+			sent := time.Now()
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("still running 5s after SIGTERM:\n%s", p.out.String())
+			}
+			t.Logf("ended %v after SIGTERM: %v", time.Since(sent).Round(time.Millisecond), p.err)
+		})
+	}
+	if err := stubborn.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatal("the stubborn process is gone: the stop cases proved nothing")
+	}
+}
+
+// TestStopOfAStubbornProcessEnds: stop gives up, with exit 1, on a process
+// that outlives SIGTERM, rather than waiting forever.
+func TestStopOfAStubbornProcessEnds(t *testing.T) {
+	dir := t.TempDir()
+	stubborn := exec.Command("sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
+	if err := stubborn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stubborn.Process.Kill(); _ = stubborn.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "s.pid"), []byte(strconv.Itoa(stubborn.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, stderr, code := run(t, gatewaytest.Binary(t), dir, "stop", "--pidfile", "s.pid")
+	if code != 1 || !strings.Contains(stderr, "still running") || time.Since(start) > 20*time.Second {
+		t.Fatalf("stop: exit %d after %v: %s", code, time.Since(start), stderr)
+	}
+}
+
+// datadirRun is what one server did with --datadir and --configfile: the
+// imposters each start shows, and what save wrote.
+type datadirRun struct {
+	afterRestart, afterConfigfile string
+	saved, savedNoProxies         string
+}
+
+func runDatadir(t *testing.T, bin string, port, a, b int) datadirRun {
+	t.Helper()
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`{"imposters":[{"protocol":"http","port":%d,"name":"from the configfile","stubs":[{"responses":[{"is":{"body":"B"}}]}]}]}`, b)
+	if err := os.WriteFile(filepath.Join(dir, "c.json"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	admin := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startIt := func(args ...string) *proc {
+		p := startProc(t, dir, bin, append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1", "--nologfile",
+			"--pidfile", "x.pid", "--datadir", "data"}, args...)...)
+		waitForFile(t, p, filepath.Join(dir, "x.pid"))
+		return p
+	}
+	stopIt := func(p *proc) {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.exitCode(t)
+	}
+	ports := func() string {
+		var got struct {
+			Imposters []struct {
+				Port int    `json:"port"`
+				Name string `json:"name"`
+			} `json:"imposters"`
+		}
+		var body []byte
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			_, body = getJSON(t, admin+"/imposters", nil)
+			if json.Unmarshal(body, &got) == nil && len(got.Imposters) > 0 {
+				break
+			}
+		}
+		var out []string
+		for _, i := range got.Imposters {
+			name := map[int]string{a: "A", b: "B"}[i.Port]
+			out = append(out, name+" "+i.Name)
+		}
+		return strings.Join(out, ", ")
+	}
+	p := startIt()
+	imp := fmt.Sprintf(`{"protocol":"http","port":%d,"name":"posted","stubs":[{"responses":[{"proxy":{"to":"http://127.0.0.1:1"}}]},{"responses":[{"is":{"body":"A"}}]}]}`, a)
+	if code, body := gatewaytest.Do(t, http.MethodPost, admin+"/imposters", imp, nil); code != http.StatusCreated {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	stopIt(p)
+	var r datadirRun
+	p = startIt()
+	r.afterRestart = ports()
+	for _, save := range []struct {
+		file string
+		into *string
+		args []string
+	}{{"other.json", &r.saved, nil}, {"noproxies.json", &r.savedNoProxies, []string{"--removeProxies"}}} {
+		if _, stderr, code := run(t, bin, dir, append([]string{"save", "--port", strconv.Itoa(port), "--savefile", save.file}, save.args...)...); code != 0 {
+			t.Fatalf("save: %d %s", code, stderr)
+		}
+		bs, err := os.ReadFile(filepath.Join(dir, save.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		*save.into = string(bs)
+	}
+	stopIt(p)
+	p = startIt("--configfile", "c.json")
+	r.afterConfigfile = ports()
+	stopIt(p)
+	return r
+}
+
+// TestDatadirAndConfigfileAsMountebank: what --datadir keeps across a
+// restart, what a --configfile does to it, and what save writes to another
+// file (with and without --removeProxies), side by side with mb.
+func TestDatadirAndConfigfileAsMountebank(t *testing.T) {
+	port, a, b := gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	mb := runDatadir(t, mbBinary(t), port, a, b)
+	rg := runDatadir(t, gatewaytest.Binary(t), port, a, b)
+	// mb loads a --configfile with PUT /imposters, replacing what --datadir
+	// kept; riftgate's loadInitial (gateway/registry.go, the lead's) lets
+	// the configfile's imposters win only on their own ports.
+	const pending = "the configfile replacing the datadir's imposters (gateway/registry.go loadInitial)"
+	switch {
+	case mb.afterConfigfile == rg.afterConfigfile:
+		t.Errorf("with --configfile riftgate shows what mb shows (%s): remove the pending mark on %s", rg.afterConfigfile, pending)
+	default:
+		t.Logf("PENDING %s: mb shows %q, riftgate %q", pending, mb.afterConfigfile, rg.afterConfigfile)
+	}
+	mb.afterConfigfile, rg.afterConfigfile = "", ""
+	if mb != rg {
+		t.Fatalf("mb:\n%+v\nriftgate:\n%+v", mb, rg)
+	}
+}
+
+// flagRun is what one start command line did.
+type flagRun struct {
+	served  bool   // the admin API answered
+	exit    string // how the process ended (after SIGTERM if it served)
+	options string // GET /config's options, when it served
+	files   string // what it wrote in its working directory
+	stderr  bool   // it wrote to stderr
+}
+
+func runFlags(t *testing.T, bin string, port int, args []string) flagRun {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rc.txt"), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := append([]string{"start", "--port", strconv.Itoa(port)}, args...)
+	p := &proc{cmd: exec.Command(bin, full...), out: &gatewaytest.LockedBuffer{}, done: make(chan struct{})}
+	var stderr gatewaytest.LockedBuffer
+	p.cmd.Dir, p.cmd.Stdout, p.cmd.Stderr = dir, p.out, &stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	defer func() { _ = p.cmd.Process.Kill(); <-p.done }()
+	var r flagRun
+	url := fmt.Sprintf("http://127.0.0.1:%d/config", port)
+	client := &http.Client{Timeout: time.Second}
+wait:
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-p.done:
+			break wait
+		case <-time.After(50 * time.Millisecond):
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var c struct {
+			Options map[string]any `json:"options"`
+		}
+		_ = json.Unmarshal(body, &c)
+		delete(c.Options, "version")
+		o, _ := json.Marshal(c.Options)
+		r.served, r.options = true, string(o)
+		time.Sleep(300 * time.Millisecond) // let it write what it writes at start
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		break
+	}
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s %v did not end", filepath.Base(bin), full)
+	}
+	r.exit = "0"
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		r.exit = ee.String()
+	}
+	var files []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && path != filepath.Join(dir, "rc.txt") {
+			rel, _ := filepath.Rel(dir, path)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	r.files = strings.Join(files, " ")
+	r.stderr = strings.TrimSpace(stderr.String()) != ""
+	return r
+}
+
+// TestStartFlagsAsMountebank starts mb and riftgate with each start option
+// in turn and compares whether each served, how it ended, the options
+// GET /config shows, the files it wrote and whether it complained.
+func TestStartFlagsAsMountebank(t *testing.T) {
+	port := gatewaytest.FreePort(t)
+	for _, args := range [][]string{
+		nil,
+		{"--nologfile"},
+		{"--logfile", "other.log"},
+		{"--logfile", "no/such/dir/x.log"},
+		{"--pidfile", "other.pid", "--nologfile"},
+		{"--loglevel", "debug", "--nologfile"},
+		{"--loglevel", "trace"},
+		{"--log", `{"level":"warn","transports":{"console":{"colorize":false,"format":"json"},"file":{"path":"j.log","format":"json"}}}`},
+		{"--host", "127.0.0.1", "--nologfile"},
+		{"--allowInjection", "--localOnly", "--nologfile"},
+		{"--ipWhitelist", "127.0.0.1|::1", "--nologfile"},
+		{"--origin", "http://example.test", "--nologfile"},
+		{"--apikey", "k", "--nologfile"},
+		{"--mock", "--debug", "--nologfile"},
+		{"--protofile", "protocols.json", "--nologfile"},
+		{"--rcfile", "rc.txt", "--nologfile"},
+		{"--rcfile", "missing.json", "--nologfile"},
+		{"--configfile", "missing.json", "--nologfile"},
+		{"--noParse", "--nologfile"},
+		{"--configfile", "rc.txt", "--formatter", "/no/such/formatter.js", "--nologfile"},
+		{"--formatter", "/no/such/formatter.js", "--nologfile"},
+		{"--port", "70000", "--nologfile"},
+		{"--nosuchflag", "--nologfile"},
+		{"--bogus", "1", "--other-thing", "--x=abc", "-z", "--nologfile", "extra", "words"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			mb := runFlags(t, mbBinary(t), port, args)
+			rg := runFlags(t, gatewaytest.Binary(t), port, args)
+			rg.files = strings.ReplaceAll(rg.files, "rg.pid", "mb.pid")
+			if mb != rg {
+				t.Errorf("mb:       %+v\nriftgate: %+v", mb, rg)
+			}
+		})
+	}
+}
+
+// TestCommandsAsMountebank runs save, replay, stop and restart with their
+// options against mb and riftgate (each against its own server) and
+// compares exit codes, whether stderr has something, and the files written.
+func TestCommandsAsMountebank(t *testing.T) {
+	type result struct {
+		code     int
+		stderr   bool
+		files    string
+		keptJunk bool // a pidfile holding no process id is still there
+	}
+	servers := map[string]int{}
+	for name, bin := range map[string]string{"mb": mbBinary(t), "riftgate": gatewaytest.Binary(t)} {
+		dir := t.TempDir()
+		port := gatewaytest.FreePort(t)
+		p := startProc(t, dir, bin, "start", "--port", strconv.Itoa(port), "--host", "127.0.0.1", "--nologfile", "--pidfile", "s.pid")
+		waitForFile(t, p, filepath.Join(dir, "s.pid"))
+		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM); <-p.done })
+		imp := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"proxy":{"to":"http://127.0.0.1:1"}}]}]}`, gatewaytest.FreePort(t))
+		if code, body := gatewaytest.Do(t, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/imposters", port), imp, nil); code != http.StatusCreated {
+			t.Fatalf("%s POST: %d %s", name, code, body)
+		}
+		servers[name] = port
+	}
+	dead := strconv.Itoa(gatewaytest.FreePort(t))
+	for _, args := range [][]string{
+		{"save"},
+		{"save", "--savefile", "other.json"},
+		{"save", "--savefile", "other.json", "--removeProxies"},
+		{"save", "--savefile", "no/such/dir/x.json"},
+		{"save", "--host", "127.0.0.1", "--savefile", "h.json"},
+		{"save", "--port", dead},
+		{"save", "--bogus", "--savefile", "b.json"},
+		{"save", "--formatter", "/no/such/formatter.js"},
+		{"replay"},
+		{"replay", "--port", dead},
+		{"stop"},
+		{"stop", "--pidfile", "missing.pid"},
+		{"stop", "--pidfile", "garbage.pid"},
+		{"--version"},
+		{"--help"},
+		{"save", "--help"},
+		{"frob"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			got := map[string]result{}
+			for name, bin := range map[string]string{"mb": mbBinary(t), "riftgate": gatewaytest.Binary(t)} {
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, "garbage.pid"), []byte("not a pid"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				full := append([]string(nil), args...)
+				if len(args) > 0 && (args[0] == "save" || args[0] == "replay") && !slices.Contains(args, "--port") {
+					full = append(full, "--port", strconv.Itoa(servers[name]))
+				}
+				_, stderr, code := run(t, bin, dir, full...)
+				var files []string
+				_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+					if err == nil && !d.IsDir() && d.Name() != "garbage.pid" {
+						rel, _ := filepath.Rel(dir, path)
+						files = append(files, rel)
+					}
+					return nil
+				})
+				got[name] = result{code, strings.TrimSpace(stderr) != "", strings.Join(files, " "), fileExists(filepath.Join(dir, "garbage.pid"))}
+			}
+			if got["mb"] != got["riftgate"] {
+				t.Errorf("mb %+v, riftgate %+v", got["mb"], got["riftgate"])
+			}
+		})
 	}
 }

@@ -41,9 +41,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printHelp(stdout, s.command, s.commandGiven)
 		return 0
 	}
-	if err := s.applyRCFile(); err != nil {
+	if warning, err := s.applyRCFile(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	} else if warning != "" {
+		fmt.Fprintln(stderr, warning)
 	}
 	if err := s.checkSupported(); err != nil {
 		return usageFail(stderr, s.command, err)

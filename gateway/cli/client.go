@@ -84,6 +84,14 @@ func save(ctx context.Context, s *settings, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	if s.customFormatter() {
+		// mb's save hands the imposters to the formatter, which writes them.
+		if _, err := runFormatter(ctx, s, "save", stderr, s.formatterOptions(), json.RawMessage(body)); err != nil {
+			fmt.Fprintf(stderr, "formatter %s: %v\n", s.str("formatter"), err)
+			return 1
+		}
+		return 0
+	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, body, "", "  "); err != nil {
 		fmt.Fprintf(stderr, "indent imposters: %v\n", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
+	"github.com/riftgate/riftgate/gateway/inject"
 	"github.com/riftgate/riftgate/gateway/message"
 )
 
@@ -63,10 +65,13 @@ func (e *TemplateError) Error() string {
 // including file; stringify() paths are relative to the configfile's
 // directory. ctx bounds the run (scriptlets are arbitrary JavaScript).
 func RenderTemplate(ctx context.Context, path string, contents string) (string, error) {
-	r := &renderer{rt: goja.New(), root: path}
+	// Templates see Node's globals (process, Buffer, timers) as in mb; EJS
+	// compiles them with new Function, where require is out of scope.
+	script := inject.NewScript(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	defer script.Close()
+	r := &renderer{rt: script.Runtime(), root: path}
 	r.rt.SetMaxCallStackSize(maxJSCallStack)
-	stop := context.AfterFunc(ctx, func() { r.rt.Interrupt(ctx.Err()) })
-	defer stop()
+	_ = r.rt.GlobalObject().Delete("require")
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("render %s: %w", path, err)
 	}

@@ -51,6 +51,11 @@ var ejsCases = []struct {
 	wantErr string
 }{
 	{
+		name:  "Node's globals, but not require",
+		files: map[string]string{"config.ejs": `<%= typeof process.env %> <%= process.env.RIFTGATE_EJS_TEST %> <%= Buffer.from('hi').toString('base64') %> <%= typeof setTimeout %> <%= typeof require %>`},
+		want:  `object set aGk= function undefined`,
+	},
+	{
 		name:  "plain text is unchanged",
 		files: map[string]string{"config.ejs": `{"imposters": []}` + "\n"},
 		want:  `{"imposters": []}` + "\n",
@@ -196,6 +201,7 @@ var ejsCases = []struct {
 }
 
 func TestRenderTemplate(t *testing.T) {
+	t.Setenv("RIFTGATE_EJS_TEST", "set")
 	for _, tc := range ejsCases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -244,11 +250,12 @@ func mbFormatter(t *testing.T) string {
 
 // mbLoadScript runs the formatter's load() on config.ejs in each directory
 // and reports the imposters, or the rendered text it prints when that is not
-// JSON, or the error. One Node process serves every case.
+// JSON, or the error. One Node process serves every case. It runs from a
+// file, as mb does (under node -e, require is a global templates would see).
 const mbLoadScript = `
-const f = require(process.argv[1]);
+const f = require(process.argv[2]);
 const results = [];
-for (const dir of process.argv.slice(2)) {
+for (const dir of process.argv.slice(3)) {
   process.chdir(dir);
   const printed = [];
   console.error = (...a) => printed.push(a.join(' '));
@@ -264,12 +271,17 @@ process.stdout.write(JSON.stringify(results));`
 // (EJS 2.7.4 under Node) and with RenderTemplate, and compares.
 func TestRenderMatchesMountebank(t *testing.T) {
 	formatter := mbFormatter(t)
+	t.Setenv("RIFTGATE_EJS_TEST", "set")
 	dirs := make([]string, len(ejsCases))
 	for i, tc := range ejsCases {
 		dirs[i] = t.TempDir()
 		writeFiles(t, dirs[i], tc.files)
 	}
-	out, err := exec.Command("node", append([]string{"-e", mbLoadScript, formatter}, dirs...)...).Output()
+	script := filepath.Join(t.TempDir(), "load.js")
+	if err := os.WriteFile(script, []byte(mbLoadScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("node", append([]string{script, formatter}, dirs...)...).Output()
 	if err != nil {
 		t.Fatalf("node: %v", err)
 	}

@@ -35,7 +35,7 @@ var options = []option{
 	{name: "host", alias: "h", help: "the hostname to bind the server to"},
 	{name: "configfile", help: "file to load imposters from, can be an EJS template"},
 	{name: "noParse", kind: kBool, def: "false", help: "prevent rendering the configfile as an EJS template"},
-	{name: "formatter", def: "mountebank-formatters", help: "only mb's default formatter is built in; other values are refused"},
+	{name: "formatter", def: "mountebank-formatters", help: "the custom formatter module to interpret --configfile formats and to use during mb save operations"},
 	{name: "datadir", help: "the directory to persist all imposter data"},
 	{name: "impostersRepository", help: "refused: riftgate persists imposters itself (use --datadir)"},
 	{name: "pidfile", def: "mb.pid", help: "where the pid is stored for the stop command"},
@@ -104,6 +104,34 @@ type settings struct {
 	commandGiven bool              // the command was named, not defaulted
 	values       map[string]string // option name -> raw value, defaults filled in
 	onCLI        map[string]bool   // options given on the command line
+	// extras are options mb does not know, which it accepts (its parser
+	// is not strict) and shows in GET /config: name and JSON value, in
+	// the order given.
+	extras [][2]string
+}
+
+// extra records an unknown option as mb's parser types it: a number, a
+// boolean, or a string; with no value, true.
+func (s *settings) extra(name, value string, hasValue bool) {
+	v := "true"
+	switch {
+	case !hasValue:
+	case value == "true" || value == "false":
+		v = value
+	case isNumber(value):
+		f, _ := strconv.ParseFloat(value, 64)
+		v = strconv.FormatFloat(f, 'f', -1, 64)
+	default:
+		b, _ := json.Marshal(value)
+		v = string(b)
+	}
+	for i := range s.extras {
+		if s.extras[i][0] == name {
+			s.extras[i][1] = v
+			return
+		}
+	}
+	s.extras = append(s.extras, [2]string{name, v})
 }
 
 func (s *settings) str(name string) string { return s.values[name] }
@@ -128,7 +156,7 @@ func usageErrorf(format string, a ...any) error {
 // parseArgs parses mb-style arguments: an optional command first (start by
 // default), then --name value, --name=value, -p value, boolean --flag,
 // --flag=false, --flag false and --no-flag, with kebab-case names accepted
-// for camelCase ones. Unknown options are errors.
+// for camelCase ones. Unknown options are kept as extras, as mb keeps them.
 func parseArgs(args []string) (*settings, error) {
 	s := &settings{command: "start", values: map[string]string{}, onCLI: map[string]bool{}}
 	for _, o := range options {
@@ -169,7 +197,12 @@ func parseArgs(args []string) (*settings, error) {
 				}
 			}
 			if o == nil {
-				return nil, usageErrorf("Unknown argument: %s", name)
+				if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+					value, hasValue = args[i+1], true
+					i++
+				}
+				s.extra(camel(name), value, hasValue)
+				continue
 			}
 		} else {
 			name := a[1:]
@@ -180,8 +213,12 @@ func parseArgs(args []string) (*settings, error) {
 				// -il: a cluster of boolean aliases.
 				for _, c := range name {
 					b := lookupAlias(string(c))
-					if b == nil || b.kind != kBool {
-						return nil, usageErrorf("Unknown argument: %s", string(c))
+					if b == nil {
+						s.extra(string(c), "", false)
+						continue
+					}
+					if b.kind != kBool {
+						return nil, usageErrorf("Not enough arguments following: %s", string(c))
 					}
 					s.values[b.name], s.onCLI[b.name] = "true", true
 				}
@@ -189,7 +226,12 @@ func parseArgs(args []string) (*settings, error) {
 			}
 			o = lookupAlias(name)
 			if o == nil {
-				return nil, usageErrorf("Unknown argument: %s", name)
+				if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+					value, hasValue = args[i+1], true
+					i++
+				}
+				s.extra(name, value, hasValue)
+				continue
 			}
 		}
 		switch {
@@ -219,9 +261,7 @@ func parseArgs(args []string) (*settings, error) {
 	if len(positional) > 0 {
 		s.command, s.commandGiven = positional[0], true
 	}
-	if len(positional) > 1 {
-		return nil, usageErrorf("Unexpected argument: %s", positional[1])
-	}
+	// mb ignores positional arguments after the command.
 	return s, nil
 }
 
@@ -249,9 +289,6 @@ func (s *settings) set(o *option, value string) error {
 // checkSupported refuses mb options whose effect riftgate cannot provide,
 // rather than silently doing something else.
 func (s *settings) checkSupported() error {
-	if f := s.str("formatter"); f != "mountebank-formatters" {
-		return usageErrorf("--formatter %s: riftgate only has mb's default formatter (mountebank-formatters)", f)
-	}
 	if r := s.str("impostersRepository"); r != "" {
 		return usageErrorf("--impostersRepository %s: riftgate cannot load JavaScript repositories; it persists imposters itself with --datadir", r)
 	}
@@ -260,39 +297,38 @@ func (s *settings) checkSupported() error {
 
 // applyRCFile fills in options from the --rcfile JSON object; options given
 // on the command line win, as in mb. Keys are option names; values are JSON
-// strings, numbers or booleans (ipWhitelist may also be an array).
-func (s *settings) applyRCFile() error {
+// strings, numbers or booleans (ipWhitelist may also be an array). As mb
+// does, a file that is missing or not a JSON object is only reported (the
+// warning, for stderr), and a key that names no option is ignored.
+func (s *settings) applyRCFile() (warning string, err error) {
 	path := s.str("rcfile")
 	if path == "" {
-		return nil
+		return "", nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("cannot read rcfile: %w", err)
+		return fmt.Sprintf("Cannot find rcfile %s", path), nil
 	}
 	var rc map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&rc); err != nil {
-		return fmt.Errorf("cannot parse rcfile %s: %w", path, err)
+		return fmt.Sprintf("Cannot parse rcfile %s: %v", path, err), nil
 	}
 	for _, name := range sortedKeys(rc) {
 		o := lookup(name)
-		if o == nil || name == "rcfile" || name == "help" || name == "version" {
-			return fmt.Errorf("rcfile %s: unknown option %q", path, name)
-		}
-		if s.onCLI[name] {
+		if o == nil || name == "rcfile" || name == "help" || name == "version" || s.onCLI[name] {
 			continue
 		}
 		value, err := rcValue(o, rc[name])
 		if err != nil {
-			return fmt.Errorf("rcfile %s: option %q: %w", path, name, err)
+			return "", fmt.Errorf("rcfile %s: option %q: %w", path, name, err)
 		}
 		if err := s.set(o, value); err != nil {
-			return fmt.Errorf("rcfile %s: %w", path, err)
+			return "", fmt.Errorf("rcfile %s: %w", path, err)
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // rcValue turns a JSON value into the string form the command line would give.

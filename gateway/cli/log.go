@@ -107,6 +107,10 @@ func openLogfile(path string) (*os.File, error) {
 			return nil, fmt.Errorf("rotate logfile: %w", err)
 		}
 	}
+	// mb's file transport makes the directories it needs.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("open logfile: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open logfile: %w", err)

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +55,8 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(newLineHandler(sink, lc.level, fmt.Sprintf("[riftgate:%d] ", opts.Port)))
 	opts.Logger = logger
+	opts.Config, opts.NoLogfile = publicOptions(s, lc), lc.filePath == ""
+	opts.LogFile, opts.LogFileJSON = lc.filePath, lc.fileFormat == "json"
 
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
@@ -103,6 +107,87 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// publicOptions is the options object GET /config shows, as mb shows its
+// parsed command line: every start option with a value (given, from the
+// rcfile, or mb's default), ipWhitelist split, the log settings as one
+// `log` object in place of loglevel, logfile and nologfile, and riftgate's
+// own options only when given.
+func publicOptions(s *settings, lc logConfig) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	add := func(k string, v any) {
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(k)
+		val, _ := json.Marshal(v)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(val)
+	}
+	str := func(name string) any {
+		if v, ok := s.values[name]; ok && v != "" {
+			return v
+		}
+		return nil
+	}
+	add("port", s.integer("port"))
+	add("pidfile", s.str("pidfile"))
+	add("allowInjection", s.boolean("allowInjection"))
+	add("apikey", str("apikey"))
+	add("localOnly", s.boolean("localOnly"))
+	if s.boolean("mock") {
+		add("mock", true) // mb drops it when false: it is deprecated
+	}
+	for _, name := range []string{"host", "configfile", "datadir", "rcfile", "impostersRepository"} {
+		if v := str(name); v != nil {
+			add(name, v)
+		}
+	}
+	add("noParse", s.boolean("noParse"))
+	add("formatter", s.str("formatter"))
+	add("ipWhitelist", strings.Split(s.str("ipWhitelist"), "|"))
+	add("debug", s.boolean("debug"))
+	add("protofile", s.str("protofile"))
+	if o := str("origin"); o != nil {
+		add("origin", o)
+	} else {
+		add("origin", false)
+	}
+	if raw := s.str("log"); raw != "" && json.Valid([]byte(raw)) {
+		b.WriteString(`,"log":` + raw)
+	} else {
+		transports := map[string]any{}
+		if lc.console {
+			transports["console"] = map[string]any{"colorize": true, "format": lc.consoleFormat}
+		}
+		if lc.filePath != "" {
+			transports["file"] = map[string]any{"path": lc.filePath, "format": lc.fileFormat}
+		}
+		add("log", map[string]any{"level": s.str("loglevel"), "transports": transports})
+	}
+	for _, name := range []string{"demo", "maxFlows", "pprof"} {
+		if s.onCLI[name] {
+			add(name, json.RawMessage(jsonValue(s, name)))
+		}
+	}
+	for _, e := range s.extras {
+		add(e[0], json.RawMessage(e[1]))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// jsonValue is an option's value as JSON: a number, a boolean or a string.
+func jsonValue(s *settings, name string) string {
+	switch lookup(name).kind {
+	case kInt, kBool:
+		return s.str(name)
+	}
+	v, _ := json.Marshal(s.str(name))
+	return string(v)
+}
+
 // engineOptions maps the parsed options onto the engine's.
 func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 	opts := gateway.Options{
@@ -118,6 +203,12 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		MaxFlows:       s.integer("maxFlows"),
 		Pprof:          s.boolean("pprof"),
 	}
+	if opts.DataDir != "" {
+		// mb makes the directory as it first writes there.
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return opts, fmt.Errorf("--datadir: %w", err)
+		}
+	}
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {
 		opts.IPWhitelist = strings.Split(wl, "|")
 	}
@@ -127,6 +218,14 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 	switch cf := s.str("configfile"); {
 	case cf != "" && s.boolean("demo"):
 		return opts, usageErrorf("--demo and --configfile cannot be combined")
+	case cf != "" && s.customFormatter():
+		// mb hands the configfile to the formatter's load and PUTs what it
+		// answers as /imposters' body.
+		imposters, err := runFormatter(ctx, s, "load", os.Stderr, s.formatterOptions())
+		if err != nil {
+			return opts, fmt.Errorf("formatter %s: %w", s.str("formatter"), err)
+		}
+		opts.Imposters = imposters
 	case cf != "":
 		imposters, err := LoadConfigFile(ctx, cf, s.boolean("noParse"))
 		if err != nil {
@@ -173,11 +272,9 @@ func stop(ctx context.Context, s *settings, stderr io.Writer) int {
 		return 1
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		fmt.Fprintf(stderr, "pidfile %s does not hold a process id: %q\n", pidfile, b)
-		return 1
-	}
-	if !processAlive(pid) {
+	// A pidfile that names no running process is stale (mb's
+	// process.kill(pid, 0) throws on one that names no process at all).
+	if err != nil || pid <= 0 || !processAlive(pid) {
 		_ = os.Remove(pidfile) // stale either way
 		return 0
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
 
-// TestBadInputChangesNothing sends malformed, mistyped, unknown and huge
-// input to every writing route, and checks for a clear 4xx in mb's shape and
-// an unchanged imposter set.
+// TestBadInputChangesNothing sends malformed, refused and huge input to
+// every writing route, and checks for a clear 4xx in mb's shape and an
+// unchanged imposter set. (What mb accepts, unknown fields among it, is
+// accepted: the differential harness holds riftgate to that.)
 func TestBadInputChangesNothing(t *testing.T) {
 	rg := gatewaytest.Start(t)
 	port := rg.PostImposter(`{"protocol":"http","name":"keep","stubs":[{"responses":[{"is":{"body":"ok"}}]}]}`)
@@ -26,17 +27,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}{
 		{"POST", "/imposters", `{"protocol":`, 400, "invalid JSON"},
 		{"POST", "/imposters", `{"protocol":"http","port":"x"}`, 400, "bad data"},
-		{"POST", "/imposters", `{"protocol":"http","stubs":[{"responses":[{"is":{"statusCode":true}}]}]}`, 400, "bad data"},
-		{"POST", "/imposters", `{"protocol":"http","colour":"red"}`, 400, "bad data"},
-		{"POST", "/imposters", fmt.Sprintf(`{"protocol":"http","port":%d}`, port), 400, "resource conflict"},
-		{"POST", "/imposters", `{"protocol":"http","stubs":[{"predicates":[{"equalz":{}}]}]}`, 400, "bad data"},
+		{"POST", "/imposters", `{"protocol":"http","stubs":[{"responses":[{"is":{},"repeat":0}]}]}`, 400, "bad data"},
+		{"POST", "/imposters", `{"protocol":"http","stubs":"none"}`, 400, "bad data"},
+		{"POST", "/imposters", fmt.Sprintf(`{"protocol":"http","port":%d}`, port), 400, "EADDRINUSE"},
+		{"POST", "/imposters", `{"protocol":"http","stubs":[{"predicates":[{"equalz":{}}],"responses":[{"is":{}}]}]}`, 400, "bad data"},
 		{"POST", "/imposters", `{"protocol":"http","stubs":[{"responses":[{"inject":"function(){}"}]}]}`, 400, "invalid injection"},
 		{"POST", "/imposters", `{"protocol":"http","body":"` + huge + `"}`, 413, "payload too large"},
 		{"PUT", "/imposters", `{"imposters":[{"protocol":"http"},{"protocol":"nope"}]}`, 400, "bad data"},
 		{"PUT", "/imposters", `{"imposters":{}}`, 400, "invalid JSON"},
 		{"PUT", stubs, `{"stubs":[{"responses":[{"is":{}}]},{"responses":"no"}]}`, 400, "bad data"},
 		{"POST", stubs, `{"stub":{"responses":[{"is":{"body":"x"}}]},"index":"first"}`, 400, "invalid JSON"},
-		{"PUT", stubs + "/0", `{"responses":[{"fault":"NOPE"}]}`, 400, "bad data"},
+		{"PUT", stubs + "/0", `{"responses":[{"iz":{}}]}`, 400, "bad data"},
 		{"PUT", stubs + "/0", `not json`, 400, "bad data"},
 	} {
 		// A client sending a huge body asks first, or it may see its write

@@ -55,7 +55,7 @@ func scrape(t *testing.T, url string, ports map[int]string) (meta []string, samp
 // families, help, types, labels, buckets and counts.
 func TestMetricsMatchMountebank(t *testing.T) {
 	rg := gatewaytest.Start(t)
-	mbURL := mountebank(t, t.TempDir())
+	mbURL := mountebank(t)
 	for _, u := range []string{rg.URL, mbURL} {
 		// No imposter yet: neither exports the imposter families.
 		if meta, _ := scrape(t, u, nil); len(meta) != 0 {

@@ -152,7 +152,7 @@ func TestSMTPImposterRecordsMail(t *testing.T) {
 // TestSMTPMatchesMountebank delivers the same mail to mb 2.9.1 and
 // riftgate and compares the recorded requests.
 func TestSMTPMatchesMountebank(t *testing.T) {
-	mb := mountebank(t, t.TempDir())
+	mb := mountebank(t)
 	rg := gatewaytest.Start(t)
 	def := `{"protocol":"smtp","recordRequests":true}`
 	mp, rp := postTo(t, mb, def), postTo(t, rg.URL, def)

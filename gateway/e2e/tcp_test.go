@@ -162,7 +162,7 @@ func TestTCPBinaryMode(t *testing.T) {
 	}
 	// What mb's dry run throws on base64 data is refused.
 	for _, pred := range []string{`{"matches":{"data":"AgM="}}`, `{"equals":{"data":"x"},"jsonpath":{"selector":"$.a"}}`} {
-		status, body := rg.Do("POST", "/imposters", `{"protocol":"tcp","mode":"binary","stubs":[{"predicates":[`+pred+`]}]}`)
+		status, body := rg.Do("POST", "/imposters", `{"protocol":"tcp","mode":"binary","stubs":[{"predicates":[`+pred+`],"responses":[{"is":{}}]}]}`)
 		if status != http.StatusBadRequest || !strings.Contains(string(body), "not allowed in binary mode") {
 			t.Fatalf("%s in binary mode: %d %s", pred, status, body)
 		}
@@ -371,7 +371,7 @@ func postTo(t *testing.T, admin, body string) int {
 // TestTCPMatchesMountebank sends the same tcp conversations to mb 2.9.1 and
 // riftgate and compares the bytes answered and the stored imposter.
 func TestTCPMatchesMountebank(t *testing.T) {
-	mb := mountebank(t, t.TempDir(), "--debug")
+	mb := mountebank(t, "--debug")
 	rg := gatewaytest.Start(t, "--allowInjection", "--debug")
 	cases := []struct {
 		name     string
@@ -418,7 +418,7 @@ func TestTCPMatchesMountebank(t *testing.T) {
 }
 
 func TestTCPProxyMatchesMountebank(t *testing.T) {
-	mb := mountebank(t, t.TempDir())
+	mb := mountebank(t)
 	rg := gatewaytest.Start(t)
 	up := echoServer(t)
 	for _, mode := range []string{"proxyOnce", "proxyAlways"} {

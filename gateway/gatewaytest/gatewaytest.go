@@ -99,14 +99,15 @@ func Wasm(t testing.TB, rel string) []byte {
 	return b
 }
 
-// Instance is one running riftgate process.
+// Instance is one running riftgate (or Mountebank) process.
 type Instance struct {
 	Port    int    // admin port
 	URL     string // admin base URL
 	DataDir string // the --datadir given, if any
-	Dir     string // a scratch directory owned by the instance
+	Dir     string // the process's working directory, a scratch directory owned by the instance
 
 	t    testing.TB
+	bin  string
 	wrap []string // a command the binary runs under (e.g. unshare), or none
 	args []string
 	cmd  *exec.Cmd
@@ -114,12 +115,14 @@ type Instance struct {
 	done chan struct{}
 }
 
-// Start runs `riftgate start` on a free loopback port with args added, and
-// waits until the admin API answers. The process is killed when the test
-// ends; its output is logged if the test failed.
+// Start runs `riftgate start` on a free loopback port and waits until the
+// admin API answers. args are added to `--port P --host 127.0.0.1
+// --nologfile --pidfile F`, and replace any of those they name (--logfile
+// replaces --nologfile). The process is killed when the test ends; its
+// output is logged if the test failed.
 func Start(t testing.TB, args ...string) *Instance {
 	t.Helper()
-	return StartUnder(t, nil, args...)
+	return startInstance(t, Binary(t), nil, args)
 }
 
 // StartUnder is Start with the binary run by wrap, a command that ends by
@@ -128,7 +131,7 @@ func Start(t testing.TB, args ...string) *Instance {
 // signals is then riftgate itself.
 func StartUnder(t testing.TB, wrap []string, args ...string) *Instance {
 	t.Helper()
-	return launch(t, wrap, "127.0.0.1", FreePort(t), args)
+	return startInstance(t, Binary(t), wrap, args)
 }
 
 // StartOn is Start with the admin API on host and port, chosen by the
@@ -136,25 +139,70 @@ func StartUnder(t testing.TB, wrap []string, args ...string) *Instance {
 // own loopback address (127.0.0.2, ...).
 func StartOn(t testing.TB, host string, port int, args ...string) *Instance {
 	t.Helper()
-	return launch(t, nil, host, port, args)
+	return startInstance(t, Binary(t), nil, append([]string{"--host", host, "--port", strconv.Itoa(port)}, args...))
 }
 
-func launch(t testing.TB, wrap []string, host string, port int, args []string) *Instance {
+// StartMountebank runs the reference, mb 2.9.1 (see Mountebank), as Start
+// runs riftgate: the same defaults and the same overrides.
+func StartMountebank(t testing.TB, args ...string) *Instance {
 	t.Helper()
-	in := &Instance{t: t, Port: port, Dir: t.TempDir(), wrap: wrap}
-	in.URL = "http://" + net.JoinHostPort(host, strconv.Itoa(port))
-	for i, a := range args {
-		if a == "--datadir" && i+1 < len(args) {
-			in.DataDir = args[i+1]
+	return startInstance(t, Mountebank(t), nil, args)
+}
+
+func startInstance(t testing.TB, bin string, wrap, args []string) *Instance {
+	t.Helper()
+	given := map[string]bool{}
+	for _, a := range args {
+		given[a] = true
+	}
+	var all []string
+	for _, d := range [][]string{{"--port", strconv.Itoa(FreePort(t))}, {"--host", "127.0.0.1"}, {"--nologfile"}} {
+		if !given[d[0]] && !(d[0] == "--nologfile" && given["--logfile"]) {
+			all = append(all, d...)
 		}
 	}
-	in.args = append([]string{"start", "--port", strconv.Itoa(in.Port), "--host", host,
-		"--nologfile", "--pidfile", filepath.Join(in.Dir, "rg.pid")}, args...)
+	if !given["--pidfile"] {
+		all = append(all, "--pidfile", "rg.pid") // in the instance's own directory
+	}
+	return startArgs(t, bin, wrap, append(all, args...))
+}
+
+// StartArgs runs `bin start args...` in a scratch directory, with no
+// defaults: args must name the --port. It waits, as Start does, until the
+// admin API answers.
+func StartArgs(t testing.TB, bin string, args ...string) *Instance {
+	t.Helper()
+	return startArgs(t, bin, nil, args)
+}
+
+func startArgs(t testing.TB, bin string, wrap, args []string) *Instance {
+	t.Helper()
+	in := &Instance{t: t, bin: bin, wrap: wrap, Dir: t.TempDir()}
+	host := "127.0.0.1"
+	for i, a := range args {
+		if i+1 < len(args) {
+			switch a {
+			case "--datadir":
+				in.DataDir = args[i+1]
+			case "--port":
+				in.Port, _ = strconv.Atoi(args[i+1])
+			case "--host":
+				if h := args[i+1]; h != "" && h != "0.0.0.0" && h != "::" {
+					host = h
+				}
+			}
+		}
+	}
+	if in.Port == 0 {
+		t.Fatal("gatewaytest.StartArgs: no --port")
+	}
+	in.URL = "http://" + net.JoinHostPort(host, strconv.Itoa(in.Port))
+	in.args = append([]string{"start"}, args...)
 	in.start()
 	t.Cleanup(func() {
 		in.Kill()
 		if t.Failed() {
-			t.Logf("riftgate output:\n%s", in.Output())
+			t.Logf("%s output:\n%s", filepath.Base(in.bin), in.Output())
 		}
 	})
 	return in
@@ -163,23 +211,23 @@ func launch(t testing.TB, wrap []string, host string, port int, args []string) *
 func (in *Instance) start() {
 	in.t.Helper()
 	in.out = &LockedBuffer{}
-	argv := append(append(append([]string(nil), in.wrap...), Binary(in.t)), in.args...)
+	argv := append(append(append([]string(nil), in.wrap...), in.bin), in.args...)
 	in.cmd = exec.Command(argv[0], argv[1:]...)
 	in.cmd.Stdout, in.cmd.Stderr = in.out, in.out
 	in.cmd.Dir = in.Dir
 	if err := in.cmd.Start(); err != nil {
-		in.t.Fatalf("starting riftgate: %v", err)
+		in.t.Fatalf("starting %s: %v", in.bin, err)
 	}
 	in.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) {
 		_ = cmd.Wait()
 		close(done)
 	}(in.cmd, in.done)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-in.done:
-			in.t.Fatalf("riftgate exited at start:\n%s", in.out.String())
+			in.t.Fatalf("%s exited at start:\n%s", filepath.Base(in.bin), in.out.String())
 		default:
 		}
 		if resp, err := http.Get(in.URL + "/"); err == nil {
@@ -188,7 +236,7 @@ func (in *Instance) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	in.t.Fatalf("riftgate did not answer on %s:\n%s", in.URL, in.out.String())
+	in.t.Fatalf("%s did not answer on %s:\n%s", filepath.Base(in.bin), in.URL, in.out.String())
 }
 
 // Output returns what the process printed so far.
@@ -208,7 +256,7 @@ func (in *Instance) Stop() {
 	select {
 	case <-in.done:
 	case <-time.After(10 * time.Second):
-		in.t.Errorf("riftgate did not stop on SIGTERM")
+		in.t.Errorf("%s did not stop on SIGTERM", filepath.Base(in.bin))
 		in.Kill()
 	}
 }
@@ -339,30 +387,4 @@ func Mountebank(t testing.TB) string {
 		t.Fatalf("Mountebank is not installed: run `make node`: %v", err)
 	}
 	return p
-}
-
-// StartMountebank runs mb 2.9.1 (see Mountebank) on a free loopback port in
-// dir, with args added, and returns its admin URL once it answers; it is
-// killed when the test ends.
-func StartMountebank(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	port := FreePort(t)
-	cmd := exec.Command(Mountebank(t), append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1",
-		"--nologfile", "--pidfile", filepath.Join(t.TempDir(), "mb.pid")}, args...)...)
-	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/"); err == nil {
-			resp.Body.Close()
-			return url
-		}
-	}
-	t.Fatal("mb did not start")
-	return ""
 }

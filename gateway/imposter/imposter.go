@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,6 +67,9 @@ type Imposter struct {
 	// endOfRequest is a tcp imposter's endOfRequestResolver, or nil.
 	endOfRequest EndOfRequest
 
+	ignoredMu sync.Mutex
+	ignored   map[string]bool // fields already warned about
+
 	requests   sync.Mutex // guards saved
 	saved      []*message.Request
 	numReqs    atomic.Int64 // numberOfRequests: reset with the saved requests
@@ -92,18 +97,30 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if imp.meters = meter.NewImposter(); opts.Meters != nil {
 		imp.meters = opts.Meters(imp.MetricLabel())
 	}
+	imp.warnIgnored(imp.log, spec.Ignored)
 	dflt, isJSON, err := imp.buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
 	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: RenderHeader(dflt)}
+	// As mb does, every stub's refusals are answered together.
+	var errs mberr.List
 	stubs := make([]*Stub, 0, len(spec.Stubs))
 	for _, ss := range spec.Stubs {
 		st, err := imp.CompileStub(ss, cfg)
 		if err != nil {
-			return nil, err
+			errs = append(errs, mberr.All(err)...)
+			continue
 		}
 		stubs = append(stubs, st)
+	}
+	if c := opts.Compiler; c != nil {
+		if err := endOfRequestResolverProblem(spec, c.AllowInjection); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
 	}
 	imp.table.Store(newTable(stubs))
 	if err := imp.compileEndOfRequest(); err != nil {
@@ -120,7 +137,11 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 	if c == nil {
 		c = &Compiler{}
 	}
-	return c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
+	st, err := c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
+	if err == nil {
+		imp.warnIgnored(imp.logger(), ss.Ignored)
+	}
+	return st, err
 }
 
 // SetStubs makes stubs the imposter's stub list. Requests already matching
@@ -148,7 +169,7 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 	ln, err := listen("tcp", net.JoinHostPort(host, strconv.Itoa(spec.Port)))
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, mberr.New(mberr.ResourceConflict, fmt.Sprintf("Port %d is already in use", spec.Port))
+			return nil, mberr.AddressInUse(host, spec.Port)
 		}
 		return nil, mberr.New(mberr.CannotStartServer, err.Error())
 	}
@@ -191,6 +212,9 @@ func (imp *Imposter) Stop(ctx context.Context) error {
 	// forever.
 	imp.ln.Close()
 	err := imp.srv.shutdown(ctx)
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // the listener closed above: nothing went wrong
+	}
 	<-imp.done
 	imp.log.Info("Ciao for now")
 	return err
@@ -271,14 +295,26 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 	return resp
 }
 
+// writeError answers a request whose response could not be made as mb's
+// imposters do: 500, whatever the error, with the error and its JavaScript
+// name; riftgate's own conditions (an unreachable flow owner) keep their
+// status.
 func (imp *Imposter) writeError(ctx *fasthttp.RequestCtx, err error) {
-	e := mberr.As(err)
+	e := *mberr.As(err)
 	imp.log.Error("error generating response", "err", err)
+	if !mberr.Own(e.Code) {
+		e.Status = http.StatusInternalServerError
+	}
+	e.Name = "Error"
 	ctx.Response.Reset()
 	ctx.Response.Header.DisableNormalizing()
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(mberr.Body(e))
+	if !ctx.Request.Header.ConnectionClose() {
+		// Node says so for the 500 mb writes without headers of its own.
+		ctx.Response.Header.Set("Connection", "keep-alive")
+	}
+	ctx.SetBody(mberr.Body(&e))
 }
 
 func (imp *Imposter) record(r *message.Request) {
@@ -338,6 +374,33 @@ func (imp *Imposter) Replay(ctx context.Context, r *message.Request) (resp *mess
 		}
 	}
 	return resp, true, nil
+}
+
+func (imp *Imposter) logger() *slog.Logger {
+	if imp.log != nil {
+		return imp.log
+	}
+	return imp.opts.Logger.With("imposter", imp.scope())
+}
+
+// warnIgnored logs, once per imposter, each field mb would ignore, which
+// riftgate ignores too: a typo shows in the log rather than as a refusal.
+func (imp *Imposter) warnIgnored(log *slog.Logger, fields []string) {
+	imp.ignoredMu.Lock()
+	defer imp.ignoredMu.Unlock()
+	var fresh []string
+	for _, f := range fields {
+		if !imp.ignored[f] {
+			if imp.ignored == nil {
+				imp.ignored = map[string]bool{}
+			}
+			imp.ignored[f] = true
+			fresh = append(fresh, f)
+		}
+	}
+	if len(fresh) > 0 {
+		log.Warn("ignoring fields mb does not know: " + strings.Join(fresh, ", "))
+	}
 }
 
 // fasthttpLogger sends fasthttp's own messages to slog at debug level.

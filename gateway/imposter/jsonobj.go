@@ -64,8 +64,7 @@ func (o object) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(f.Key)
-		b.Write(k)
+		b.Write(message.AppendJSONString(b.AvailableBuffer(), f.Key))
 		b.WriteByte(':')
 		if err := json.Compact(&b, f.Value); err != nil {
 			return nil, err
@@ -75,10 +74,14 @@ func (o object) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// raw encodes v as JSON.stringify would: without encoding/json's HTML
+// escaping of <, > and &.
 func raw(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		panic(err) // only called with values encoding/json always encodes
 	}
-	return b
+	return bytes.TrimRight(b.Bytes(), "\n")
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/riftgate/riftgate/gateway/message"
 )
@@ -27,14 +28,14 @@ type Recorded struct {
 	Requests []*message.Request
 }
 
-// JSON renders the imposter as mb does, fields in mb's order; riftgate's
-// own settings (host, allowCORS, _rift) follow mb's header fields.
+// JSON renders the imposter as mb does, fields in mb's order, and
+// riftgate's own `_rift` after them.
 func (imp *Imposter) JSON(v View) json.RawMessage {
 	s := imp.spec
 	self := v.BaseURL + "/imposters/" + strconv.Itoa(s.Port)
 	o := object{{Key: "protocol", Value: raw(s.Protocol)}, {Key: "port", Value: raw(s.Port)}}
-	if s.Name != "" {
-		o = append(o, field{Key: "name", Value: raw(s.Name)})
+	if r := s.header.get("name"); truthy(r) {
+		o = append(o, field{Key: "name", Value: r})
 	}
 	if s.DefaultResponse != nil {
 		o = append(o, field{Key: "defaultResponse", Value: s.DefaultResponse})
@@ -49,14 +50,15 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 	if !v.List {
 		o = append(o, field{Key: "recordRequests", Value: raw(s.RecordRequests)})
 		if s.Protocol == "https" {
-			o = append(o, field{Key: "key", Value: raw(s.Key)}, field{Key: "cert", Value: raw(s.Cert)}, field{Key: "mutualAuth", Value: raw(s.MutualAuth)})
+			o = append(o, imp.tlsMetadata()...)
 		}
 		o = append(o, protocolMetadata(s)...)
 	}
-	for _, k := range []string{"endOfRequestResolver", "host", "allowCORS", "_rift"} {
-		if r := s.header.get(k); r != nil {
-			o = append(o, field{Key: k, Value: r})
-		}
+	if r := s.header.get("endOfRequestResolver"); truthy(r) {
+		o = append(o, field{Key: "endOfRequestResolver", Value: r})
+	}
+	if r := s.header.get("_rift"); r != nil {
+		o = append(o, field{Key: "_rift", Value: r})
 	}
 	links := func(o object) object {
 		return append(o, field{Key: "_links", Value: raw(map[string]any{
@@ -88,7 +90,9 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 				continue
 			}
 		}
-		if !v.Replayable {
+		if v.Replayable {
+			so = withoutResponseTimes(so)
+		} else {
 			if m := st.Matches(); imp.opts.RecordMatches && len(m) > 0 {
 				so = so.with("matches", raw(m)) // mb shows none until a stub matches
 			}
@@ -101,6 +105,51 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		o = links(o)
 	}
 	return mustJSON(o)
+}
+
+// tlsMetadata is what mb's https server prints of its options.
+func (imp *Imposter) tlsMetadata() object {
+	s := imp.spec
+	o := object{{Key: "key", Value: raw(s.Key)}, {Key: "cert", Value: raw(s.Cert)}, {Key: "mutualAuth", Value: raw(s.MutualAuth)}}
+	ru := s.header.get("rejectUnauthorized")
+	if !truthy(ru) {
+		ru = raw(false)
+	}
+	ca := s.header.get("ca")
+	if !truthy(ca) {
+		ca = json.RawMessage("null")
+	}
+	o = append(o, field{Key: "rejectUnauthorized", Value: ru}, field{Key: "ca", Value: ca})
+	if c := s.header.get("ciphers"); truthy(c) {
+		o = append(o, field{Key: "ciphers", Value: raw(strings.ToUpper(jsString(c)))})
+	}
+	return o
+}
+
+// withoutResponseTimes drops _proxyResponseTime from recorded `is`
+// responses, as mb's replayable form does.
+func withoutResponseTimes(stub object) object {
+	var responses []json.RawMessage
+	if json.Unmarshal(stub.get("responses"), &responses) != nil {
+		return stub
+	}
+	changed := false
+	for i, r := range responses {
+		ro, err := decodeObject(r)
+		if err != nil {
+			continue
+		}
+		is, err := decodeObject(ro.get("is"))
+		if err != nil || is.get("_proxyResponseTime") == nil {
+			continue
+		}
+		responses[i] = mustJSON(ro.with("is", mustJSON(is.without("_proxyResponseTime"))))
+		changed = true
+	}
+	if !changed {
+		return stub
+	}
+	return stub.with("responses", raw(responses))
 }
 
 // withoutProxies drops proxy responses from a stub; ok is false when none

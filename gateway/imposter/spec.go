@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/riftgate/riftgate/gateway/config"
@@ -13,8 +14,11 @@ import (
 	"github.com/riftgate/riftgate/gateway/message"
 )
 
-// Spec is one imposter definition, validated. It keeps the JSON it came from
-// so that GET shows what was stored, field for field.
+// Spec is one imposter definition, validated as mb validates it: what mb
+// refuses is refused with mb's words, and what mb ignores is kept (a stub
+// prints as it was given) or dropped (an imposter field mb does not print),
+// and named in Ignored. It keeps the JSON it came from, as JSON.parse and
+// mb's upcasting left it, so that GET shows what mb would store.
 type Spec struct {
 	Protocol       string
 	Port           int // 0 until bound when none was given
@@ -32,6 +36,10 @@ type Spec struct {
 	DefaultResponse json.RawMessage
 	// EndOfRequestResolver is kept for rendering; http imposters never use it.
 	EndOfRequestResolver json.RawMessage
+	// Ignored names the fields of the definition that mb ignores
+	// ("colour", "stubs[0].responses[1].note"), for one warning per
+	// imposter.
+	Ignored []string
 
 	header object // the definition without stubs and runtime fields
 }
@@ -49,16 +57,20 @@ type StubSpec struct {
 	ScenarioName          string
 	RequiredScenarioState string
 	NewScenarioState      string
+	// Ignored names the fields mb ignores, relative to the stub.
+	Ignored []string
 
 	obj object
 }
 
 // ResponseSpec is one entry of a stub's responses.
 type ResponseSpec struct {
-	Kind      string          // is, proxy, inject, fault or wasm
-	Value     json.RawMessage // the value under Kind
+	Kind  string          // is, proxy, inject, fault or wasm
+	Value json.RawMessage // the value under Kind
+	// Repeat is how many times the response comes before the next one,
+	// as mb's repeat loop counts it (0 drops it from the cycle).
 	Repeat    int
-	Behaviors json.RawMessage // the `behaviors` array, or the legacy `_behaviors` object
+	Behaviors json.RawMessage // the `behaviors` array
 
 	obj object
 }
@@ -72,14 +84,15 @@ type FlowSpec struct {
 	configured bool
 }
 
-// Known fields, so that a typo is an error rather than a silently ignored
-// setting. They include every field mb itself prints, so `mb save` files load.
+// The fields mb reads or prints (and riftgate's own): any other is
+// ignored, as mb ignores it, and named in a warning.
 var (
 	imposterFields = set("protocol", "port", "host", "name", "recordRequests", "numberOfRequests",
 		"requests", "stubs", "defaultResponse", "allowCORS", "key", "cert", "mutualAuth",
-		"rejectUnauthorized", "ca", "ciphers", "endOfRequestResolver", "_links", "_rift", "mode")
-	stubFields     = set("predicates", "responses", "scenarioName", "requiredScenarioState", "newScenarioState", "_links", "matches")
-	responseKinds  = set("is", "proxy", "inject", "fault", "wasm")
+		"rejectUnauthorized", "ca", "ciphers", "endOfRequestResolver", "mode", "_links", "_rift")
+	stubFields = set("predicates", "responses", "scenarioName", "requiredScenarioState", "newScenarioState",
+		"name", "recordMatches", "_links", "matches")
+	responseKinds  = []string{"is", "proxy", "inject", "fault", "wasm"}
 	responseFields = set("is", "proxy", "inject", "fault", "wasm", "repeat", "behaviors", "_behaviors")
 	isFields       = set("statusCode", "headers", "body", "_mode", "_proxyResponseTime", "data")
 	faults         = set("CONNECTION_RESET_BY_PEER", "RANDOM_DATA_THEN_CLOSE")
@@ -94,88 +107,118 @@ func set(keys ...string) map[string]bool {
 }
 
 // ParseSpec decodes and validates one imposter definition. Every error is
-// an *mberr.Error in mb's words.
+// an *mberr.Error, or an mberr.List when mb would name several.
 func ParseSpec(data []byte) (*Spec, error) {
-	data = bytes.TrimSpace(data)
-	obj, err := decodeObject(data)
+	obj, err := canonicalObject(data)
 	if err != nil {
-		return nil, mberr.New(mberr.BadData, "imposter must be a JSON object: "+err.Error())
-	}
-	if err := unknownFields(obj, imposterFields, "imposter"); err != nil {
-		return nil, err
+		// An array or a scalar has no protocol, as mb sees it.
+		return nil, mberr.New(mberr.BadData, "'protocol' is a required field")
 	}
 	s := &Spec{}
-	if err := parseHeader(s, obj); err != nil {
-		return nil, err
+	if errs := parseHeader(s, obj); len(errs) > 0 {
+		return nil, errs.Err()
 	}
 	if raw := obj.get("stubs"); raw != nil && !isNull(raw) {
 		var stubs []json.RawMessage
 		if err := json.Unmarshal(raw, &stubs); err != nil {
+			// mb crashes on this; riftgate refuses it.
 			return nil, mberr.New(mberr.BadData, "'stubs' must be an array")
 		}
-		for _, r := range stubs {
+		var errs mberr.List
+		for i, r := range stubs {
 			st, err := ParseStub(r)
 			if err != nil {
-				return nil, err
+				errs = append(errs, mberr.All(err)...)
+				continue
+			}
+			for _, f := range st.Ignored {
+				s.Ignored = append(s.Ignored, fmt.Sprintf("stubs[%d].%s", i, f))
 			}
 			s.Stubs = append(s.Stubs, st)
+		}
+		if len(errs) > 0 {
+			return nil, errs.Err()
+		}
+	}
+	for _, f := range obj {
+		if !imposterFields[f.Key] {
+			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
 	s.header = obj.without("stubs", "requests", "numberOfRequests", "_links")
 	return s, nil
 }
 
-func parseHeader(s *Spec, obj object) error {
-	if err := str(obj, "protocol", &s.Protocol); err != nil {
-		return err
+// canonicalObject reads data as JSON.parse would, and re-encodes each value
+// as JSON.stringify prints it: a stored definition shows what mb would show
+// (escapes, numbers, a repeated key's last value).
+func canonicalObject(data []byte) (object, error) {
+	canon, err := message.CanonicalJSON(bytes.TrimSpace(data))
+	if err != nil {
+		return nil, err
 	}
-	switch s.Protocol {
-	case "":
-		return mberr.New(mberr.BadData, "'protocol' is a required field")
-	case "http", "https":
-	case "tcp", "smtp":
-		if err := parseTCPSMTP(s, obj); err != nil {
-			return err
-		}
-	default:
-		return mberr.New(mberr.BadData, fmt.Sprintf("the %s protocol is not yet supported", s.Protocol))
-	}
+	return decodeObject(canon)
+}
+
+func parseHeader(s *Spec, obj object) mberr.List {
+	var errs mberr.List
+	// mb checks the port, then the protocol, and reports both.
 	if raw := obj.get("port"); raw != nil && !isNull(raw) {
 		p, ok := message.WholeNumber(raw)
 		if !ok || p <= 0 || p >= 65536 {
-			return mberr.New(mberr.BadData, "invalid value for 'port'")
+			errs = append(errs, mberr.New(mberr.BadData, "invalid value for 'port'"))
 		}
 		s.Port = int(p)
+	}
+	proto := obj.get("protocol")
+	switch s.Protocol = jsString(proto); {
+	case proto == nil || isNull(proto):
+		errs = append(errs, mberr.New(mberr.BadData, "'protocol' is a required field"))
+	case s.Protocol == "http" || s.Protocol == "https":
+	case s.Protocol == "tcp" || s.Protocol == "smtp":
+		if err := parseTCPSMTP(s, obj); err != nil {
+			errs = append(errs, mberr.As(err))
+		}
+	default:
+		errs = append(errs, mberr.New(mberr.BadData, fmt.Sprintf("the %s protocol is not yet supported", s.Protocol)))
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	// mb takes these as JavaScript would: a name is shown as given, flags
+	// are truthy or not.
+	s.Name = jsString(obj.get("name"))
+	if raw := obj.get("host"); isString(raw) {
+		s.Host = jsString(raw)
 	}
 	for _, f := range []struct {
 		key string
 		dst *string
-	}{{"host", &s.Host}, {"name", &s.Name}, {"key", &s.Key}, {"cert", &s.Cert}} {
-		if err := str(obj, f.key, f.dst); err != nil {
-			return err
+	}{{"key", &s.Key}, {"cert", &s.Cert}} {
+		if raw := obj.get(f.key); isString(raw) {
+			*f.dst = jsString(raw)
 		}
 	}
-	for _, f := range []struct {
-		key string
-		dst *bool
-	}{{"recordRequests", &s.RecordRequests}, {"allowCORS", &s.AllowCORS}, {"mutualAuth", &s.MutualAuth}} {
-		if err := boolean(obj, f.key, f.dst); err != nil {
-			return err
-		}
-	}
-	if raw := obj.get("defaultResponse"); raw != nil && !isNull(raw) {
-		if err := checkIs(raw); err != nil {
-			return err
-		}
+	s.RecordRequests = truthy(obj.get("recordRequests"))
+	s.AllowCORS = truthy(obj.get("allowCORS"))
+	s.MutualAuth = truthy(obj.get("mutualAuth"))
+	if raw := obj.get("defaultResponse"); truthy(raw) {
 		s.DefaultResponse = raw
+		if o, err := decodeObject(raw); err == nil {
+			for _, f := range o {
+				if !isFields[f.Key] {
+					s.Ignored = append(s.Ignored, "defaultResponse."+f.Key)
+				}
+			}
+		}
 	}
 	s.EndOfRequestResolver = obj.get("endOfRequestResolver")
 	if raw := obj.get("_rift"); raw != nil {
 		if err := parseRift(raw, &s.Flow); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errs
 }
 
 // HeaderJSON returns the imposter's definition without its stubs, as
@@ -185,19 +228,17 @@ func (s *Spec) HeaderJSON() json.RawMessage { return mustJSON(s.header.with("por
 // JSON returns the stub as stored.
 func (s *StubSpec) JSON() json.RawMessage { return mustJSON(s.obj) }
 
-// ParseStub decodes and validates one stub.
+// ParseStub decodes and validates one stub, as mb's dry run would.
 func ParseStub(data []byte) (*StubSpec, error) {
-	obj, err := decodeObject(bytes.TrimSpace(data))
+	obj, err := canonicalObject(data)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each stub must be a JSON object").WithSource(json.RawMessage(data))
 	}
-	if err := unknownFields(obj, stubFields, "stub"); err != nil {
-		return nil, err
-	}
+	src := mustJSON(obj)
 	st := &StubSpec{}
 	if raw := obj.get("predicates"); raw != nil && !isNull(raw) {
 		if err := json.Unmarshal(raw, &st.Predicates); err != nil {
-			return nil, mberr.New(mberr.BadData, "'predicates' must be an array").WithSource(json.RawMessage(data))
+			return nil, mberr.New(mberr.BadData, "'predicates' must be an array").WithSource(src)
 		}
 	}
 	for _, f := range []struct {
@@ -209,118 +250,148 @@ func ParseStub(data []byte) (*StubSpec, error) {
 		}
 	}
 	if st.ScenarioName == "" && (st.RequiredScenarioState != "" || st.NewScenarioState != "") {
-		return nil, mberr.New(mberr.BadData, "'requiredScenarioState' and 'newScenarioState' need a 'scenarioName'").WithSource(json.RawMessage(data))
+		return nil, mberr.New(mberr.BadData, "'requiredScenarioState' and 'newScenarioState' need a 'scenarioName'").WithSource(src)
 	}
-	raw := obj.get("responses")
 	var responses []json.RawMessage
-	if raw == nil || isNull(raw) {
-		// mb gives a stub without responses one empty `is`.
-		responses = []json.RawMessage{json.RawMessage(`{"is":{}}`)}
-		obj = obj.with("responses", json.RawMessage(`[{"is":{}}]`))
-	} else if err := json.Unmarshal(raw, &responses); err != nil || len(responses) == 0 {
-		return nil, mberr.New(mberr.BadData, "'responses' must be a non-empty array").WithSource(json.RawMessage(data))
+	if json.Unmarshal(obj.get("responses"), &responses) != nil || len(responses) == 0 {
+		return nil, mberr.New(mberr.BadData, "'responses' must be a non-empty array").WithSource(src)
 	}
-	for _, r := range responses {
-		rs, err := ParseResponse(r)
+	var upcast []json.RawMessage
+	var repeatErrs mberr.List
+	for i, r := range responses {
+		rs, ignored, err := parseResponse(r)
 		if err != nil {
-			return nil, err
+			repeatErrs = append(repeatErrs, mberr.All(err)...)
+			continue
+		}
+		for _, f := range ignored {
+			st.Ignored = append(st.Ignored, fmt.Sprintf("responses[%d].%s", i, f))
 		}
 		st.Responses = append(st.Responses, rs)
+		upcast = append(upcast, mustJSON(rs.obj))
 	}
-	st.obj = obj.without("_links", "matches")
+	if len(repeatErrs) > 0 {
+		return nil, repeatErrs.Err()
+	}
+	// mb's dry run stops at the first response it cannot resolve.
+	for _, rs := range st.Responses {
+		if err := rs.check(); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range obj {
+		if !stubFields[f.Key] {
+			st.Ignored = append(st.Ignored, f.Key)
+		}
+	}
+	st.obj = obj.with("responses", raw(upcast)).without("_links", "matches")
 	return st, nil
 }
 
-// ParseResponse decodes and validates one response.
-func ParseResponse(data []byte) (*ResponseSpec, error) {
-	src := json.RawMessage(data)
+// parseResponse decodes one response, upcasting mb's legacy `_behaviors`
+// object into the `behaviors` array (and `repeat`) as mb stores it.
+func parseResponse(data []byte) (*ResponseSpec, []string, error) {
 	obj, err := decodeObject(bytes.TrimSpace(data))
 	if err != nil {
-		return nil, mberr.New(mberr.BadData, "each response must be a JSON object").WithSource(src)
+		return nil, nil, mberr.New(mberr.BadData, "unrecognized response type").WithSource(json.RawMessage(data))
 	}
-	rs := &ResponseSpec{Repeat: 1, obj: obj}
-	for _, f := range obj {
-		if !responseFields[f.Key] {
-			return nil, mberr.New(mberr.BadData, "unrecognized response type").WithSource(src)
-		}
-		if responseKinds[f.Key] {
-			if rs.Kind != "" {
-				return nil, mberr.New(mberr.BadData, "each response object must have only one response type").WithSource(src)
+	obj = upcastBehaviors(obj)
+	rs := &ResponseSpec{obj: obj}
+	var kinds []string
+	for _, k := range responseKinds {
+		if v := obj.get(k); truthy(v) {
+			kinds = append(kinds, k)
+			if rs.Kind == "" {
+				rs.Kind, rs.Value = k, v
 			}
-			rs.Kind, rs.Value = f.Key, f.Value
 		}
 	}
-	if rs.Kind == "" {
-		rs.Kind, rs.Value = "is", json.RawMessage(`{}`)
+	if len(kinds) > 1 {
+		rs.Kind = "multiple"
 	}
-	switch rs.Kind {
-	case "is":
-		if err := checkIs(rs.Value); err != nil {
-			return nil, err
-		}
-	case "fault":
-		var f string
-		if json.Unmarshal(rs.Value, &f) != nil || !faults[f] {
-			return nil, mberr.New(mberr.BadData, "fault must be CONNECTION_RESET_BY_PEER or RANDOM_DATA_THEN_CLOSE").WithSource(src)
-		}
+	n, ok := repeatCount(obj.get("repeat"))
+	if !ok {
+		return nil, nil, mberr.New(mberr.BadData, `"repeat" field must be an integer greater than 0`).WithSource(mustJSON(obj))
 	}
-	if raw := obj.get("repeat"); raw != nil {
-		n, ok := repeatCount(raw)
-		if !ok {
-			return nil, mberr.New(mberr.BadData, `"repeat" field must be an integer greater than 0`).WithSource(src)
-		}
-		rs.Repeat = n
-	}
+	rs.Repeat = n
 	if raw := obj.get("behaviors"); raw != nil && !isNull(raw) {
 		rs.Behaviors = raw
-	} else if raw := obj.get("_behaviors"); raw != nil && !isNull(raw) {
-		rs.Behaviors = raw
-		// The legacy object may carry repeat, as mb's compatibility layer reads it.
-		var legacy struct {
-			Repeat json.RawMessage `json:"repeat"`
-		}
-		if json.Unmarshal(raw, &legacy) == nil && legacy.Repeat != nil && obj.get("repeat") == nil {
-			n, ok := repeatCount(legacy.Repeat)
-			if !ok {
-				return nil, mberr.New(mberr.BadData, `"repeat" field must be an integer greater than 0`).WithSource(src)
-			}
-			rs.Repeat = n
+	}
+	var ignored []string
+	for _, f := range obj {
+		if !responseFields[f.Key] || (f.Key == "_behaviors") {
+			ignored = append(ignored, f.Key)
 		}
 	}
-	return rs, nil
+	if rs.Kind == "is" {
+		if o, err := decodeObject(rs.Value); err == nil {
+			for _, f := range o {
+				if !isFields[f.Key] {
+					ignored = append(ignored, "is."+f.Key)
+				}
+			}
+		}
+	}
+	return rs, ignored, nil
 }
 
-// checkIs validates the fields of an `is` response (or a defaultResponse).
-func checkIs(raw json.RawMessage) error {
-	obj, err := decodeObject(raw)
-	if err != nil {
-		return mberr.New(mberr.BadData, "'is' must be a JSON object").WithSource(raw)
-	}
-	for _, f := range obj {
-		if !isFields[f.Key] {
-			return mberr.New(mberr.BadData, fmt.Sprintf("unrecognized field %q in response", f.Key)).WithSource(raw)
-		}
-	}
-	if v := obj.get("statusCode"); v != nil && !isNull(v) && !isToken(v) {
-		if _, ok := message.StatusCode(v); !ok {
-			return mberr.New(mberr.BadData, "statusCode must be a number between 100 and 999").WithSource(raw)
-		}
-	}
-	if v := obj.get("headers"); v != nil && !isNull(v) {
-		if _, err := message.ResponseHeaders(v); err != nil {
-			return mberr.New(mberr.BadData, "headers must be an object of strings").WithSource(raw)
-		}
-	}
-	if v := obj.get("_mode"); v != nil && !isNull(v) {
-		var m string
-		if json.Unmarshal(v, &m) != nil || (m != "text" && m != "binary") {
-			return mberr.New(mberr.BadData, `_mode must be "text" or "binary"`).WithSource(raw)
-		}
+// check is what mb's dry run finds wrong with a response.
+func (rs *ResponseSpec) check() error {
+	switch rs.Kind {
+	case "":
+		return mberr.New(mberr.BadData, "unrecognized response type").WithSource(mustJSON(rs.obj))
+	case "multiple":
+		return mberr.New(mberr.BadData, "each response object must have only one response type").WithSource(mustJSON(rs.obj))
 	}
 	return nil
 }
 
-func parseRift(raw json.RawMessage, fs *FlowSpec) error {
+// upcastBehaviors is mb's compatibility.upcast for one response: a
+// shellTransform string in `_behaviors` becomes an array, and `_behaviors`
+// becomes the `behaviors` array in mb's old execution order, with `repeat`
+// moved beside it, when the response has neither `behaviors` nor `repeat`.
+func upcastBehaviors(obj object) object {
+	legacy, err := decodeObject(obj.get("_behaviors"))
+	if err != nil {
+		return obj
+	}
+	if st := legacy.get("shellTransform"); st != nil && isString(st) {
+		legacy = legacy.with("shellTransform", raw([]json.RawMessage{st}))
+		obj = obj.with("_behaviors", mustJSON(legacy))
+	}
+	if obj.get("behaviors") != nil || obj.get("repeat") != nil {
+		return obj
+	}
+	var behaviors []json.RawMessage
+	for _, key := range []string{"wait", "lookup", "copy", "shellTransform", "decorate"} {
+		v := legacy.get(key)
+		if v == nil {
+			continue
+		}
+		var each []json.RawMessage
+		if json.Unmarshal(v, &each) != nil {
+			each = []json.RawMessage{v}
+		}
+		for _, e := range each {
+			behaviors = append(behaviors, mustJSON(object{{Key: key, Value: e}}))
+		}
+	}
+	if behaviors == nil {
+		behaviors = []json.RawMessage{}
+	}
+	out := object{}
+	for _, f := range obj {
+		if f.Key != "_behaviors" {
+			out = append(out, f)
+		}
+	}
+	if r := legacy.get("repeat"); r != nil {
+		out = append(out, field{Key: "repeat", Value: r})
+	}
+	return append(out, field{Key: "behaviors", Value: raw(behaviors)})
+}
+
+func parseRift(raw json.RawMessage, fs *FlowSpec) *mberr.Error {
 	var rift struct {
 		FlowState *struct {
 			FlowIDSource string `json:"flowIdSource"`
@@ -329,6 +400,8 @@ func parseRift(raw json.RawMessage, fs *FlowSpec) error {
 			Durability   string `json:"durability"`
 		} `json:"flowState"`
 	}
+	// _rift is riftgate's own, so it is checked strictly: a typo here
+	// would silently change where state is kept.
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&rift); err != nil {
@@ -372,15 +445,7 @@ func parseRift(raw json.RawMessage, fs *FlowSpec) error {
 	return nil
 }
 
-func unknownFields(obj object, known map[string]bool, what string) error {
-	for _, f := range obj {
-		if !known[f.Key] {
-			return mberr.New(mberr.BadData, fmt.Sprintf("unrecognized field %q in %s", f.Key, what))
-		}
-	}
-	return nil
-}
-
+// str reads riftgate's own string fields (scenarios), which are checked.
 func str(obj object, key string, dst *string) error {
 	raw := obj.get(key)
 	if raw == nil || isNull(raw) {
@@ -392,25 +457,72 @@ func str(obj object, key string, dst *string) error {
 	return nil
 }
 
-func boolean(obj object, key string, dst *bool) error {
-	raw := obj.get(key)
-	if raw == nil || isNull(raw) {
-		return nil
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
-		return mberr.New(mberr.BadData, fmt.Sprintf("'%s' must be true or false", key))
-	}
-	return nil
-}
-
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
+func isString(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '"'
+}
+
+// truthy is JavaScript's Boolean(v) for a JSON value; a missing one is false.
+func truthy(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "false", "0", `""`, "-0":
+		return false
+	}
+	return true
+}
+
+// jsString is String(v) for a JSON value; a missing or null one is "".
+func jsString(raw json.RawMessage) string {
+	if raw == nil || isNull(raw) {
+		return ""
+	}
+	v, err := message.DecodeJS(raw)
+	if err != nil {
+		return string(raw)
+	}
+	return message.JSString(v)
+}
+
+// repeatCount validates repeat as mb does (a number or a string, not zero
+// or less) and counts it as mb's `for (j = 0; j < repeat; j++)` does: a
+// missing or falsy repeat is once, a fraction rounds up, and a string
+// that is not a number repeats nothing.
 func repeatCount(raw json.RawMessage) (int, bool) {
-	n, ok := message.WholeNumber(raw)
-	if !ok || n <= 0 || n > math.MaxInt32 {
+	if raw == nil {
+		return 1, true
+	}
+	v, err := message.DecodeJS(raw)
+	if err != nil {
 		return 0, false
 	}
-	return int(n), true
+	var n float64
+	switch v := v.(type) {
+	case float64:
+		if v <= 0 {
+			return 0, false
+		}
+		n = v
+	case string:
+		if p, ok := message.ParseInt(v); ok && p <= 0 {
+			return 0, false
+		}
+		if v == "" {
+			return 1, true
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || f <= 0 {
+			return 0, true
+		}
+		n = f
+	default:
+		return 0, false
+	}
+	if n > maxCycle {
+		n = maxCycle
+	}
+	return int(math.Ceil(n)), true
 }
 
 // isToken reports whether a value is a string holding a behavior token

@@ -21,22 +21,21 @@ func TestParseSpecRejectsBadDefinitions(t *testing.T) {
 	for _, tc := range []struct {
 		name, json, message string
 	}{
-		{"not an object", `[]`, "imposter must be a JSON object"},
+		{"not an object", `[]`, "'protocol' is a required field"},
 		{"no protocol", `{"port":1}`, "'protocol' is a required field"},
 		{"unknown protocol", `{"protocol":"gopher"}`, "the gopher protocol is not yet supported"},
 		{"port out of range", `{"protocol":"http","port":70000}`, "invalid value for 'port'"},
 		{"fractional port", `{"protocol":"http","port":80.5}`, "invalid value for 'port'"},
 		{"port of the wrong type", `{"protocol":"http","port":true}`, "invalid value for 'port'"},
-		{"unknown field", `{"protocol":"http","prot":1}`, `unrecognized field "prot" in imposter`},
 		{"stubs not an array", `{"protocol":"http","stubs":{}}`, "'stubs' must be an array"},
 		{"empty responses", `{"protocol":"http","stubs":[{"responses":[]}]}`, "'responses' must be a non-empty array"},
+		{"no responses", `{"protocol":"http","stubs":[{"predicates":[]}]}`, "'responses' must be a non-empty array"},
+		{"a response with no type", `{"protocol":"http","stubs":[{"responses":[{"repeat":2}]}]}`, "unrecognized response type"},
+		{"repeat of the wrong type", `{"protocol":"http","stubs":[{"responses":[{"is":{},"repeat":null}]}]}`, `"repeat" field must be an integer greater than 0`},
+		{"a negative repeat string", `{"protocol":"http","stubs":[{"responses":[{"is":{},"repeat":"-1x"}]}]}`, `"repeat" field must be an integer greater than 0`},
 		{"two response types", `{"protocol":"http","stubs":[{"responses":[{"is":{},"fault":"x"}]}]}`, "each response object must have only one response type"},
 		{"unknown response type", `{"protocol":"http","stubs":[{"responses":[{"iz":{}}]}]}`, "unrecognized response type"},
-		{"bad fault", `{"protocol":"http","stubs":[{"responses":[{"fault":"BOOM"}]}]}`, "fault must be"},
 		{"bad repeat", `{"protocol":"http","stubs":[{"responses":[{"is":{},"repeat":0}]}]}`, `"repeat" field must be an integer greater than 0`},
-		{"bad status", `{"protocol":"http","stubs":[{"responses":[{"is":{"statusCode":"abc"}}]}]}`, "statusCode must be"},
-		{"bad headers", `{"protocol":"http","stubs":[{"responses":[{"is":{"headers":[1]}}]}]}`, "headers must be an object"},
-		{"bad mode", `{"protocol":"http","stubs":[{"responses":[{"is":{"_mode":"hex"}}]}]}`, "_mode must be"},
 		{"scenario state without name", `{"protocol":"http","stubs":[{"newScenarioState":"x"}]}`, "need a 'scenarioName'"},
 		{"bad durability", `{"protocol":"http","_rift":{"flowState":{"durability":"disk"}}}`, "durability must be"},
 		{"unknown _rift field", `{"protocol":"http","_rift":{"flows":{}}}`, "invalid _rift"},
@@ -66,13 +65,52 @@ func TestParseSpecAcceptsWhatMbSaves(t *testing.T) {
 	}
 }
 
-func TestStubWithoutResponsesGetsAnEmptyIs(t *testing.T) {
-	st, err := ParseStub([]byte(`{"predicates":[]}`))
-	if err != nil {
-		t.Fatal(err)
+// What mb accepts is accepted, and what it ignores is named for a warning.
+func TestParseSpecAcceptsWhatMbAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		ignored    []string
+	}{
+		{"an unknown imposter field", `{"protocol":"http","prot":1}`, []string{"prot"}},
+		{"a stub's name and recordMatches", `{"protocol":"http","stubs":[{"name":"n","recordMatches":true,"responses":[{"is":{}}]}]}`, nil},
+		{"query inside is", `{"protocol":"http","stubs":[{"responses":[{"is":{"query":{"a":"1"}}}]}]}`, []string{"stubs[0].responses[0].is.query"}},
+		{"proxy null next to is", `{"protocol":"http","stubs":[{"responses":[{"is":{},"proxy":null}]}]}`, nil},
+		{"an unknown fault", `{"protocol":"http","stubs":[{"responses":[{"fault":"BOOM"}]}]}`, nil},
+		{"a status that is no status", `{"protocol":"http","stubs":[{"responses":[{"is":{"statusCode":"abc"}}]}]}`, nil},
+		{"headers that are no object", `{"protocol":"http","stubs":[{"responses":[{"is":{"headers":"x"}}]}]}`, nil},
+		{"a defaultResponse holding a proxy", `{"protocol":"http","defaultResponse":{"proxy":{"to":"http://x"}}}`, []string{"defaultResponse.proxy"}},
+		{"an unknown response field", `{"protocol":"http","stubs":[{"responses":[{"is":{},"note":"n"}]}]}`, []string{"stubs[0].responses[0].note"}},
+		{"a non-string name", `{"protocol":"http","name":5}`, nil},
+		{"a port as a string", `{"protocol":"http","port":"4545"}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseSpec([]byte(tc.json))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(s.Ignored, ",") != strings.Join(tc.ignored, ",") {
+				t.Fatalf("ignored %q, want %q", s.Ignored, tc.ignored)
+			}
+		})
 	}
-	if len(st.Responses) != 1 || st.Responses[0].Kind != "is" {
-		t.Fatalf("responses = %+v", st.Responses)
+}
+
+// _behaviors becomes the behaviors array, repeat beside it, as mb stores it;
+// with a repeat already there, mb leaves it alone (and never runs it).
+func TestLegacyBehaviorsAreUpcast(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"is":{},"_behaviors":{"decorate":"d","wait":5,"repeat":2,"shellTransform":"s"}}`,
+			`{"is":{},"repeat":2,"behaviors":[{"wait":5},{"shellTransform":"s"},{"decorate":"d"}]}`},
+		{`{"is":{},"_behaviors":{"copy":[{"a":1},{"b":2}]}}`, `{"is":{},"behaviors":[{"copy":{"a":1}},{"copy":{"b":2}}]}`},
+		{`{"is":{},"repeat":1,"_behaviors":{"wait":5}}`, `{"is":{},"repeat":1,"_behaviors":{"wait":5}}`},
+	} {
+		st, err := ParseStub([]byte(`{"responses":[` + tc.in + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(mustJSON(st.Responses[0].obj)); got != tc.want {
+			t.Errorf("%s became %s, want %s", tc.in, got, tc.want)
+		}
 	}
 }
 

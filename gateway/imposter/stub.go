@@ -1,10 +1,14 @@
 package imposter
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +90,9 @@ type Compiler struct {
 	// (the data it sees is a string in text mode, bytes in binary mode);
 	// nil refuses it as mb does without --allowInjection.
 	EndOfRequest func(src string, binary bool, imp *Imposter) (EndOfRequest, error)
+	// AllowInjection is mb's --allowInjection: without it, a stub that
+	// holds JavaScript or a shell command is refused as mb refuses it.
+	AllowInjection bool
 }
 
 // Stub is a compiled stub. Its responses cycle; the position is shared by
@@ -127,16 +134,149 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 	rb, _ := c.MarshalJSON()
 	config := []byte("{}")
 	if r.spec != nil && r.spec.obj != nil {
-		config = mustJSON(r.spec.obj)
+		config = matchConfig(r.spec)
 	}
 	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":%s,"responseConfig":%s,"processingTime":%d}`,
-		ts.UTC().Format("2006-01-02T15:04:05.000Z"), rb, imp.responseJSON(resp), config, time.Since(ts).Milliseconds())
+		ts.UTC().Format("2006-01-02T15:04:05.000Z"), rb, imp.matchResponse(r, resp), config, time.Since(ts).Milliseconds())
 	s.matchMu.Lock()
 	defer s.matchMu.Unlock()
 	if len(s.seen) == maxMatches {
 		s.seen = s.seen[1:]
 	}
 	s.seen = append(s.seen, json.RawMessage(m))
+}
+
+// matchResponse is the response as a match shows it: mb records the
+// object its resolver made (an `is` as given, a proxy's answer) and the
+// http server's post-processing then edits its headers in place.
+func (imp *Imposter) matchResponse(r *response, resp *message.Response) []byte {
+	if imp.spec.Protocol != "http" && imp.spec.Protocol != "https" {
+		return imp.responseJSON(resp)
+	}
+	var obj []byte
+	switch {
+	case resp.MB != nil:
+		obj = resp.MB
+	case r.spec != nil && r.spec.Kind == "is":
+		obj = r.spec.Value
+	default:
+		obj = []byte("{}") // what an inject or plugin answered is all it shows
+	}
+	v, err := message.DecodeJS(obj)
+	o, ok := v.(*message.JSObject)
+	if err != nil || !ok {
+		return imp.responseJSON(resp)
+	}
+	if resp.MB == nil && resp != r.static {
+		imp.overlay(o, resp)
+	}
+	if h, ok := o.Vals["headers"].(*message.JSObject); ok {
+		postProcessHeaders(o, h)
+	}
+	return message.EncodeJS(o, "", false)
+}
+
+// overlay puts on o, the object a response started as, what the behaviors
+// or the script made of it: each field o has, and each that differs from
+// the default response. A body left as o's JSON object rendered it stays
+// that object.
+func (imp *Imposter) overlay(o *message.JSObject, resp *message.Response) {
+	dflt := &message.Response{StatusCode: 200}
+	if imp.dflt != nil && imp.dflt.static != nil {
+		dflt = imp.dflt.static
+	}
+	put := func(k string, v any, isDefault bool) {
+		if _, had := o.Vals[k]; !had {
+			if isDefault {
+				return
+			}
+			o.Keys = append(o.Keys, k)
+		}
+		o.Vals[k] = v
+	}
+	put("statusCode", float64(resp.StatusCode), resp.StatusCode == dflt.StatusCode)
+	var hb bytes.Buffer
+	message.WriteMultiMap(&hb, resp.Headers)
+	hv, _ := message.DecodeJS(hb.Bytes())
+	put("headers", hv, slices.Equal(resp.Headers, dflt.Headers))
+	if b, ok := o.Vals["body"]; ok {
+		if _, isStr := b.(string); !isStr && string(message.EncodeJS(b, "    ", false)) == string(resp.Body) {
+			return
+		}
+	}
+	body := string(resp.Body)
+	if resp.Binary {
+		body = base64.StdEncoding.EncodeToString(resp.Body)
+	}
+	put("body", body, bytes.Equal(resp.Body, dflt.Body))
+}
+
+// postProcessHeaders is what mb's http server does to a response's own
+// headers before writing it: Connection: close unless one is set, and a
+// Content-Length recomputed (as a number) for the body it writes.
+func postProcessHeaders(o, h *message.JSObject) {
+	get := func(name string) (string, bool) {
+		for _, k := range h.Keys {
+			if strings.EqualFold(k, name) {
+				return k, true
+			}
+		}
+		return "", false
+	}
+	set := func(name string, v any) {
+		if k, ok := get(name); ok {
+			h.Vals[k] = v
+			return
+		}
+		h.Keys = append(h.Keys, name)
+		h.Vals[name] = v
+	}
+	if _, ok := get("Connection"); !ok {
+		set("Connection", "close")
+	}
+	if _, ok := get("Content-Length"); ok {
+		var n int
+		switch b := o.Vals["body"].(type) {
+		case string:
+			if o.Vals["_mode"] == "binary" {
+				d, _ := base64.StdEncoding.DecodeString(b)
+				n = len(d)
+			} else {
+				n = len(b)
+			}
+		case nil:
+		default:
+			n = len(message.EncodeJS(b, "    ", false))
+		}
+		set("Content-Length", float64(n))
+	}
+}
+
+// matchConfig is the response's config as a match shows it: mb's resolver
+// has set a proxy's default mode on it by then.
+func matchConfig(rs *ResponseSpec) []byte {
+	config := mustJSON(rs.obj)
+	if rs.Kind != "proxy" {
+		return config
+	}
+	v, err := message.DecodeJS(config)
+	o, ok := v.(*message.JSObject)
+	if err != nil || !ok {
+		return config
+	}
+	p, ok := o.Vals["proxy"].(*message.JSObject)
+	if !ok {
+		return config
+	}
+	switch p.Vals["mode"] {
+	case "proxyOnce", "proxyAlways", "proxyTransparent":
+	default:
+		if _, had := p.Vals["mode"]; !had {
+			p.Keys = append(p.Keys, "mode")
+		}
+		p.Vals["mode"] = "proxyOnce"
+	}
+	return message.EncodeJS(o, "", false)
 }
 
 // Matches returns what the stub matched under --debug.
@@ -164,6 +304,11 @@ const maxCycle = 1 << 16
 
 func (c *Compiler) compileStub(b Build) (*Stub, error) {
 	spec := b.Stub
+	if !c.AllowInjection {
+		if err := injectionProblems(spec).Err(); err != nil {
+			return nil, err
+		}
+	}
 	st := &Stub{Spec: spec}
 	if c.Predicates != nil {
 		m, err := c.Predicates(spec.Predicates, b)
@@ -180,7 +325,7 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 	for _, rs := range spec.Responses {
 		r, err := c.compileResponse(rs, b)
 		if err != nil {
-			return nil, err
+			return nil, withStubSource(err, spec)
 		}
 		for i := 0; i < rs.Repeat; i++ {
 			if len(st.cycle) >= maxCycle {
@@ -190,7 +335,100 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 		}
 		st.responses = append(st.responses, r)
 	}
+	if len(st.cycle) == 0 {
+		// Every response repeats zero times: mb then answers as a stub
+		// without responses does, with an empty `is`.
+		r, err := c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, b)
+		if err != nil {
+			return nil, err
+		}
+		st.cycle = []uint16{uint16(len(st.responses))}
+		st.responses = append(st.responses, r)
+	}
 	return st, nil
+}
+
+// withStubSource gives an error of mb's dry run that names no source the
+// stub's JSON, as a string, as mb's dry run does.
+func withStubSource(err error, spec *StubSpec) error {
+	var e *mberr.Error
+	if errors.As(err, &e) && e.Source == nil && e.Raw == nil {
+		return e.WithSource(string(spec.JSON()))
+	}
+	return err
+}
+
+const (
+	injectionDisabled = "JavaScript injection is not allowed unless mb is run with the --allowInjection flag"
+	shellDisabled     = "Shell execution is not allowed unless mb is run with the --allowInjection flag"
+)
+
+// injectionProblems are mb's refusals of a stub without --allowInjection:
+// one for any JavaScript it holds (response inject, decorate, a wait
+// function, predicateGenerators inject, predicate inject, addDecorateBehavior)
+// and one for shellTransform, each naming the whole stub.
+func injectionProblems(spec *StubSpec) mberr.List {
+	js, shell := false, false
+	for _, rs := range spec.Responses {
+		if rs.Kind == "inject" {
+			js = true
+		}
+		var behaviors []map[string]json.RawMessage
+		_ = json.Unmarshal(rs.Behaviors, &behaviors)
+		for _, b := range behaviors {
+			if d := b["decorate"]; d != nil && !isWasm(d) {
+				js = true
+			}
+			if w := b["wait"]; isString(w) {
+				js = true
+			}
+			if b["shellTransform"] != nil {
+				shell = true
+			}
+		}
+		if rs.Kind == "proxy" {
+			var p struct {
+				PredicateGenerators []map[string]json.RawMessage `json:"predicateGenerators"`
+				AddDecorateBehavior json.RawMessage              `json:"addDecorateBehavior"`
+			}
+			_ = json.Unmarshal(rs.Value, &p)
+			for _, g := range p.PredicateGenerators {
+				js = js || truthy(g["inject"])
+			}
+			js = js || truthy(p.AddDecorateBehavior)
+		}
+	}
+	for _, p := range spec.Predicates {
+		var pred map[string]json.RawMessage
+		if json.Unmarshal(p, &pred) == nil && truthy(pred["inject"]) {
+			js = true
+		}
+	}
+	var errs mberr.List
+	if js {
+		errs = append(errs, mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(spec.JSON()))
+	}
+	if shell {
+		errs = append(errs, mberr.New(mberr.InvalidInjection, shellDisabled).WithSource(spec.JSON()))
+	}
+	return errs
+}
+
+// isWasm reports whether a value is riftgate's {"wasm": ...}, which is no
+// JavaScript.
+func isWasm(raw json.RawMessage) bool {
+	var o map[string]json.RawMessage
+	return json.Unmarshal(raw, &o) == nil && o["wasm"] != nil
+}
+
+// endOfRequestResolverProblem is mb's refusal of an endOfRequestResolver
+// that injects JavaScript without --allowInjection.
+func endOfRequestResolverProblem(spec *Spec, allowInjection bool) *mberr.Error {
+	var r map[string]json.RawMessage
+	if allowInjection || json.Unmarshal(spec.EndOfRequestResolver, &r) != nil || !truthy(r["inject"]) {
+		return nil
+	}
+	return mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(spec.EndOfRequestResolver)
 }
 
 func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error) {
@@ -204,6 +442,15 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
 	case "fault":
 		_ = json.Unmarshal(rs.Value, &r.fault)
+		if !faults[r.fault] {
+			// mb ignores a fault it does not know and answers as usual.
+			r.fault = ""
+			resp, isJSON, err := b.Imposter.buildIs(nil, b.Imposter.spec.DefaultResponse)
+			if err != nil {
+				return nil, err
+			}
+			r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
+		}
 	default:
 		mk := c.Responders[rs.Kind]
 		if mk == nil {
@@ -233,8 +480,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 
 func unsupported(rs *ResponseSpec) error {
 	if rs.Kind == "inject" {
-		return mberr.New(mberr.InvalidInjection,
-			"JavaScript injection is not allowed unless riftgate is run with the --allowInjection flag").WithSource(rs.obj)
+		return mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(rs.obj)
 	}
 	return mberr.New(mberr.BadData, "the "+rs.Kind+" response type is not supported").WithSource(rs.obj)
 }

@@ -34,6 +34,7 @@ func responseText(r *behavior.Response) string {
 		}
 	}
 	switch {
+	case r.Unset&behavior.StatusField != 0:
 	case r.StatusText != "":
 		sep()
 		b.WriteString(`"statusCode":`)
@@ -42,12 +43,12 @@ func responseText(r *behavior.Response) string {
 		sep()
 		fmt.Fprintf(&b, `"statusCode":%d`, r.StatusCode)
 	}
-	if r.Response != nil && r.Headers != nil {
+	if r.Response != nil && r.Unset&behavior.HeadersField == 0 {
 		sep()
 		b.WriteString(`"headers":`)
 		message.WriteMultiMap(&b, r.Headers)
 	}
-	if r.Response != nil && r.Body != nil {
+	if r.Response != nil && r.Unset&behavior.BodyField == 0 {
 		sep()
 		b.WriteString(`"body":`)
 		switch {
@@ -97,8 +98,10 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		r.Response = &message.Response{}
 	}
 	r.StatusCode, r.StatusText = 0, ""
+	r.Unset = 0
 	switch sc := bytes.TrimSpace(s.StatusCode); {
 	case len(sc) == 0 || string(sc) == "null":
+		r.Unset |= behavior.StatusField
 	case sc[0] == '"':
 		_ = json.Unmarshal(sc, &r.StatusText)
 	default:
@@ -109,7 +112,9 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		r.StatusCode = int(f)
 	}
 	r.Headers = nil
-	if h := bytes.TrimSpace(s.Headers); len(h) > 0 && string(h) != "null" {
+	if h := bytes.TrimSpace(s.Headers); len(h) == 0 || string(h) == "null" {
+		r.Unset |= behavior.HeadersField
+	} else {
 		kvs, err := message.ReadMultiMap(h)
 		if err != nil {
 			return fmt.Errorf("headers: %w", err)
@@ -119,6 +124,7 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 	r.Body, r.JSONBody, r.Binary = nil, false, false
 	switch body := bytes.TrimSpace(s.Body); {
 	case len(body) == 0 || string(body) == "null":
+		r.Unset |= behavior.BodyField
 	case body[0] == '"':
 		var str string
 		_ = json.Unmarshal(body, &str)

@@ -97,6 +97,7 @@ func newVM(log *slog.Logger) *vm {
 	v.reqObj = rt.NewDynamicObject(&v.req)
 	v.req.self = v.reqObj
 	v.cfgObj = rt.NewDynamicObject(&v.cfg)
+	installNode(v)
 	return v
 }
 

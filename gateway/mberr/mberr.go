@@ -3,9 +3,12 @@
 package mberr
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Codes, as Mountebank 2.9.1 spells them.
@@ -36,8 +39,40 @@ type Error struct {
 	Source  any    `json:"source,omitempty"`
 	// Data is mb's extra detail, such as the message a script threw.
 	Data string `json:"data,omitempty"`
+	// Name is the JavaScript error's name, which mb's imposters include
+	// in the errors they answer a request with ("Error").
+	Name string `json:"name,omitempty"`
 	// Status is the HTTP status the error is answered with.
 	Status int `json:"-"`
+	// Raw, when set, is the whole error object as mb answers it, for the
+	// errors mb passes on from Node as they are (a port in use).
+	Raw json.RawMessage `json:"-"`
+}
+
+// MarshalJSON writes Raw when it is set, else the fields.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	if e.Raw != nil {
+		return e.Raw, nil
+	}
+	type plain Error
+	return marshal((*plain)(e))
+}
+
+// AddressInUse is mb 2.9.1's answer to an imposter on a port already
+// taken: Node's listen error, passed on as it is, with a 400.
+func AddressInUse(host string, port int) *Error {
+	if host == "" {
+		host = "::"
+	}
+	raw, _ := marshal(struct {
+		Code    string `json:"code"`
+		Errno   int    `json:"errno"`
+		Syscall string `json:"syscall"`
+		Address string `json:"address"`
+		Port    int    `json:"port"`
+	}{"EADDRINUSE", -98, "listen", host, port})
+	return &Error{Code: "EADDRINUSE", Message: fmt.Sprintf("listen EADDRINUSE: address already in use %s:%d", host, port),
+		Status: http.StatusBadRequest, Raw: raw}
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -52,6 +87,15 @@ func (e *Error) WithSource(src any) *Error {
 	c := *e
 	c.Source = src
 	return &c
+}
+
+// Own reports whether code is one of riftgate's own, not mb's.
+func Own(code string) bool {
+	switch code {
+	case PayloadTooLarge, PluginError, FlowUnavailable:
+		return true
+	}
+	return false
 }
 
 func statusFor(code string) int {
@@ -82,7 +126,44 @@ func As(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	var l List
+	if errors.As(err, &l) && len(l) > 0 {
+		return l[0]
+	}
 	return &Error{Code: "internal error", Message: err.Error(), Status: http.StatusInternalServerError}
+}
+
+// List is several errors answered together, as mb answers every problem
+// it finds in a request at once. Its status is its first error's.
+type List []*Error
+
+func (l List) Error() string {
+	msgs := make([]string, len(l))
+	for i, e := range l {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Err returns the list as an error: nil when empty, the error itself when
+// it has one.
+func (l List) Err() error {
+	switch len(l) {
+	case 0:
+		return nil
+	case 1:
+		return l[0]
+	}
+	return l
+}
+
+// All returns the errors err stands for: a List's, or err as one.
+func All(err error) []*Error {
+	var l List
+	if errors.As(err, &l) {
+		return l
+	}
+	return []*Error{As(err)}
 }
 
 // Body renders errs compactly as `{"errors":[...]}`. A source that is not
@@ -91,8 +172,7 @@ func Body(errs ...*Error) []byte {
 	type body struct {
 		Errors []*Error `json:"errors"`
 	}
-	b, err := json.Marshal(body{errs})
-	if err == nil {
+	if b, err := marshal(body{errs}); err == nil {
 		return b
 	}
 	fixed := make([]*Error, len(errs))
@@ -103,6 +183,17 @@ func Body(errs ...*Error) []byte {
 		}
 		fixed[i] = &c
 	}
-	b, _ = json.Marshal(body{fixed})
+	b, _ := marshal(body{fixed})
 	return b
+}
+
+// marshal encodes as JSON.stringify does, without escaping <, > and &.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }

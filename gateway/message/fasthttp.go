@@ -13,16 +13,48 @@ import (
 func (r *Request) FillFromFastHTTP(ctx *fasthttp.RequestCtx) {
 	req := &ctx.Request
 	r.Method = b2s(req.Header.Method())
+	r.Target = b2s(req.Header.RequestURI())
 	r.Path = b2s(rawPath(req.Header.RequestURI()))
 	for k, v := range req.URI().QueryArgs().All() {
 		r.Query = append(r.Query, KV{b2s(k), b2s(v)})
 	}
-	for k, v := range req.Header.All() {
-		r.Headers = append(r.Headers, KV{b2s(k), b2s(v)})
+	if raw := req.Header.RawHeaders(); len(raw) > 0 {
+		r.Headers = appendRawHeaders(r.Headers, raw)
+	} else {
+		for k, v := range req.Header.All() {
+			r.Headers = append(r.Headers, KV{b2s(k), b2s(v)})
+		}
 	}
 	r.Body = bodyOf(req)
 	r.addr = ctx.RemoteAddr()
 	r.Timestamp = ctx.Time()
+}
+
+// appendRawHeaders appends the header fields as the client sent them: in
+// order, names spelled as sent, as mb's rawHeaders keeps them (fasthttp's
+// own view moves Host, Content-Type and a few others first and respells
+// them).
+func appendRawHeaders(dst []KV, raw []byte) []KV {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		line = bytes.TrimRight(line, "\r")
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			continue
+		}
+		name := line[:colon]
+		value := bytes.Trim(line[colon+1:], " \t")
+		if line[0] == ' ' || line[0] == '\t' {
+			continue // an obsolete folded line: fasthttp refuses those anyway
+		}
+		dst = append(dst, KV{b2s(name), b2s(value)})
+	}
+	return dst
 }
 
 // bodyOf returns the body, decompressed when the client sent gzip or br, as

@@ -3,7 +3,6 @@ package message
 import (
 	"bytes"
 	"cmp"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"regexp"
@@ -59,11 +58,8 @@ func (f *ResponseFields) Response(d *ResponseFields) (r *Response, isJSON bool, 
 		r.Body, isJSON = slices.Clone(d.Body), d.BodyJSON
 	}
 	if r.Binary {
-		dec, err := base64.StdEncoding.DecodeString(nonBase64.ReplaceAllString(string(r.Body), ""))
-		if err != nil {
-			return nil, false, errors.New("binary body is not valid base64")
-		}
-		r.Body, isJSON = dec, false
+		// mb strips what is not base64, then Buffer.from decodes leniently.
+		r.Body, isJSON = DecodeBase64(nonBase64.ReplaceAllString(string(r.Body), "")), false
 	}
 	return r, isJSON, nil
 }
@@ -121,21 +117,23 @@ func BodyBytes(raw json.RawMessage) (b []byte, isJSON bool) {
 	if len(raw) == 0 {
 		return nil, false
 	}
-	switch raw[0] {
-	case '"':
+	if raw[0] == '"' {
 		var s string
 		_ = json.Unmarshal(raw, &s)
 		return []byte(s), false
-	case '{', '[':
-		var out bytes.Buffer
-		// Indented as JSON.stringify indents: no HTML escaping, "key": value.
-		if err := json.Indent(&out, raw, "", "    "); err != nil {
-			return bytes.Clone(raw), true
-		}
-		return out.Bytes(), true
-	default:
-		return bytes.Clone(raw), false
 	}
+	// As JSON.parse then JSON.stringify(body, null, 4) or String(body)
+	// print it: a repeated key's last value in its first place, numbers
+	// and escapes as JavaScript writes them.
+	v, err := DecodeJS(raw)
+	if err != nil {
+		return bytes.Clone(raw), raw[0] == '{' || raw[0] == '['
+	}
+	switch v.(type) {
+	case *JSObject, []any:
+		return EncodeJS(v, "    ", false), true
+	}
+	return []byte(JSString(v)), false
 }
 
 // ResponseHeaders reads a headers object whose values are strings, numbers

@@ -29,6 +29,7 @@ type KV struct {
 // Request is one request to an imposter.
 type Request struct {
 	Method    string
+	Target    string // the request-target as sent ("/path?q=1"), which a proxy forwards
 	Path      string // decoded, without the query string
 	Query     []KV   // decoded, in order; a repeated name appears once per value
 	Headers   []KV   // in order, names as received
@@ -186,6 +187,7 @@ func (r *Request) Form() []KV {
 func (r *Request) Clone() *Request {
 	c := &Request{
 		Method:      strings.Clone(r.Method),
+		Target:      strings.Clone(r.Target),
 		Path:        strings.Clone(r.Path),
 		Query:       cloneKVs(r.Query),
 		Headers:     cloneKVs(r.Headers),
@@ -253,6 +255,10 @@ type Response struct {
 	// status, the headers and the body must then not be changed. Whoever
 	// would change them changes a Clone, which has none.
 	Rendered *fasthttp.ResponseHeader
+	// MB is the object mb holds for this response when it differs from
+	// what the fields above print: a proxy's (the body as JSON.parse read
+	// it, _mode, _proxyResponseTime). --debug's matches show it.
+	MB []byte
 }
 
 // Header returns the first value of the named header, ignoring case.

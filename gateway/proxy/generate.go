@@ -105,16 +105,29 @@ func (g *generator) selector(f message.Field) error {
 	return nil
 }
 
-// requestObject is the request as mb's generators see it: a JSON object.
-func requestObject(r *message.Request) map[string]any {
+// requestObject is the request as mb's generators see it: a JavaScript
+// object, fields and keys in mb's order (no timestamp: mb generates before
+// it saves the request).
+func requestObject(r *message.Request) *message.JSObject {
 	b, _ := r.MarshalJSON()
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
+	v, _ := message.DecodeJS(b)
+	o, _ := v.(*message.JSObject)
+	if o == nil {
+		return &message.JSObject{Vals: map[string]any{}}
+	}
+	out := &message.JSObject{Vals: map[string]any{}}
+	for _, k := range o.Keys {
+		if k != "timestamp" {
+			out.Keys = append(out.Keys, k)
+			out.Vals[k] = o.Vals[k]
+		}
+	}
+	return out
 }
 
 // generate builds the predicates that a recorded stub gets for r, as mb's
-// predicatesFor does.
+// predicatesFor does: each predicate holds the generator's other fields in
+// their order, then its operator.
 func generate(gens []*generator, r *message.Request, inject InjectGenerator) ([]json.RawMessage, error) {
 	req := requestObject(r)
 	var preds []json.RawMessage
@@ -122,9 +135,9 @@ func generate(gens []*generator, r *message.Request, inject InjectGenerator) ([]
 		if g.inject != "" {
 			if inject == nil {
 				return nil, mberr.New(mberr.InvalidInjection,
-					"JavaScript injection is not allowed unless riftgate is run with the --allowInjection flag")
+					"JavaScript injection is not allowed unless mb is run with the --allowInjection flag")
 			}
-			more, err := inject(g.inject, req)
+			more, err := inject(g.inject, jsToMap(req).(map[string]any))
 			if err != nil {
 				return nil, err
 			}
@@ -137,30 +150,78 @@ func generate(gens []*generator, r *message.Request, inject InjectGenerator) ([]
 			var value any
 			switch {
 			case g.operator == "exists":
-				op, value = "exists", existsShape(req[field])
+				// mb 2.9.1 refuses these generators (its dry run throws);
+				// riftgate makes the predicate the docs describe.
+				op, value = "exists", jsObject(field, existsShape(req.Vals[field]))
 			case g.operator != "":
-				op, value = g.operator, g.valueOf(req[field])
+				// mb hands the whole request to the operator.
+				op, value = g.operator, g.valueOf(req)
 			case bytes.Equal(bytes.TrimSpace(want), []byte("true")):
-				op, value = "deepEquals", g.valueOf(withoutIgnored(req[field], g.ignore[field]))
+				op, value = "deepEquals", jsObject(field, g.valueOf(withoutIgnored(req.Vals[field], g.ignore[field])))
 			default:
-				var sub map[string]any
-				if err := json.Unmarshal(want, &sub); err != nil {
+				sub, err := message.DecodeJS(want)
+				wantObj, ok := sub.(*message.JSObject)
+				if err != nil || !ok {
 					return nil, mberr.New(mberr.BadData, fmt.Sprintf("predicateGenerator matches.%s must be true or an object", field))
 				}
-				op, value = "equals", g.subset(req[field], sub)
+				op, value = "equals", jsObject(field, g.subset(req.Vals[field], wantObj))
 			}
-			p := map[string]any{op: map[string]any{field: value}}
+			p := &message.JSObject{Vals: map[string]any{}}
 			for _, pf := range g.params {
-				p[pf.Key] = pf.Value
+				v, err := message.DecodeJS(pf.Value)
+				if err != nil {
+					return nil, err
+				}
+				p.Keys = append(p.Keys, pf.Key)
+				p.Vals[pf.Key] = v
 			}
-			b, err := json.Marshal(p)
-			if err != nil {
-				return nil, err
-			}
-			preds = append(preds, b)
+			p.Keys = append(p.Keys, op)
+			p.Vals[op] = value
+			preds = append(preds, message.EncodeJS(p, "", false))
 		}
 	}
 	return preds, nil
+}
+
+func jsObject(key string, v any) *message.JSObject {
+	return &message.JSObject{Keys: []string{key}, Vals: map[string]any{key: v}}
+}
+
+// jsToMap converts a JavaScript value into encoding/json's shapes, for the
+// injection engine.
+func jsToMap(v any) any {
+	switch v := v.(type) {
+	case *message.JSObject:
+		m := make(map[string]any, len(v.Keys))
+		for _, k := range v.Keys {
+			m[k] = jsToMap(v.Vals[k])
+		}
+		return m
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jsToMap(e)
+		}
+		return out
+	}
+	return v
+}
+
+// fromSelector converts a selector's result (encoding/json shapes) into a
+// JavaScript value.
+func fromSelector(v any) any {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	out, err := message.DecodeJS(b)
+	if err != nil {
+		return v
+	}
+	return out
 }
 
 // valueOf applies the generator's selector to a field, as mb's valueOf.
@@ -168,9 +229,9 @@ func (g *generator) valueOf(v any) any {
 	s, isString := v.(string)
 	switch {
 	case g.jsonpath != nil && isString:
-		return orEmpty(selector.Shape(g.jsonpath.SelectText(s)))
+		return orEmpty(fromSelector(selector.Shape(g.jsonpath.SelectText(s))))
 	case g.xpath != nil && isString:
-		return orEmpty(selector.Shape(g.xpath.Select(s)))
+		return orEmpty(fromSelector(selector.Shape(g.xpath.Select(s))))
 	}
 	return v
 }
@@ -183,20 +244,22 @@ func orEmpty(v any) any {
 }
 
 // subset keeps the keys of an object field that matches names.
-func (g *generator) subset(field any, want map[string]any) any {
-	obj, ok := field.(map[string]any)
+func (g *generator) subset(field any, want *message.JSObject) any {
+	obj, ok := field.(*message.JSObject)
 	if !ok {
 		return g.valueOf(field)
 	}
-	out := map[string]any{}
-	for k, w := range want {
-		if _, present := obj[k]; !present {
+	out := &message.JSObject{Vals: map[string]any{}}
+	for _, k := range want.Keys {
+		v, present := obj.Vals[k]
+		if !present {
 			continue // mb's undefined, which JSON drops
 		}
-		if sub, ok := w.(map[string]any); ok {
-			out[k] = g.subset(obj[k], sub)
+		out.Keys = append(out.Keys, k)
+		if sub, ok := want.Vals[k].(*message.JSObject); ok {
+			out.Vals[k] = g.subset(v, sub)
 		} else {
-			out[k] = g.valueOf(obj[k])
+			out.Vals[k] = g.valueOf(v)
 		}
 	}
 	return out
@@ -204,13 +267,9 @@ func (g *generator) subset(field any, want map[string]any) any {
 
 // withoutIgnored drops the keys ignore names from an object field.
 func withoutIgnored(field any, ignore json.RawMessage) any {
-	obj, ok := field.(map[string]any)
+	obj, ok := field.(*message.JSObject)
 	if !ok || len(ignore) == 0 {
 		return field
-	}
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		out[k] = v
 	}
 	var names []string
 	var one string
@@ -219,18 +278,26 @@ func withoutIgnored(field any, ignore json.RawMessage) any {
 	case json.Unmarshal(ignore, &one) == nil:
 		names = []string{one}
 	}
+	drop := map[string]bool{}
 	for _, n := range names {
-		delete(out, n)
+		drop[n] = true
+	}
+	out := &message.JSObject{Vals: map[string]any{}}
+	for _, k := range obj.Keys {
+		if !drop[k] {
+			out.Keys = append(out.Keys, k)
+			out.Vals[k] = obj.Vals[k]
+		}
 	}
 	return out
 }
 
-// existsShape turns every leaf of a field into true.
+// existsShape turns every leaf of a value into true.
 func existsShape(v any) any {
-	if obj, ok := v.(map[string]any); ok {
-		out := make(map[string]any, len(obj))
-		for k, x := range obj {
-			out[k] = existsShape(x)
+	if obj, ok := v.(*message.JSObject); ok {
+		out := &message.JSObject{Keys: obj.Keys, Vals: make(map[string]any, len(obj.Keys))}
+		for _, k := range obj.Keys {
+			out.Vals[k] = existsShape(obj.Vals[k])
 		}
 		return out
 	}

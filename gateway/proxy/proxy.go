@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -27,7 +28,6 @@ import (
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
-	"github.com/valyala/fasthttp"
 )
 
 // InjectGenerator runs a predicateGenerator's `inject` function on the
@@ -63,8 +63,8 @@ type Factory struct {
 	// Timeout bounds one upstream call.
 	Timeout time.Duration
 
-	mu      sync.Mutex
-	clients map[string]*fasthttp.HostClient
+	mu    sync.Mutex
+	pools map[string]*httpPool
 }
 
 // spec is the `proxy` object.
@@ -74,7 +74,7 @@ type spec struct {
 	PredicateGenerators []json.RawMessage `json:"predicateGenerators"`
 	AddWaitBehavior     bool              `json:"addWaitBehavior"`
 	AddDecorateBehavior string            `json:"addDecorateBehavior"`
-	InjectHeaders       map[string]string `json:"injectHeaders"`
+	InjectHeaders       json.RawMessage   `json:"injectHeaders"`
 	Cert                string            `json:"cert"`
 	Key                 string            `json:"key"`
 	Ciphers             string            `json:"ciphers"`
@@ -91,8 +91,12 @@ type Responder struct {
 	spec   spec
 	gens   []*generator
 	up     upstream
-	client *fasthttp.HostClient
-	host   string // the Host header the upstream gets
+	pool   *httpPool    // an http upstream's connections
+	host   string       // the Host header the upstream gets
+	inject []message.KV // injectHeaders, in order
+	// unreachable: `to` is no http or https URL, which mb accepts and
+	// cannot call.
+	unreachable bool
 }
 
 // upstream is what differs between proxying an http and a tcp imposter's
@@ -110,68 +114,108 @@ type upstream interface {
 }
 
 // httpUpstream is an http or https upstream.
-type httpUpstream struct{ p *Responder }
+type httpUpstream struct {
+	p   *Responder
+	imp *imposter.Imposter // nil in tests without one
+}
 
 func (h httpUpstream) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
 	is, err := h.p.call(ctx, r)
 	if err != nil {
-		return nil, mberr.New(mberr.InvalidProxy, "cannot reach "+h.p.spec.To+": "+err.Error())
+		return nil, unreachable(h.p.spec.To, err)
 	}
 	return is, nil
 }
 
-func (httpUpstream) response(is json.RawMessage) (*message.Response, error) { return isResponse(is) }
+func (h httpUpstream) response(is json.RawMessage) (*message.Response, error) {
+	if h.imp == nil {
+		return isResponse(is)
+	}
+	return h.imp.BuildResponse(is)
+}
 
 func (httpUpstream) isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
 	return isJSON(r, orig)
 }
 
-// New compiles a `proxy` response.
+// New compiles a `proxy` response, refusing only what mb's dry run
+// refuses: no `to`, or an http `to` with a path. The errors carry no
+// source, so that the stub names the stub, as mb's do.
 func (f *Factory) New(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
 	imp := b.Imposter
-	var s spec
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&s); err != nil {
-		return nil, mberr.New(mberr.BadData, "invalid proxy: "+err.Error()).WithSource(raw)
-	}
-	if s.To == "" {
-		return nil, mberr.New(mberr.BadData, "Missing to").WithSource(raw)
+	s, err := parseSpec(raw)
+	if err != nil {
+		return nil, err
 	}
 	if imp != nil && imp.Spec().Protocol == "tcp" {
 		return f.newTCP(s, raw, imp)
 	}
-	u, err := url.Parse(s.To)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, mberr.New(mberr.InvalidProxy, "proxy.to must be an http or https URL").WithSource(raw)
-	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, mberr.New(mberr.BadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path)).WithSource(raw)
+	u, urlErr := url.Parse(s.To)
+	if urlErr == nil && strings.HasPrefix(u.Scheme, "http") && u.Path != "" && u.Path != "/" {
+		return nil, mberr.New(mberr.BadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path))
 	}
 	p, err := f.responder(s, raw)
 	if err != nil {
 		return nil, err
 	}
-	if p.client, err = f.client(u, s); err != nil {
+	p.inject, _ = message.ReadMultiMap(s.InjectHeaders)
+	p.up = httpUpstream{p, imp}
+	if urlErr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// mb takes it, and fails each request that reaches it.
+		p.unreachable = true
+		return p, nil
+	}
+	if p.pool, err = f.pool(u, s); err != nil {
 		return nil, mberr.New(mberr.InvalidProxy, err.Error()).WithSource(raw)
 	}
-	p.host, p.up = u.Host, httpUpstream{p}
+	p.host = hostHeader(u)
 	return p, nil
+}
+
+// parseSpec reads each field mb reads, as far as it has the type mb
+// expects; mb ignores the rest, and so does riftgate.
+func parseSpec(raw json.RawMessage) (spec, error) {
+	var s spec
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &fields) // a proxy that is not an object has no `to`
+	to := fields["to"]
+	if to == nil || string(to) == "null" {
+		return s, mberr.New(mberr.BadData, "Missing to")
+	}
+	if json.Unmarshal(to, &s.To) != nil {
+		s.To = string(to)
+	}
+	for k, dst := range map[string]any{"mode": &s.Mode, "addWaitBehavior": &s.AddWaitBehavior,
+		"addDecorateBehavior": &s.AddDecorateBehavior, "cert": &s.Cert, "key": &s.Key, "ciphers": &s.Ciphers,
+		"secureProtocol": &s.SecureProtocol, "passphrase": &s.Passphrase, "keepalive": &s.Keepalive} {
+		if v, ok := fields[k]; ok {
+			_ = json.Unmarshal(v, dst)
+		}
+	}
+	_ = json.Unmarshal(fields["predicateGenerators"], &s.PredicateGenerators)
+	s.InjectHeaders = fields["injectHeaders"]
+	return s, nil
+}
+
+// hostHeader is the Host mb's proxy sends: the upstream's name, with its
+// port unless it is the scheme's default.
+func hostHeader(u *url.URL) string {
+	if p := u.Port(); p == "" || (u.Scheme == "http" && p == "80") || (u.Scheme == "https" && p == "443") {
+		if strings.Contains(u.Hostname(), ":") {
+			return "[" + u.Hostname() + "]"
+		}
+		return u.Hostname()
+	}
+	return u.Host
 }
 
 // responder checks what every proxy shares (mode, addDecorateBehavior,
 // predicateGenerators) and returns the Responder without its upstream.
 func (f *Factory) responder(s spec, raw json.RawMessage) (*Responder, error) {
 	switch s.Mode {
-	case "":
-		s.Mode = "proxyOnce"
 	case "proxyOnce", "proxyAlways", "proxyTransparent":
 	default:
-		return nil, mberr.New(mberr.BadData, "proxy.mode must be proxyOnce, proxyAlways or proxyTransparent").WithSource(raw)
-	}
-	if s.AddDecorateBehavior != "" && f.Inject == nil {
-		return nil, mberr.New(mberr.InvalidInjection,
-			"JavaScript injection is not allowed unless riftgate is run with the --allowInjection flag").WithSource(raw)
+		s.Mode = "proxyOnce" // as mb makes any other mode
 	}
 	gens, err := parseGenerators(s.PredicateGenerators)
 	if err != nil {
@@ -180,9 +224,9 @@ func (f *Factory) responder(s spec, raw json.RawMessage) (*Responder, error) {
 	return &Responder{f: f, spec: s, gens: gens}, nil
 }
 
-// client returns the pooled keep-alive client for an upstream and TLS
+// pool returns the keep-alive connections for an upstream and TLS
 // settings, shared by every stub that proxies there.
-func (f *Factory) client(u *url.URL, s spec) (*fasthttp.HostClient, error) {
+func (f *Factory) pool(u *url.URL, s spec) (*httpPool, error) {
 	addr := u.Host
 	if u.Port() == "" {
 		if u.Scheme == "https" {
@@ -194,22 +238,13 @@ func (f *Factory) client(u *url.URL, s spec) (*fasthttp.HostClient, error) {
 	key := strings.Join([]string{u.Scheme, addr, s.Cert, s.Key, s.Ciphers, s.SecureProtocol}, "\x00")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c, ok := f.clients[key]; ok {
-		return c, nil
+	if p, ok := f.pools[key]; ok {
+		return p, nil
 	}
-	c := &fasthttp.HostClient{
-		Addr:                          addr,
-		IsTLS:                         u.Scheme == "https",
-		DisableHeaderNamesNormalizing: true,
-		DisablePathNormalizing:        true,
-		NoDefaultUserAgentHeader:      true,
-		MaxIdleConnDuration:           30 * time.Second,
-		ReadTimeout:                   f.timeout(),
-		WriteTimeout:                  f.timeout(),
-	}
-	if c.IsTLS {
+	var cfg *tls.Config
+	if u.Scheme == "https" {
 		// mb does not verify upstream certificates (rejectUnauthorized: false).
-		cfg := &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()} //nolint:gosec // as mb
+		cfg = &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()} //nolint:gosec // as mb
 		if s.Cert != "" || s.Key != "" {
 			key, err := decryptKey(s.Key, s.Passphrase)
 			if err != nil {
@@ -224,13 +259,13 @@ func (f *Factory) client(u *url.URL, s spec) (*fasthttp.HostClient, error) {
 		if v, ok := tlsVersions[s.SecureProtocol]; ok {
 			cfg.MinVersion, cfg.MaxVersion = v, v
 		}
-		c.TLSConfig = cfg
 	}
-	if f.clients == nil {
-		f.clients = map[string]*fasthttp.HostClient{}
+	if f.pools == nil {
+		f.pools = map[string]*httpPool{}
 	}
-	f.clients[key] = c
-	return c, nil
+	p := newHTTPPool(addr, cfg, f.timeout())
+	f.pools[key] = p
+	return p, nil
 }
 
 // tlsVersions maps OpenSSL's secureProtocol method names that pin a version.
@@ -250,8 +285,8 @@ func (f *Factory) timeout() time.Duration {
 func (f *Factory) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, c := range f.clients {
-		c.CloseIdleConnections()
+	for _, p := range f.pools {
+		p.close()
 	}
 }
 
@@ -328,6 +363,7 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 		return nil, nil, err
 	}
 	is = p.up.isJSON(resp, is)
+	resp.MB = is
 	if p.spec.Mode == "proxyAlways" {
 		preds, err := generate(p.gens, call.Request, p.f.Inject)
 		if err != nil {
@@ -339,78 +375,76 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 	return resp, is, nil
 }
 
+var errBadURL = errors.New("not an http or https URL")
+
+// unreachable is mb's error for an upstream it cannot call, which the
+// imposter answers with a 500.
+func unreachable(to string, err error) error {
+	quoted, _ := json.Marshal(to)
+	switch errKind(err) {
+	case "bad url", "connect":
+		return mberr.New(mberr.InvalidProxy, "Unable to connect to "+string(quoted))
+	case "resolve":
+		return mberr.New(mberr.InvalidProxy, "Cannot resolve "+string(quoted))
+	}
+	return mberr.New(mberr.InvalidProxy, "Unable to connect to "+string(quoted)+": "+err.Error())
+}
+
 // call sends the request upstream and returns mb's `is` object for the
 // answer, with _proxyResponseTime.
 func (p *Responder) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.Header.DisableNormalizing()
-	resp.Header.DisableNormalizing()
-	req.Header.SetMethod(r.Method)
-	uri := r.Path
-	if len(r.Query) > 0 {
-		uri += "?" + queryString(r.Query)
+	if p.unreachable {
+		return nil, errBadURL
 	}
-	scheme := "http://"
-	if p.client.IsTLS {
-		scheme = "https://"
-	}
-	req.SetRequestURI(scheme + p.host + uri)
-	for _, h := range r.Headers {
-		if !strings.EqualFold(h.Name, "host") {
-			req.Header.Add(h.Name, h.Value)
-		}
-	}
-	for k, v := range p.spec.InjectHeaders {
-		if strings.EqualFold(k, "host") {
-			// An injected Host wins over the upstream's name, as in mb.
-			req.UseHostHeader = true
-			req.Header.SetHost(v)
-		}
-	}
-	for k, v := range p.spec.InjectHeaders {
-		req.Header.Set(k, v)
-	}
-	req.SetBody(r.Body)
+	req := writeRequest(r, p.host, p.inject)
 	start := time.Now()
-	deadline := start.Add(p.f.timeout())
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := p.client.DoDeadline(req, resp, deadline); err != nil {
+	a, err := p.pool.do(ctx, req, r.Method == "HEAD")
+	if err != nil {
 		return nil, err
 	}
-	elapsed := time.Since(start).Milliseconds()
-	return upstreamIs(resp, elapsed), nil
+	return upstreamIs(a, elapsedMs(time.Since(start))), nil
 }
 
-// upstreamIs renders an upstream response as mb records it: headers as
-// received, a JSON body as an object, binary content as base64.
-func upstreamIs(resp *fasthttp.Response, elapsedMs int64) json.RawMessage {
+// elapsedMs is a call's time in whole milliseconds, rounded up: a call
+// takes time, and a _proxyResponseTime of 0 would make addWaitBehavior
+// add nothing, where mb, which never answers within a millisecond, adds a
+// wait.
+func elapsedMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// upstreamIs renders an upstream's answer as mb records it: headers as
+// received (a repeated name's values in an array), a body that parses as
+// JSON as that value, binary content as base64.
+func upstreamIs(a *answer, elapsedMs int64) json.RawMessage {
 	var headers bytes.Buffer
-	var kvs []message.KV
-	for k, v := range resp.Header.All() {
-		kvs = append(kvs, message.KV{Name: string(k), Value: string(v)})
+	message.WriteMultiMap(&headers, a.headers)
+	encoding, contentType := "", ""
+	for _, h := range a.headers {
+		if encoding == "" && strings.EqualFold(h.Name, "content-encoding") {
+			encoding = h.Value
+		}
+		if contentType == "" && strings.EqualFold(h.Name, "content-type") {
+			contentType = h.Value
+		}
 	}
-	message.WriteMultiMap(&headers, kvs)
-	body := resp.Body()
-	binary := isBinary(string(resp.Header.ContentEncoding()), string(resp.Header.ContentType())) || !utf8.Valid(body)
+	// A body that is not UTF-8 is kept as bytes (base64), where mb would
+	// replace what does not decode; docs/mountebank-differences.md.
+	binary := isBinary(encoding, contentType) || !utf8.Valid(a.body)
 	var bodyJSON []byte
 	mode := "text"
-	switch {
+	switch canonical, err := message.CanonicalJSON(a.body); {
 	case binary:
 		mode = "binary"
-		bodyJSON, _ = json.Marshal(body) // base64
-	case json.Valid(body) && len(bytes.TrimSpace(body)) > 0:
-		bodyJSON = body
+		bodyJSON, _ = json.Marshal(a.body) // base64
+	case err == nil:
+		bodyJSON = canonical
 	default:
-		bodyJSON, _ = json.Marshal(string(body))
+		bodyJSON = message.AppendJSONString(nil, string(a.body))
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `{"statusCode":%d,"headers":%s,"body":%s,"_mode":%q,"_proxyResponseTime":%d}`,
-		resp.StatusCode(), headers.Bytes(), bodyJSON, mode, elapsedMs)
+		a.status, headers.Bytes(), bodyJSON, mode, elapsedMs)
 	return b.Bytes()
 }
 
@@ -492,7 +526,7 @@ func isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
 		mode = "binary"
 		body, _ = json.Marshal(r.Body)
 	} else {
-		body, _ = json.Marshal(string(r.Body))
+		body = message.AppendJSONString(nil, string(r.Body))
 	}
 	var f struct {
 		T int64 `json:"_proxyResponseTime"`
@@ -508,23 +542,7 @@ func isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
 // command's Apply places it). It returns once the recorded stub is durable
 // and in the imposter's table.
 func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []json.RawMessage, is json.RawMessage, once bool) error {
-	response := map[string]any{"is": is}
-	var behaviors []map[string]any
-	if p.spec.AddWaitBehavior {
-		var f struct {
-			T int64 `json:"_proxyResponseTime"`
-		}
-		_ = json.Unmarshal(is, &f)
-		if f.T > 0 {
-			behaviors = append(behaviors, map[string]any{"wait": f.T})
-		}
-	}
-	if p.spec.AddDecorateBehavior != "" {
-		behaviors = append(behaviors, map[string]any{"decorate": p.spec.AddDecorateBehavior})
-	}
-	if len(behaviors) > 0 {
-		response["behaviors"] = behaviors
-	}
+	response := p.recordedResponse(is)
 	if preds == nil {
 		preds = []json.RawMessage{}
 	}
@@ -536,6 +554,30 @@ func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []jso
 		Port: call.Imposter.Port(), Anchor: call.Stub.Spec.ID, Once: once,
 		Stub: stub, Signature: config.Signature(preds),
 	})
+}
+
+// recordedResponse is the response a recording stores, as mb's
+// newIsResponse makes it: the `is`, then the behaviors addWaitBehavior and
+// addDecorateBehavior ask for.
+func (p *Responder) recordedResponse(is json.RawMessage) json.RawMessage {
+	var behaviors []string
+	if p.spec.AddWaitBehavior {
+		var f struct {
+			T int64 `json:"_proxyResponseTime"`
+		}
+		_ = json.Unmarshal(is, &f)
+		if f.T > 0 {
+			behaviors = append(behaviors, fmt.Sprintf(`{"wait":%d}`, f.T))
+		}
+	}
+	if p.spec.AddDecorateBehavior != "" {
+		behaviors = append(behaviors, `{"decorate":`+string(message.AppendJSONString(nil, p.spec.AddDecorateBehavior))+`}`)
+	}
+	out := `{"is":` + string(is)
+	if len(behaviors) > 0 {
+		out += `,"behaviors":[` + strings.Join(behaviors, ",") + `]`
+	}
+	return json.RawMessage(out + "}")
 }
 
 // queryString encodes pairs as node's querystring.stringify does for mb's

@@ -80,7 +80,7 @@ func TestGenerate(t *testing.T) {
 		{`[{"matches":{"path":true,"method":true}}]`, `[{"deepEquals":{"path":"/p"}},{"deepEquals":{"method":"GET"}}]`},
 		{`[{"matches":{"query":{"q":true,"zz":true}}}]`, `[{"equals":{"query":{"q":"1"}}}]`},
 		{`[{"matches":{"query":true},"ignore":{"query":["r"]}}]`, `[{"deepEquals":{"query":{"q":"1"}}}]`},
-		{`[{"matches":{"body":true},"jsonpath":{"selector":"$.id"}}]`, `[{"deepEquals":{"body":7},"jsonpath":{"selector":"$.id"}}]`},
+		{`[{"matches":{"body":true},"jsonpath":{"selector":"$.id"}}]`, `[{"jsonpath":{"selector":"$.id"},"deepEquals":{"body":7}}]`},
 		{`[{"matches":{"headers":{"X-A":true}},"predicateOperator":"exists"}]`, `[{"exists":{"headers":{"X-A":true}}}]`},
 		{`[]`, `null`},
 	} {

@@ -406,7 +406,7 @@ func TestIPWhitelistCoversThePages(t *testing.T) {
 // chosen for each Accept is checked against Mountebank.
 func TestJSONClientsAreUnaffected(t *testing.T) {
 	rg := gatewaytest.Start(t)
-	mb := gatewaytest.StartMountebank(t, t.TempDir())
+	mb := gatewaytest.StartMountebank(t).URL
 	for _, u := range []string{rg.URL, mb} {
 		if status, body := gatewaytest.Do(t, "POST", u+"/imposters", `{"protocol":"http","port":`+fmt.Sprint(gatewaytest.FreePort(t))+`,"name":"n"}`, nil); status != 201 {
 			t.Fatalf("POST %s: %d %s", u, status, body)

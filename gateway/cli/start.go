@@ -203,12 +203,6 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		MaxFlows:       s.integer("maxFlows"),
 		Pprof:          s.boolean("pprof"),
 	}
-	if opts.DataDir != "" {
-		// mb makes the directory as it first writes there.
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return opts, fmt.Errorf("--datadir: %w", err)
-		}
-	}
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {
 		opts.IPWhitelist = strings.Split(wl, "|")
 	}

@@ -84,12 +84,14 @@ func (g *gateway) close() {
 }
 
 // loadInitial starts the imposters the configuration log holds, takes in a
-// --datadir an older build wrote, then applies --configfile, whose
-// imposters win on a shared port as the newer intent (an unchanged one
-// changes nothing, so a restart keeps its flows).
+// --datadir an older build wrote, then applies --configfile as mb does: its
+// imposters replace all others, as a PUT /imposters would, except that one
+// identical to what is already there is kept as it runs (a restart with the
+// same file keeps its flows).
 func (g *gateway) loadInitial(ctx context.Context) error {
 	var fromConfig []json.RawMessage
-	if len(bytes.TrimSpace(g.opts.Imposters)) > 0 {
+	configfile := len(bytes.TrimSpace(g.opts.Imposters)) > 0
+	if configfile {
 		var err error
 		if fromConfig, err = impostersField(g.opts.Imposters); err != nil {
 			return fmt.Errorf("configfile: %w", err)
@@ -105,16 +107,21 @@ func (g *gateway) loadInitial(ctx context.Context) error {
 			return err
 		}
 	}
+	if !configfile {
+		return nil
+	}
+	m := g.maker()
+	defer m.done()
+	cmd := &config.Command{Op: config.OpReplaceAll, Keep: true, Imposters: make([]config.ImposterDoc, 0, len(fromConfig))}
 	for _, raw := range fromConfig {
-		m := g.maker()
 		doc, err := m.imposter(raw)
-		if err == nil {
-			_, err = g.submit(ctx, m.command(&config.Command{Op: config.OpReplaceImposter, Imposters: []config.ImposterDoc{doc}}))
-		}
-		m.done()
 		if err != nil {
 			return fmt.Errorf("configfile: %w", err)
 		}
+		cmd.Imposters = append(cmd.Imposters, doc)
+	}
+	if _, err := g.submit(ctx, m.command(cmd)); err != nil {
+		return fmt.Errorf("configfile: %w", err)
 	}
 	return nil
 }

@@ -84,10 +84,20 @@ func (s *State) apply(cmd *Command) Result {
 			}
 			seen[doc.Port] = true
 		}
-		dropped := s.Ports()
+		old := s.Imposters
 		s.Imposters = make(map[int]*Imposter, len(cmd.Imposters))
 		for _, doc := range cmd.Imposters {
-			s.setImposter(s.imposter(doc))
+			imp := s.imposter(doc)
+			if prev := old[doc.Port]; cmd.Keep && prev != nil && prev.Equal(imp) {
+				imp = prev
+			}
+			s.setImposter(imp)
+		}
+		var dropped []int
+		for _, port := range slices.Sorted(maps.Keys(old)) {
+			if s.Imposters[port] != old[port] {
+				dropped = append(dropped, port)
+			}
 		}
 		return Result{Dropped: dropped}
 	case OpInsertStub, OpReplaceStub, OpDeleteStub, OpReplaceStubs, OpRecordStub, OpDropRecorded:

@@ -129,6 +129,12 @@ func TestReplaceImposter(t *testing.T) {
 	if !slices.Equal(res.Dropped, []int{4545}) || !slices.Equal(all.Ports(), []int{1, 2}) {
 		t.Fatalf("replace all: %+v %v", res, all.Ports())
 	}
+	// With Keep (a --configfile over a --datadir), an identical imposter
+	// stays as it runs; a changed one and a missing one go.
+	kept, res := mustApply(t, all, &Command{Op: OpReplaceAll, Keep: true, Imposters: []ImposterDoc{imposterDoc(1, "x"), imposterDoc(3)}})
+	if !slices.Equal(res.Dropped, []int{2}) || kept.Imposter(1) != all.Imposter(1) || !slices.Equal(kept.Ports(), []int{1, 3}) {
+		t.Fatalf("replace all, keeping: %+v %v", res, kept.Ports())
+	}
 	gone, res := mustApply(t, all, &Command{Op: OpDeleteImposter, Port: 1})
 	if !slices.Equal(res.Dropped, []int{1}) || !slices.Equal(gone.Ports(), []int{2}) {
 		t.Fatalf("delete: %+v %v", res, gone.Ports())

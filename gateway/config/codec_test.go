@@ -20,6 +20,7 @@ var goldenCommands = []struct {
 	{"replace", Command{Op: OpReplaceImposter, Imposters: []ImposterDoc{{Port: 1, Header: []byte(`{}`)}}}, "01a201020481a2010102427b7d"},
 	{"delete", Command{Op: OpDeleteImposter, Port: 4545}, "01a20103021911c1"},
 	{"replace all", Command{Op: OpReplaceAll, Imposters: []ImposterDoc{{Port: 1, Header: []byte(`{}`)}, {Port: 2, Header: []byte(`{}`)}}}, "01a201040482a2010102427b7da2010202427b7d"},
+	{"replace all, keeping", Command{Op: OpReplaceAll, Keep: true, Imposters: []ImposterDoc{{Port: 1, Header: []byte(`{}`)}}}, "01a301040481a2010102427b7d0bf5"},
 	{"insert", Command{Op: OpInsertStub, Port: 4545, Index: -1, Stubs: []StubDoc{{JSON: []byte(`{}`)}}}, "01a40105021911c103200581a101427b7d"},
 	{"replace stub", Command{Op: OpReplaceStub, Port: 4545, Index: 2, Stubs: []StubDoc{{JSON: []byte(`{}`)}}}, "01a40106021911c103020581a101427b7d"},
 	{"delete stub", Command{Op: OpDeleteStub, Port: 4545, Index: 0}, "01a20107021911c1"},

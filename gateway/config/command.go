@@ -19,7 +19,10 @@ const (
 	OpReplaceImposter Op = 2
 	// OpDeleteImposter removes the imposter on Port, if any.
 	OpDeleteImposter Op = 3
-	// OpReplaceAll makes Imposters the whole set (PUT /imposters).
+	// OpReplaceAll makes Imposters the whole set (PUT /imposters). With
+	// Keep (a --configfile loaded over a --datadir at start), an imposter
+	// identical to the one already on its port is kept as it is, stub
+	// ids and flows included.
 	OpReplaceAll Op = 4
 	// OpInsertStub inserts Stubs[0] at Index of the imposter on Port;
 	// Index -1 appends.
@@ -77,6 +80,7 @@ type Command struct {
 	// Modules are the bytes, by content hash, of the modules the
 	// command's stubs or plugin refer to and the state may lack.
 	Modules map[string][]byte `cbor:"10,keyasint,omitempty"`
+	Keep    bool              `cbor:"11,keyasint,omitempty"`
 }
 
 // ImposterDoc is an imposter as a command carries it.

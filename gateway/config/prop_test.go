@@ -50,6 +50,7 @@ func genCommand(t *rapid.T) *Command {
 		Index:   rapid.IntRange(-1, 4).Draw(t, "index"),
 		Anchor:  rapid.Uint64Range(0, 12).Draw(t, "anchor"),
 		Once:    rapid.Bool().Draw(t, "once"),
+		Keep:    rapid.Bool().Draw(t, "keep"),
 		Name:    "p",
 		Plugin:  &Plugin{Hash: "h-p", Limits: Limits{DeadlineMs: rapid.Int64Range(-1, 2).Draw(t, "deadline")}},
 		Modules: mods,

@@ -91,9 +91,20 @@ func eval[T any](p *page, js string) T {
 // says and the page's text.
 func (p *page) wait(about, js string) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithDeadline(p.ctx, deadline)
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return
+		}
+		// A navigation (a form posting into a frame, a page replacing
+		// itself) destroys the context a poll runs in; poll again in the
+		// new one rather than fail on the browser's timing.
+		if strings.Contains(err.Error(), "Cannot find context") && time.Now().Before(deadline) {
+			continue
+		}
 		text, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 		p.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", about, js, err, text)
 	}

@@ -17,14 +17,19 @@
 // flow advances it by one, whatever the key, and the write stamps
 // (Policy.MIdx, V, Policy.Origin). Because deletes advance it too, a version
 // that a CAS caller saw is never handed out again while the flow exists,
-// even if the key is deleted and written again. The counter ends with the
+// even if the key is deleted and written again. A Delete leaves a tombstone:
+// the key, absent to every reader, with the version of its delete, kept for
+// the delete's TTL, so that replicas learn deletes. The counter ends with the
 // flow: Clear, DeletePrefix, LRU shedding, or the flow's TTL running out
 // (see below) start it again from zero. A single node passes MIdx 0 and a
 // fixed Origin.
 //
-// Merge is the replica path: it stores a value with the version it is given
-// only if that version is higher than the stored one (compared by MIdx,
-// then V, then Origin), and raises the flow's counter to at least its V.
+// Merge is the replica path: it stores records (values and tombstones) that
+// Records read on another node, each with the version it carries, only
+// where that version is higher than the stored one (compared by MIdx, then
+// V, then Origin), so a copy converges on the highest tuple of every key
+// whatever order records arrive in; Summaries tells two copies apart
+// without copying them.
 //
 // # Linearizability
 //
@@ -124,12 +129,12 @@
 //
 // # On-disk format
 //
-// One bucket holds a record per entry (key: uvarint(len(flow id)) ‖ flow id
-// ‖ key) and, for flows that had a key deleted, a flow record holding the
-// write counter (key: uvarint(len(flow id)) ‖ flow id). Every value starts
-// with a format version byte, currently 1; the meta bucket records the file
-// format, and a file with an unknown format or an undecodable record is
-// refused with ErrCorrupt rather than misread.
+// One bucket holds a record per entry or tombstone (key: uvarint(len(flow
+// id)) ‖ flow id ‖ key). Every value starts with a format version byte,
+// currently 2; the meta bucket records the file format, and a file with an
+// unknown format or an undecodable record is refused with ErrCorrupt rather
+// than misread. Open migrates a format-1 file (no tombstones; a flow record
+// kept the counter of deleted keys) in the transaction that loads it.
 // codec.go documents the exact bytes and the migration path.
 //
 // # Lifecycle

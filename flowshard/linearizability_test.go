@@ -137,7 +137,7 @@ func TestLinearizable(t *testing.T) {
 						err = nil
 					}
 				case "del":
-					err = s.Delete(bg, in.flow, key, p)
+					_, err = s.Delete(bg, in.flow, key, p)
 					out.ok = err == nil
 					if errors.Is(err, ErrNotFound) {
 						err = nil

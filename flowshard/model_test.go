@@ -16,9 +16,10 @@ import (
 // slice for the access order and a clock in milliseconds. The store must
 // answer every operation exactly as the model does, TTL and LRU included.
 type mEntry struct {
-	val []byte
-	ver Version
-	exp int64
+	val  []byte
+	ver  Version
+	exp  int64
+	dead bool // a tombstone
 }
 
 type mFlow struct {
@@ -64,6 +65,15 @@ func (m *model) acquire(id string, create bool, ttl int64) *mFlow {
 }
 
 func (m *model) live(f *mFlow, key string) (mEntry, bool) {
+	e, ok := m.current(f, key)
+	if !ok || e.dead {
+		return mEntry{}, false
+	}
+	return e, true
+}
+
+// current is key's entry or tombstone.
+func (m *model) current(f *mFlow, key string) (mEntry, bool) {
 	e, ok := f.entries[key]
 	if ok && e.exp <= m.now {
 		delete(f.entries, key)
@@ -73,9 +83,12 @@ func (m *model) live(f *mFlow, key string) (mEntry, bool) {
 }
 
 func (m *model) store(f *mFlow, key string, val []byte, ver Version, ttl int64) mEntry {
-	e := mEntry{val: val, ver: ver, exp: m.now + ttl}
+	return m.set(f, key, mEntry{val: val, ver: ver, exp: m.now + ttl})
+}
+
+func (m *model) set(f *mFlow, key string, e mEntry) mEntry {
 	f.entries[key] = e
-	f.counter = max(f.counter, ver.V)
+	f.counter = max(f.counter, e.ver.V)
 	f.exp = max(f.exp, e.exp)
 	return e
 }
@@ -173,34 +186,74 @@ func checkModel(t *testing.T, disk bool) {
 				checkEntry(t, got, err, e, true, nil)
 			},
 			"merge": func(t *rapid.T) {
-				id, key, val, p := flowGen.Draw(t, "flow"), keyGen.Draw(t, "key"), valGen.Draw(t, "val"), policyGen.Draw(t, "p")
-				ver := Version{rapid.Uint64Range(0, 2).Draw(t, "midx"), rapid.Uint64Range(1, 8).Draw(t, "v"), rapid.Uint64Range(0, 2).Draw(t, "origin")}
-				stored, err := s.Merge(bg, id, key, val, ver, p)
-				f := m.acquire(id, true, m.ttlOf(p))
-				want := true
-				if e, ok := m.live(f, key); ok && ver.Compare(e.ver) <= 0 {
-					want = false
-				} else {
-					m.store(f, key, val, ver, m.ttlOf(p))
+				id, p := flowGen.Draw(t, "flow"), policyGen.Draw(t, "p")
+				recs := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Record {
+					r := Record{
+						Key:     keyGen.Draw(t, "key"),
+						Version: Version{rapid.Uint64Range(0, 2).Draw(t, "midx"), rapid.Uint64Range(1, 8).Draw(t, "v"), rapid.Uint64Range(0, 2).Draw(t, "origin")},
+						Deleted: rapid.Bool().Draw(t, "deleted"),
+						TTL:     rapid.SampledFrom([]time.Duration{0, time.Second, 4 * time.Second}).Draw(t, "ttl"),
+					}
+					if !r.Deleted {
+						r.Value = valGen.Draw(t, "val")
+					}
+					return r
+				}), 1, 3).Draw(t, "records")
+				stored, err := s.Merge(bg, RecordSet{FlowID: id, Records: recs, Durability: p.Durability})
+				ttl := func(r Record) int64 {
+					if r.TTL == 0 {
+						return m.ttl
+					}
+					return r.TTL.Milliseconds()
+				}
+				f := m.acquire(id, true, ttl(recs[0]))
+				want := 0
+				for _, r := range recs {
+					if e, ok := m.current(f, r.Key); ok && r.Version.Compare(e.ver) <= 0 {
+						continue
+					}
+					m.set(f, r.Key, mEntry{val: r.Value, ver: r.Version, exp: m.now + ttl(r), dead: r.Deleted})
+					want++
 				}
 				if err != nil || stored != want {
-					t.Fatalf("Merge(%+v) = %v, %v; want %v", ver, stored, err, want)
+					t.Fatalf("Merge(%+v) = %v, %v; want %v", recs, stored, err, want)
+				}
+			},
+			"records": func(t *rapid.T) {
+				id := flowGen.Draw(t, "flow")
+				got, err := s.Records(bg, id)
+				var want []Record
+				if f := m.acquire(id, false, 0); f != nil {
+					for _, k := range slices.Sorted(maps.Keys(f.entries)) {
+						if e, ok := m.current(f, k); ok {
+							want = append(want, Record{Key: k, Value: e.val, Version: e.ver, Deleted: e.dead, TTL: time.Duration(e.exp-m.now) * time.Millisecond})
+						}
+					}
+				}
+				if err != nil || len(got.Records) != len(want) {
+					t.Fatalf("Records = %+v, %v; want %+v", got.Records, err, want)
+				}
+				for i, w := range want {
+					g := got.Records[i]
+					if g.Key != w.Key || g.Version != w.Version || g.Deleted != w.Deleted || g.TTL != w.TTL || !bytes.Equal(g.Value, w.Value) || g.Deleted != (g.Value == nil) {
+						t.Fatalf("Records[%d] = %+v, want %+v", i, g, w)
+					}
 				}
 			},
 			"delete": func(t *rapid.T) {
 				id, key, p := flowGen.Draw(t, "flow"), keyGen.Draw(t, "key"), policyGen.Draw(t, "p")
-				err := s.Delete(bg, id, key, p)
+				got, err := s.Delete(bg, id, key, p)
 				var want error = ErrNotFound
+				var wantVer Version
 				if f := m.acquire(id, false, 0); f != nil {
 					if _, ok := m.live(f, key); ok {
-						delete(f.entries, key)
-						f.counter++
-						f.exp = max(f.exp, m.now+m.ttlOf(p))
+						wantVer = Version{p.MIdx, f.counter + 1, p.Origin}
+						m.set(f, key, mEntry{ver: wantVer, exp: m.now + m.ttlOf(p), dead: true})
 						want = nil
 					}
 				}
-				if !errors.Is(err, want) || (want == nil) != (err == nil) {
-					t.Fatalf("Delete = %v, want %v", err, want)
+				if !errors.Is(err, want) || (want == nil) != (err == nil) || got != wantVer {
+					t.Fatalf("Delete = %+v, %v, want %+v, %v", got, err, wantVer, want)
 				}
 			},
 			"get": func(t *rapid.T) {
@@ -277,7 +330,7 @@ func checkModel(t *testing.T, disk bool) {
 						continue
 					}
 					for _, e := range f.entries {
-						if e.exp > m.now {
+						if e.exp > m.now && !e.dead {
 							want = append(want, id)
 							break
 						}

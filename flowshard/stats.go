@@ -22,8 +22,11 @@ type Stats struct {
 	Flows   int64 // flows held in memory
 	Entries int64 // entries held in memory
 	Bytes   int64 // sum of len(key)+len(value) over those entries
+	// Tombstones are deleted keys kept, with the version of their delete,
+	// until their TTL passes, so that replicas learn deletes.
+	Tombstones int64
 
-	// Puts counts writes (Put, successful CAS and Merge, Delete) by their
+	// Puts counts writes (Put, successful CAS, Delete, records Merge stored) by their
 	// Durability.
 	Puts [3]uint64
 	// Gets counts Get and Keys calls that found their flow, by the
@@ -52,7 +55,7 @@ type Stats struct {
 
 // counters is the live, atomically updated form of Stats.
 type counters struct {
-	entries, bytes                       atomic.Int64
+	entries, bytes, tombstones           atomic.Int64
 	puts                                 [3]atomic.Uint64
 	gets                                 [3]atomic.Uint64
 	syncReadWaits                        atomic.Uint64
@@ -85,6 +88,7 @@ func (c *counters) snapshot() Stats {
 	s := Stats{
 		Entries:        c.entries.Load(),
 		Bytes:          c.bytes.Load(),
+		Tombstones:     c.tombstones.Load(),
 		SyncReadWaits:  c.syncReadWaits.Load(),
 		Batches:        c.batches.Load(),
 		BatchedOps:     c.batchedOps.Load(),

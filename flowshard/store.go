@@ -174,11 +174,15 @@ type flow struct {
 
 // entry is one stored value. It is read and written only under its flow's
 // mu: a write of the key overwrites it in place, reusing its value's room,
-// so that a warm key's write allocates nothing.
+// so that a warm key's write allocates nothing. A dead entry is a
+// tombstone: the key was deleted by the write ver, and reads see it absent;
+// it lives as long as an entry would, so that a replica can tell a deleted
+// key from one it never saw.
 type entry struct {
 	value []byte
 	ver   Version
 	expMs int64
+	dead  bool
 }
 
 // Open opens (creating it if needed) the flow store at path, loading every
@@ -227,19 +231,23 @@ func (s *Store) load(db *bolt.DB) error {
 		if err != nil {
 			return err
 		}
+		format := formatV2
 		switch f := meta.Get(formatKey); {
-		case f == nil:
-			if err := meta.Put(formatKey, []byte{formatV1}); err != nil {
-				return err
-			}
-		case !bytes.Equal(f, []byte{formatV1}):
-			return fmt.Errorf("%w: file format %x, this build reads %d", ErrCorrupt, f, formatV1)
+		case f == nil || bytes.Equal(f, []byte{formatV2}):
+		case bytes.Equal(f, []byte{formatV1}):
+			format = formatV1 // migrated below, in this transaction
+		default:
+			return fmt.Errorf("%w: file format %x, this build reads %d and %d", ErrCorrupt, f, formatV1, formatV2)
+		}
+		if err := meta.Put(formatKey, []byte{formatV2}); err != nil {
+			return err
 		}
 		bk, err := tx.CreateBucketIfNotExists(dataBucket)
 		if err != nil {
 			return err
 		}
 		var drop [][]byte
+		var rewrite []op // format 1 records, as format 2
 		err = bk.ForEach(func(k, v []byte) error {
 			id, key, err := splitKey(k)
 			if err != nil {
@@ -249,8 +257,8 @@ func (s *Store) load(db *bolt.DB) error {
 			if err != nil {
 				return fmt.Errorf("flow %q key %q: %w", id, key, err)
 			}
-			if (key == "") != (r.kind == kindFlow) {
-				return fmt.Errorf("flow %q key %q: %w: kind %d", id, key, ErrCorrupt, r.kind)
+			if (key == "") != (r.kind == kindFlow) || r.format != format {
+				return fmt.Errorf("flow %q key %q: %w: kind %d of format %d in a format %d file", id, key, ErrCorrupt, r.kind, r.format, format)
 			}
 			f := s.flows[id]
 			if f == nil {
@@ -260,22 +268,32 @@ func (s *Store) load(db *bolt.DB) error {
 			if r.kind == kindFlow {
 				f.counter = max(f.counter, r.counter)
 				f.extend(r.expMs)
-				return nil
+			} else {
+				f.counter = max(f.counter, r.ver.V)
+				if r.expMs <= now {
+					drop = append(drop, bytes.Clone(k))
+					if r.kind == kindEntry {
+						s.stats.expiredEnt.Add(1)
+					}
+					return nil
+				}
+				f.extend(r.expMs)
+				e := &entry{value: bytes.Clone(r.value), ver: r.ver, expMs: r.expMs, dead: r.kind == kindTombstone}
+				f.entries[key] = e
+				s.count(key, e, 1)
 			}
-			f.counter = max(f.counter, r.ver.V)
-			if r.expMs <= now {
-				drop = append(drop, bytes.Clone(k))
-				s.stats.expiredEnt.Add(1)
-				return nil
+			if format != formatV2 {
+				rewrite = append(rewrite, op{key: bytes.Clone(k), val: encodeRecord(r)})
 			}
-			f.extend(r.expMs)
-			f.entries[key] = &entry{value: bytes.Clone(r.value), ver: r.ver, expMs: r.expMs}
-			s.stats.entries.Add(1)
-			s.stats.bytes.Add(int64(len(key) + len(r.value)))
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		for _, o := range rewrite {
+			if err := apply(bk, o); err != nil {
+				return err
+			}
 		}
 		for _, k := range drop {
 			if err := bk.Delete(k); err != nil {
@@ -314,10 +332,20 @@ func (s *Store) load(db *bolt.DB) error {
 // forget drops f's entries from the gauges and the map (at load).
 func (s *Store) forget(f *flow) {
 	for k, e := range f.entries {
-		s.stats.entries.Add(-1)
-		s.stats.bytes.Add(-int64(len(k) + len(e.value)))
+		s.count(k, e, -1)
 	}
 	delete(s.flows, f.id)
+}
+
+// count adds e to the gauges (n = 1) or takes it out (n = -1): a live entry
+// counts in Entries and Bytes, a tombstone in Tombstones.
+func (s *Store) count(key string, e *entry, n int64) {
+	if e.dead {
+		s.stats.tombstones.Add(n)
+		return
+	}
+	s.stats.entries.Add(n)
+	s.stats.bytes.Add(n * int64(len(key)+len(e.value)))
 }
 
 func (s *Store) nowMs() int64 {
@@ -437,8 +465,7 @@ func (s *Store) release(f *flow) {
 func (s *Store) removeLocked(f *flow) *batch {
 	f.dead = true
 	for k, e := range f.entries {
-		s.stats.entries.Add(-1)
-		s.stats.bytes.Add(-int64(len(k) + len(e.value)))
+		s.count(k, e, -1)
 	}
 	f.entries = nil
 	delete(s.flows, f.id)
@@ -451,16 +478,27 @@ func (s *Store) removeLocked(f *flow) *batch {
 	return nil
 }
 
-// live returns f's entry for key, dropping it if it has expired. f.mu is held.
+// live returns f's entry for key, nil when it is absent or deleted. f.mu is
+// held.
 func (s *Store) live(f *flow, key string, now int64) *entry {
+	if e := s.current(f, key, now); e != nil && !e.dead {
+		return e
+	}
+	return nil
+}
+
+// current returns f's entry or tombstone for key, dropping it if it has
+// expired. f.mu is held.
+func (s *Store) current(f *flow, key string, now int64) *entry {
 	e := f.entries[key]
 	if e == nil || e.expMs > now {
 		return e
 	}
 	delete(f.entries, key)
-	s.stats.expiredEnt.Add(1)
-	s.stats.entries.Add(-1)
-	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
+	if !e.dead {
+		s.stats.expiredEnt.Add(1)
+	}
+	s.count(key, e, -1)
 	if f.onDisk && s.w != nil {
 		s.w.enqueue(false, op{key: entryKey(f.id, key), del: true})
 	}
@@ -474,33 +512,61 @@ func (s *Store) store(f *flow, key string, value []byte, ver Version, ttlMs int6
 	if !s.diskBound(f, d) {
 		return e, nil
 	}
-	return e, s.persist(f, d, op{key: entryKey(f.id, key), val: encodeEntry(ver, e.expMs, e.value)})
+	return e, s.persist(f, d, diskOp(f, key, e))
 }
 
-// put sets key to value with version ver in memory. f.mu is held.
+// put sets key to value with version ver in memory, over its entry or
+// tombstone. f.mu is held.
 func (s *Store) put(f *flow, key string, value []byte, ver Version, ttlMs int64, d Durability, now int64) *entry {
-	e := f.entries[key]
-	if e == nil {
-		e = &entry{}
-		f.entries[key] = e
-		s.stats.entries.Add(1)
-		s.stats.bytes.Add(int64(len(key)))
-	} else {
-		s.stats.bytes.Add(-int64(len(e.value)))
-		if cap(e.value) > 2*len(value)+64 {
-			e.value = nil // do not pin the room of a far larger value
-		}
+	e := s.slot(f, key)
+	if cap(e.value) > 2*len(value)+64 {
+		e.value = nil // do not pin the room of a far larger value
 	}
-	s.stats.bytes.Add(int64(len(value)))
 	e.value = append(e.value[:0], value...)
 	if e.value == nil {
 		e.value = []byte{}
 	}
+	e.dead = false
+	s.settle(f, key, e, ver, ttlMs, d, now)
+	return e
+}
+
+// bury replaces key by a tombstone of the delete ver in memory. f.mu is held.
+func (s *Store) bury(f *flow, key string, ver Version, ttlMs int64, d Durability, now int64) *entry {
+	e := s.slot(f, key)
+	e.value, e.dead = e.value[:0], true
+	s.settle(f, key, e, ver, ttlMs, d, now)
+	return e
+}
+
+// slot returns key's entry to be overwritten in place, out of the gauges
+// until settle counts it again. f.mu is held.
+func (s *Store) slot(f *flow, key string) *entry {
+	e := f.entries[key]
+	if e == nil {
+		e = &entry{}
+		f.entries[key] = e
+		return e
+	}
+	s.count(key, e, -1)
+	return e
+}
+
+// settle stamps e and counts it. f.mu is held.
+func (s *Store) settle(f *flow, key string, e *entry, ver Version, ttlMs int64, d Durability, now int64) {
 	e.ver, e.expMs = ver, now+ttlMs
+	s.count(key, e, 1)
 	f.counter = max(f.counter, ver.V)
 	f.extend(e.expMs)
 	s.stats.puts[d].Add(1)
-	return e
+}
+
+// diskOp is what stores e under key of f on disk.
+func diskOp(f *flow, key string, e *entry) op {
+	if e.dead {
+		return op{key: entryKey(f.id, key), val: encodeTombstone(e.ver, e.expMs)}
+	}
+	return op{key: entryKey(f.id, key), val: encodeEntry(e.ver, e.expMs, e.value)}
 }
 
 // diskBound reports whether a write of f under d reaches the writer, so
@@ -664,66 +730,34 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	return out, await(ctx, b)
 }
 
-// Merge adopts a replica's value: it stores value with exactly ver if ver
-// is higher than the stored version of key (or the key is absent), and
-// reports whether it did. The flow's counter is raised to ver.V, so later
-// local writes stamp higher versions.
-func (s *Store) Merge(ctx context.Context, flowID, key string, value []byte, ver Version, p Policy) (bool, error) {
-	if ver.V == 0 {
-		return false, fmt.Errorf("%w: version with V 0", ErrBadPolicy)
-	}
-	ttl, err := s.prepare(ctx, flowID, key, value, p)
-	if err != nil {
-		return false, err
-	}
-	f, now, err := s.acquire(flowID, true, ttl)
-	if err != nil {
-		return false, err
-	}
-	if cur := s.live(f, key, now); cur != nil && ver.Compare(cur.ver) <= 0 {
-		s.release(f)
-		return false, nil
-	}
-	_, b := s.store(f, key, value, ver, ttl, p.Durability, now)
-	s.release(f)
-	return true, await(ctx, b)
-}
-
-// Delete removes key. It counts as a write of the flow: the counter
-// advances (so a deleted key's version is never handed out again while the
-// flow exists) and the flow's lifetime is extended by the TTL. It returns
+// Delete removes key, leaving a tombstone with the version of the delete,
+// Version{p.MIdx, counter+1, p.Origin}, which it returns. It counts as a
+// write of the flow: the counter advances (so a deleted key's version is
+// never handed out again while the flow exists) and the flow's lifetime is
+// extended by the TTL, which the tombstone lives for. It returns
 // ErrNotFound when the key is absent.
-func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) error {
+func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) (Version, error) {
 	ttl, err := s.prepare(ctx, flowID, key, nil, p)
 	if err != nil {
-		return err
+		return Version{}, err
 	}
 	f, now, err := s.acquire(flowID, false, ttl)
 	if f == nil {
-		return cmp.Or(err, ErrNotFound)
+		return Version{}, cmp.Or(err, ErrNotFound)
 	}
-	e := s.live(f, key, now)
-	if e == nil {
+	if s.live(f, key, now) == nil {
 		s.release(f)
-		return ErrNotFound
+		return Version{}, ErrNotFound
 	}
-	delete(f.entries, key)
-	s.stats.entries.Add(-1)
-	s.stats.bytes.Add(-int64(len(key) + len(e.value)))
-	f.counter++
-	f.extend(now + ttl)
-	s.stats.puts[p.Durability].Add(1)
+	ver := Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}
+	e := s.bury(f, key, ver, ttl, p.Durability, now)
 	f.mode = p.Durability
-	// The flow record keeps the counter across a restart; only deletes need
-	// it, since an entry's own V already carries the counter of a put.
 	var b *batch
 	if s.diskBound(f, p.Durability) {
-		b = s.persist(f, p.Durability,
-			op{key: entryKey(f.id, key), del: true},
-			op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs.Load())})
+		b = s.persist(f, p.Durability, diskOp(f, key, e))
 	}
 	s.release(f)
-	return await(ctx, b)
+	return ver, await(ctx, b)
 }
 
 // Keys returns the live keys of a flow, sorted; none for an absent flow.
@@ -831,30 +865,25 @@ func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, wr
 		return out, ErrVersionMismatch
 	}
 	var ops []op
+	disk := s.diskBound(f, p.Durability)
 	for _, w := range writes {
-		if w.Delete {
-			e := s.live(f, w.Key, now)
-			if e == nil {
-				continue
-			}
-			delete(f.entries, w.Key)
-			s.stats.entries.Add(-1)
-			s.stats.bytes.Add(-int64(len(w.Key) + len(e.value)))
-			f.counter++
-			f.extend(now + ttl)
-			s.stats.puts[p.Durability].Add(1)
-			ops = append(ops, op{key: entryKey(f.id, w.Key), del: true})
+		if w.Delete && s.live(f, w.Key, now) == nil {
 			continue
 		}
 		ver := Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}
-		e := s.put(f, w.Key, w.Value, ver, ttl, p.Durability, now)
-		ops = append(ops, op{key: entryKey(f.id, w.Key), val: encodeEntry(ver, e.expMs, e.value)})
+		var e *entry
+		if w.Delete {
+			e = s.bury(f, w.Key, ver, ttl, p.Durability, now)
+		} else {
+			e = s.put(f, w.Key, w.Value, ver, ttl, p.Durability, now)
+		}
+		if disk {
+			ops = append(ops, diskOp(f, w.Key, e))
+		}
 	}
 	f.mode = p.Durability
 	var b *batch
-	if len(ops) > 0 && s.diskBound(f, p.Durability) {
-		// The flow record keeps the counter across a restart for deletes.
-		ops = append(ops, op{key: flowKey(f.id), val: encodeFlow(f.counter, f.expMs.Load())})
+	if len(ops) > 0 {
 		b = s.persist(f, p.Durability, ops...)
 	}
 	out := s.exportLocked(f, now)
@@ -875,7 +904,7 @@ func (s *Store) matches(f *flow, base []KeyVersion, now int64) bool {
 		return false
 	}
 	for _, kv := range base {
-		if e := f.entries[kv.Key]; e == nil || e.ver.V != kv.V {
+		if e := f.entries[kv.Key]; e == nil || e.dead || e.ver.V != kv.V {
 			return false
 		}
 	}
@@ -970,7 +999,7 @@ func (s *Store) Flows(ctx context.Context, prefix, after string, limit int) (ids
 		}
 		f.mu.Lock()
 		for _, e := range f.entries {
-			if e.expMs > now {
+			if e.expMs > now && !e.dead {
 				ids = append(ids, id)
 				break
 			}
@@ -1033,7 +1062,7 @@ func (s *Store) sweep(n int) {
 			s.stats.expiredFlows.Add(1)
 		default:
 			for k := range f.entries {
-				s.live(f, k, now)
+				s.current(f, k, now)
 			}
 		}
 		f.mu.Unlock()

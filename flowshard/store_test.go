@@ -173,13 +173,13 @@ func TestDeleteAdvancesCounter(t *testing.T) {
 	p := syncP()
 	mustPut(t, s, "f", "a", "1", p) // v1
 	mustPut(t, s, "f", "b", "1", p) // v2
-	if err := s.Delete(bg, "f", "a", p); err != nil {
+	if _, err := s.Delete(bg, "f", "a", p); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(bg, "f", "a", p); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Delete(bg, "f", "a", p); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second Delete: %v", err)
 	}
-	if err := s.Delete(bg, "nope", "a", p); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Delete(bg, "nope", "a", p); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Delete on absent flow: %v", err)
 	}
 	wantAbsent(t, s, "f", "a")
@@ -187,7 +187,7 @@ func TestDeleteAdvancesCounter(t *testing.T) {
 		t.Fatalf("put after delete got v%d, want 4 (the delete was write 3)", v.V)
 	}
 	// The counter survives a restart even when the highest write was a delete.
-	if err := s.Delete(bg, "f", "a", p); err != nil {
+	if _, err := s.Delete(bg, "f", "a", p); err != nil {
 		t.Fatal(err)
 	}
 	s = reopen(t, s, path, Options{})
@@ -201,38 +201,135 @@ func TestDeleteAdvancesCounter(t *testing.T) {
 
 func TestMerge(t *testing.T) {
 	s := open(t, dbPath(t), Options{})
-	p := syncP()
 	base := Version{MIdx: 5, V: 10, Origin: 2}
+	rec := func(name string, ver Version, deleted bool) RecordSet {
+		r := Record{Key: "k", Version: ver, Deleted: deleted}
+		if !deleted {
+			r.Value = []byte(name)
+		}
+		return RecordSet{FlowID: "f", Records: []Record{r}, Durability: Sync}
+	}
 	cases := []struct {
-		name   string
-		ver    Version
-		stored bool
+		name    string
+		ver     Version
+		deleted bool
+		stored  bool
 	}{
-		{"absent", base, true},
-		{"equal", base, false},
-		{"lower-midx-higher-v", Version{4, 99, 9}, false},
-		{"lower-v", Version{5, 9, 9}, false},
-		{"higher-origin", Version{5, 10, 3}, true},
-		{"higher-v", Version{5, 11, 0}, true},
-		{"higher-midx", Version{6, 1, 0}, true},
+		{"absent", base, false, true},
+		{"equal", base, false, false},
+		{"lower-midx-higher-v", Version{4, 99, 9}, false, false},
+		{"lower-v", Version{5, 9, 9}, false, false},
+		{"higher-origin", Version{5, 10, 3}, false, true},
+		{"higher-v", Version{5, 11, 0}, false, true},
+		{"tombstone", Version{5, 12, 0}, true, true},
+		{"older-than-the-delete", Version{5, 11, 9}, false, false},
+		{"higher-midx", Version{6, 1, 0}, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, err := s.Merge(bg, "f", "k", []byte(tc.name), tc.ver, p)
-			if err != nil || ok != tc.stored {
-				t.Fatalf("Merge = %v, %v; want %v", ok, err, tc.stored)
+			n, err := s.Merge(bg, rec(tc.name, tc.ver, tc.deleted))
+			if err != nil || (n == 1) != tc.stored {
+				t.Fatalf("Merge = %v, %v; want stored %v", n, err, tc.stored)
 			}
-			if got := mustGet(t, s, "f", "k"); tc.stored && (got.Version != tc.ver || string(got.Value) != tc.name) {
+			if !tc.stored {
+				return
+			}
+			if tc.deleted {
+				wantAbsent(t, s, "f", "k")
+				return
+			}
+			if got := mustGet(t, s, "f", "k"); got.Version != tc.ver || string(got.Value) != tc.name {
 				t.Fatalf("Get = %+v", got)
 			}
 		})
 	}
 	// Local writes after an adoption stamp above the adopted V.
-	if v := mustPut(t, s, "f", "other", "x", Policy{Durability: Sync, MIdx: 6, Origin: 1}); v.V != 12 {
-		t.Fatalf("put after merge: v%d, want 12", v.V)
+	if v := mustPut(t, s, "f", "other", "x", Policy{Durability: Sync, MIdx: 6, Origin: 1}); v.V != 13 {
+		t.Fatalf("put after merge: v%d, want 13", v.V)
 	}
-	if _, err := s.Merge(bg, "f", "k", nil, Version{}, p); !errors.Is(err, ErrBadPolicy) {
+	if _, err := s.Merge(bg, rec("", Version{}, false)); !errors.Is(err, ErrBadPolicy) {
 		t.Fatalf("Merge with V 0: %v", err)
+	}
+}
+
+// A delete leaves a tombstone that replicas copy, so an older value that
+// reaches a replica after the delete loses to it, and the tombstone survives
+// a restart and expires with its TTL.
+func TestTombstones(t *testing.T) {
+	c := newClock()
+	path := dbPath(t)
+	s := open(t, path, c.opts(Options{}))
+	p := Policy{Durability: Sync, TTL: 10 * time.Second, MIdx: 3, Origin: 1}
+	mustPut(t, s, "f", "k", "1", p) // v1
+	ver, err := s.Delete(bg, "f", "k", p)
+	if err != nil || ver != (Version{3, 2, 1}) {
+		t.Fatalf("Delete = %+v, %v", ver, err)
+	}
+	set, err := s.Records(bg, "f")
+	if err != nil || len(set.Records) != 1 || !set.Records[0].Deleted || set.Records[0].Version != ver || set.Records[0].TTL != 10*time.Second || set.Durability != Sync {
+		t.Fatalf("Records = %+v, %v", set, err)
+	}
+	if st := s.Stats(); st.Entries != 0 || st.Tombstones != 1 || st.Bytes != 0 {
+		t.Fatalf("Stats = %+v", st)
+	}
+	if ids, _, _ := s.Flows(bg, "", "", 10); len(ids) != 0 {
+		t.Fatalf("a flow of tombstones is listed: %v", ids)
+	}
+	if snap, _ := s.Entries(bg, "f"); len(snap) != 0 {
+		t.Fatalf("Entries = %v", snap)
+	}
+	// A replica that has the tombstone refuses the value it buried.
+	r := open(t, "", c.opts(Options{}))
+	if n, err := r.Merge(bg, set); n != 1 || err != nil {
+		t.Fatalf("Merge tombstone = %d, %v", n, err)
+	}
+	if n, _ := r.Merge(bg, RecordSet{FlowID: "f", Records: []Record{{Key: "k", Value: []byte("1"), Version: Version{3, 1, 1}}}}); n != 0 {
+		t.Fatal("an older value replaced the tombstone")
+	}
+	wantAbsent(t, r, "f", "k")
+	// The tombstone keeps the counter across a restart, and expires.
+	s = reopen(t, s, path, c.opts(Options{}))
+	if v := mustPut(t, s, "f", "j", "x", p); v.V != 3 {
+		t.Fatalf("after reopen v%d, want 3", v.V)
+	}
+	c.advance(11 * time.Second)
+	if st := s.Stats(); st.Tombstones != 1 {
+		t.Fatalf("tombstone gone before its sweep: %+v", st)
+	}
+	if set, _ := s.Records(bg, "f"); len(set.Records) != 0 {
+		t.Fatalf("expired records returned: %+v", set)
+	}
+}
+
+func TestSummaries(t *testing.T) {
+	a := open(t, "", Options{})
+	b := open(t, "", Options{})
+	p := Policy{Durability: Memory, MIdx: 1, Origin: 1}
+	for _, id := range []string{"i1:x", "i1:y", "i2:z"} {
+		mustPut(t, a, id, "k", "v", p)
+		mustPut(t, a, id, "j", "w", p)
+	}
+	if _, err := a.Delete(bg, "i1:y", "j", p); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"i1:x", "i1:y"} {
+		set, _ := a.Records(bg, id)
+		if _, err := b.Merge(bg, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := func(id string) bool { return strings.HasPrefix(id, "i1:") }
+	sa, _ := a.Summaries(keep)
+	sb, _ := b.Summaries(keep)
+	if len(sa) != 2 || sa[0].ID != "i1:x" || sa[1].ID != "i1:y" || sa[1].Top != (Version{1, 3, 1}) {
+		t.Fatalf("Summaries = %+v", sa)
+	}
+	if !slices.Equal(sa, sb) {
+		t.Fatalf("copies differ: %+v vs %+v", sa, sb)
+	}
+	mustPut(t, a, "i1:x", "k", "v2", p)
+	if sa, _ = a.Summaries(keep); sa[0].Sum == sb[0].Sum || sa[1] != sb[1] {
+		t.Fatalf("a write did not change the sum: %+v vs %+v", sa, sb)
 	}
 }
 
@@ -263,7 +360,7 @@ func TestLimits(t *testing.T) {
 			if _, err := s.CAS(bg, tc.flow, tc.key, 0, tc.val, p); tc.want != nil && !errors.Is(err, tc.want) {
 				t.Fatalf("CAS: %v, want %v", err, tc.want)
 			}
-			if _, err := s.Merge(bg, tc.flow, tc.key, tc.val, Version{V: 1}, p); tc.want != nil && !errors.Is(err, tc.want) {
+			if _, err := s.Merge(bg, RecordSet{FlowID: tc.flow, Records: []Record{{Key: tc.key, Value: tc.val, Version: Version{V: 1}}}}); tc.want != nil && !errors.Is(err, tc.want) {
 				t.Fatalf("Merge: %v, want %v", err, tc.want)
 			}
 		})
@@ -308,7 +405,7 @@ func TestTTL(t *testing.T) {
 	if _, err := s.CAS(bg, "f", "k", 4, []byte("x"), syncP()); !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("CAS on expired key: %v", err)
 	}
-	if err := s.Delete(bg, "f", "k", syncP()); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Delete(bg, "f", "k", syncP()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Delete of expired key: %v", err)
 	}
 	// At reopen, expired entries are dropped, on disk too.
@@ -433,7 +530,7 @@ func TestFlowsAndDeletePrefix(t *testing.T) {
 	mustPut(t, s, "f:x", "k", "v", p)
 	mustPut(t, s, "i8080:expired", "k", "v", pol(Sync, time.Second))
 	mustPut(t, s, "i8080:deleted", "k", "v", p)
-	if err := s.Delete(bg, "i8080:deleted", "k", p); err != nil {
+	if _, err := s.Delete(bg, "i8080:deleted", "k", p); err != nil {
 		t.Fatal(err)
 	}
 	c.advance(2 * time.Second)
@@ -572,8 +669,9 @@ func TestRefusesUnreadableFile(t *testing.T) {
 		bucket []byte
 		k, v   []byte
 	}{
-		{"format-2", metaBucket, formatKey, []byte{2}},
-		{"record-version-2", dataBucket, entryKey("f", "k"), []byte{2, 1, 0, 1, 0, 0}},
+		{"format-3", metaBucket, formatKey, []byte{3}},
+		{"record-version-3", dataBucket, entryKey("f", "k"), []byte{3, 1, 0, 1, 0, 0}},
+		{"format-1-record-in-a-format-2-file", dataBucket, entryKey("f", "k"), []byte{1, 1, 0, 1, 0, 0}},
 		{"entry-under-flow-key", dataBucket, flowKey("f"), encodeEntry(Version{V: 1}, 0, nil)},
 		{"bad-key", dataBucket, []byte{0x05, 'a'}, encodeFlow(1, 0)},
 	}

@@ -72,7 +72,8 @@ func (s Store) CAS(ctx context.Context, flowID, key string, expect uint64, value
 
 // Delete implements flow.Store.
 func (s Store) Delete(ctx context.Context, flowID, key string, p flow.Policy) error {
-	return mapErr(s.Shard.Delete(ctx, flowID, key, policy(p)))
+	_, err := s.Shard.Delete(ctx, flowID, key, policy(p))
+	return mapErr(err)
 }
 
 // Load implements flow.Store.

@@ -159,22 +159,21 @@ type Summary struct {
 
 // Summaries lists the flows whose id keep accepts and that hold an
 // unexpired record, in id order, without counting as an access to them:
-// what anti-entropy and adoption compare. keep runs under the store's lock
-// and must not call the Store.
+// what anti-entropy and adoption compare. keep runs without the store's
+// locks.
 func (s *Store) Summaries(keep func(flowID string) bool) ([]Summary, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	var fs []*flow
-	for id, f := range s.flows {
-		if keep(id) {
-			fs = append(fs, f)
-		}
+	fs := make([]*flow, 0, len(s.flows))
+	for _, f := range s.flows {
+		fs = append(fs, f)
 	}
 	now := s.nowMs()
 	s.mu.Unlock()
+	fs = slices.DeleteFunc(fs, func(f *flow) bool { return !keep(f.id) })
 	out := make([]Summary, 0, len(fs))
 	var buf []byte
 	for _, f := range fs {

@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/riftgate/riftgate/ring"
+)
+
+// Adoption (seed 000 §11). When the voters change, flows change owners;
+// each new owner must hold the latest acknowledged state of its flows
+// before it answers for them. It asks every member it can reach, of the
+// new membership and of the one it last adopted at, for the records of the
+// flows it owns now, and keeps the highest version of every key: a `sync`
+// write is on the old owner and on at least one successor, so it survives
+// the loss of either. Until that is done this node answers none of its
+// flows (statusAdopting): a flow it owned before may have been served by
+// another owner at a membership between, which it cannot rule out.
+//
+// A node that answers an adoption request raises its floor to the new
+// index: from then on it refuses owner operations under any older view,
+// even before it has applied the change itself, so the old owner of a flow
+// stops writing it before the new one reads it. A node that restarts
+// adopts too: its own disk may lack `async` writes its successors hold.
+//
+// Changes that leave the voters as they are (a learner joins or leaves)
+// move no flow and are adopted at once.
+
+// adoptPage bounds one adoption answer.
+const adoptPage = 4 << 20
+
+func (f *Flows) adoptLoop() {
+	defer f.wg.Done()
+	var last *view // the view adopted last; nil at boot
+	for {
+		v := f.currentView()
+		if f.adopted.Load() != v.idx {
+			switch {
+			case last != nil && slices.Equal(last.voters, v.voters) && f.floor.Load() <= last.idx:
+				f.adopted.Store(v.idx)
+				last = v
+			case f.adopt(v, last):
+				last = v
+			default:
+				// Retry: a newer view, or members that were not reachable.
+				select {
+				case <-f.ctx.Done():
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
+		}
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-f.changed:
+		case <-time.After(time.Second): // a missed signal costs a second at most
+		}
+	}
+}
+
+// adopt pulls this node's flows at v from every member of v and of last
+// it can reach. It reports false if v was superseded meanwhile, or if no
+// member could be reached while v has other voters (a node alone cannot
+// tell what it missed; it tries again).
+func (f *Flows) adopt(v, last *view) bool {
+	start := time.Now()
+	from := slices.Clone(v.members)
+	urls := v.urls
+	if last != nil {
+		for _, id := range last.members {
+			if _, ok := v.urls[id]; !ok && id != f.self {
+				from = append(from, id)
+			}
+		}
+	}
+	reached, merged := 0, 0
+	for _, id := range from {
+		n, err := f.adoptFrom(v, last, id, urls)
+		if err != nil {
+			f.log.Info("cluster: adoption could not reach a member; taking what the others hold", "member", formatID(id), "err", err)
+			continue
+		}
+		reached++
+		merged += n
+		if f.currentView().idx != v.idx {
+			return false
+		}
+	}
+	if reached == 0 && len(v.voters) > 1 && slices.Contains(v.voters, f.self) {
+		return false
+	}
+	if f.currentView().idx != v.idx {
+		return false
+	}
+	f.adopted.Store(v.idx)
+	f.adoptions.Add(1)
+	f.adoptNanos.Add(uint64(time.Since(start)))
+	f.log.Info("cluster: flows adopted", "membershipIndex", v.idx, "members", reached, "records", merged, "took", time.Since(start))
+	return true
+}
+
+// adoptFrom pages through one member's records of the flows this node owns
+// at v.
+func (f *Flows) adoptFrom(v, last *view, id uint64, urls map[uint64]string) (int, error) {
+	if _, ok := urls[id]; !ok && last != nil {
+		urls = last.urls
+	}
+	cursor, merged := "", 0
+	for {
+		r := request{op: opAdopt, node: f.self, key: cursor, limit: adoptPage, voters: v.voters}
+		var a answer
+		r.mIdx, r.budget = v.idx, uint64(f.deadline.Milliseconds())
+		if err := f.callURL(id, urls[id], slotBulk, time.Now().Add(f.deadline), &r, &a); err != nil {
+			return merged, err
+		}
+		if a.status != statusOK {
+			return merged, statusErr(&a)
+		}
+		n, err := f.shard.Merge(f.ctx, a.sets...)
+		merged += n
+		if err != nil {
+			return merged, err
+		}
+		if !a.more {
+			return merged, nil
+		}
+		cursor = a.next
+	}
+}
+
+// serveAdopt answers an adoption page: this node raises its floor to the
+// caller's index, then sends the records of the flows the caller owns at
+// the caller's voters.
+func (f *Flows) serveAdopt(ctx context.Context, r *request, a *answer) {
+	rg, err := ring.New(r.mIdx, r.voters)
+	if err != nil {
+		refuse(a, statusBadRequest, "voters: %v", err)
+		return
+	}
+	for {
+		fl := f.floor.Load()
+		if fl >= r.mIdx || f.floor.CompareAndSwap(fl, r.mIdx) {
+			break
+		}
+	}
+	// Owner operations already past the floor check hold their flow's
+	// lock; taking each flow's lock below waits for them.
+	sums, err := f.shard.Summaries(func(id string) bool {
+		return id > r.key && rg.Owner(ring.ClassFlow, id) == r.node
+	})
+	if err != nil {
+		shardStatus(a, err)
+		return
+	}
+	size := uint64(0)
+	for i, s := range sums {
+		if size >= r.limit && i > 0 {
+			a.more, a.next = true, sums[i-1].ID
+			return
+		}
+		fl, err := f.locks.lock(ctx, s.ID)
+		if err != nil {
+			refuse(a, statusUnavailable, "adoption page: %v", err)
+			return
+		}
+		set, err := f.shard.Records(ctx, s.ID)
+		f.locks.unlock(s.ID, fl)
+		if err != nil {
+			shardStatus(a, err)
+			return
+		}
+		for _, rec := range set.Records {
+			size += uint64(len(rec.Key) + len(rec.Value) + 32)
+		}
+		a.sets = append(a.sets, set)
+	}
+}

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// flowLocks are the owner's per-flow locks: an operation on a flow holds
+// its lock from its checks to its answer, replica acknowledgement under
+// `sync` included, so a reader never sees a value a crash of the owner
+// could still take back. A lock exists only while someone holds or waits
+// for it; waiting is bounded by the operation's deadline.
+type flowLocks struct {
+	seed   maphash.Seed
+	shards [64]lockShard
+}
+
+type lockShard struct {
+	mu sync.Mutex
+	m  map[string]*flowLock
+}
+
+type flowLock struct {
+	ch   chan struct{} // capacity 1: full while held
+	refs int           // holders and waiters, under the shard's mu
+}
+
+var lockPool = sync.Pool{New: func() any { return &flowLock{ch: make(chan struct{}, 1)} }}
+
+func newFlowLocks() *flowLocks {
+	l := &flowLocks{seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].m = map[string]*flowLock{}
+	}
+	return l
+}
+
+func (l *flowLocks) shard(id string) *lockShard {
+	return &l.shards[maphash.String(l.seed, id)%uint64(len(l.shards))]
+}
+
+// lock takes id's lock, waiting at most until ctx ends.
+func (l *flowLocks) lock(ctx context.Context, id string) (*flowLock, error) {
+	sh := l.shard(id)
+	sh.mu.Lock()
+	fl := sh.m[id]
+	if fl == nil {
+		fl = lockPool.Get().(*flowLock)
+		sh.m[id] = fl
+	}
+	fl.refs++
+	sh.mu.Unlock()
+	select {
+	case fl.ch <- struct{}{}:
+		return fl, nil
+	default:
+	}
+	select {
+	case fl.ch <- struct{}{}:
+		return fl, nil
+	case <-ctx.Done():
+		l.drop(sh, id, fl)
+		return nil, ctx.Err()
+	}
+}
+
+// unlock releases a lock lock returned.
+func (l *flowLocks) unlock(id string, fl *flowLock) {
+	<-fl.ch
+	l.drop(l.shard(id), id, fl)
+}
+
+func (l *flowLocks) drop(sh *lockShard, id string, fl *flowLock) {
+	sh.mu.Lock()
+	if fl.refs--; fl.refs == 0 {
+		delete(sh.m, id)
+		lockPool.Put(fl)
+	}
+	sh.mu.Unlock()
+}
+
+// opCtx is the deadline of one owner operation, as a context that costs
+// no allocation: it is pooled, its timer is reused, and its done channel
+// is replaced only after it fired. It carries no values and no parent.
+type opCtx struct {
+	mu       sync.Mutex
+	deadline time.Time
+	done     chan struct{}
+	fired    bool
+	armed    bool
+	timer    *time.Timer
+}
+
+var opCtxPool = sync.Pool{New: func() any {
+	c := &opCtx{done: make(chan struct{})}
+	c.timer = time.AfterFunc(time.Hour, c.fire)
+	c.timer.Stop()
+	return c
+}}
+
+// newOpCtx returns a context that ends at deadline; call release when done.
+func newOpCtx(deadline time.Time) *opCtx {
+	c := opCtxPool.Get().(*opCtx)
+	c.mu.Lock()
+	c.deadline, c.armed = deadline, true
+	c.mu.Unlock()
+	if d := time.Until(deadline); d > 0 {
+		c.timer.Reset(d)
+	} else {
+		c.fire()
+	}
+	return c
+}
+
+// fire ends the context, unless it was released, or re-armed for a later
+// deadline, before a late timer got here.
+func (c *opCtx) fire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed && !c.fired && !time.Now().Before(c.deadline) {
+		c.fired = true
+		close(c.done)
+	}
+}
+
+func (c *opCtx) release() {
+	c.timer.Stop()
+	c.mu.Lock()
+	c.armed = false
+	if c.fired {
+		c.done, c.fired = make(chan struct{}), false
+	}
+	c.mu.Unlock()
+	opCtxPool.Put(c)
+}
+
+func (c *opCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *opCtx) Done() <-chan struct{}       { return c.done }
+func (c *opCtx) Value(any) any               { return nil }
+func (c *opCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fired {
+		return context.DeadlineExceeded
+	}
+	return nil
+}

@@ -1,0 +1,350 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/riftgate/riftgate/flowshard"
+	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/ring"
+)
+
+// maxServing bounds the requests this node answers at once; past it a
+// request is answered unavailable at once (the caller's bridge has its own
+// bound, this one protects the answerer from every caller together).
+const maxServing = 4096
+
+// Handler serves the sessions other members open to this node. The group
+// mounts it on the peer listener, at sessionPath unless PeerURL says
+// otherwise.
+func (f *Flows) Handler() http.Handler { return http.HandlerFunc(f.serveHTTP) }
+
+func (f *Flows) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/session") {
+		http.NotFound(w, r)
+		return
+	}
+	if f.closed.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s, from, err := acceptSession(w, r, f.auth, f.self)
+	if err != nil {
+		f.log.Debug("cluster: refused a session", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	f.sessMu.Lock()
+	if f.closed.Load() {
+		f.sessMu.Unlock()
+		s.kill(errSessionClosed)
+		return
+	}
+	f.sessions[s] = struct{}{}
+	f.wg.Add(1)
+	f.sessMu.Unlock()
+	defer func() {
+		f.sessMu.Lock()
+		delete(f.sessions, s)
+		f.sessMu.Unlock()
+		f.wg.Done()
+	}()
+	f.log.Debug("cluster: session opened", "from", formatID(from))
+	f.serveSession(s)
+}
+
+var (
+	reqPool = sync.Pool{New: func() any { return new(request) }}
+	ansPool = sync.Pool{New: func() any { return new(answer) }}
+	bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+)
+
+// serveSession reads requests until the session ends, answering each on
+// its own goroutine: a `sync` write waits for disks and replicas, and must
+// not hold up the lookups behind it.
+func (f *Flows) serveSession(s *session) {
+	for {
+		id, body, err := s.read()
+		if err != nil {
+			s.kill(err)
+			return
+		}
+		r := reqPool.Get().(*request)
+		if err := decodeRequest(body, r); err != nil {
+			f.reply(s, id, r.op, &answer{status: statusBadRequest, msg: err.Error()})
+			reqPool.Put(r)
+			continue
+		}
+		if f.serving.Add(1) > maxServing {
+			f.serving.Add(-1)
+			f.sheds.Add(1)
+			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.currentView().idx, msg: "owner overloaded (shed)"})
+			reqPool.Put(r)
+			continue
+		}
+		f.wg.Add(1)
+		go f.answerOne(s, id, r)
+	}
+}
+
+func (f *Flows) answerOne(s *session, id uint32, r *request) {
+	defer f.wg.Done()
+	defer f.serving.Add(-1)
+	a := ansPool.Get().(*answer)
+	a.reset()
+	oc := newOpCtx(time.Now().Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds()))) * time.Millisecond))
+	if ownerOp(r.op) {
+		f.serveOwner(oc, r, a)
+	} else {
+		f.serveNode(oc, r, a)
+	}
+	oc.release()
+	f.reply(s, id, r.op, a)
+	ansPool.Put(a)
+	reqPool.Put(r)
+}
+
+func (f *Flows) reply(s *session, id uint32, op byte, a *answer) {
+	buf := bufPool.Get().(*[]byte)
+	*buf = appendAnswer((*buf)[:0], op, a)
+	_ = s.send(id, *buf) // a failed send killed the session; the caller sees that
+	if cap(*buf) <= 64<<10 {
+		bufPool.Put(buf)
+	}
+}
+
+func refuse(a *answer, status byte, format string, args ...any) {
+	a.status, a.msg = status, fmt.Sprintf(format, args...)
+}
+
+// shardStatus maps flowshard's errors to answer statuses.
+func shardStatus(a *answer, err error) {
+	switch {
+	case err == nil:
+		a.status = statusOK
+	case errors.Is(err, flowshard.ErrNotFound):
+		a.status = statusNotFound
+	case errors.Is(err, flowshard.ErrVersionMismatch):
+		a.status = statusMismatch
+	case errors.Is(err, flowshard.ErrTooLarge):
+		refuse(a, statusTooLarge, "%v", err)
+	case errors.Is(err, flowshard.ErrBadKey):
+		refuse(a, statusBadKey, "%v", err)
+	case errors.Is(err, flowshard.ErrBadPolicy):
+		refuse(a, statusBadRequest, "%v", err)
+	default:
+		refuse(a, statusUnavailable, "%v", err)
+	}
+}
+
+// cycleKey is the flow key that holds a response cycle's position, and
+// cycleTTL how long an idle cycle keeps it (mb's never resets).
+const (
+	cycleKey = "pos"
+	cycleTTL = 24 * time.Hour
+)
+
+// serveOwner answers an owner operation: the owner's checks in seed order,
+// then the operation under the flow's lock.
+func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
+	v := f.currentView()
+	if r.mIdx > v.idx {
+		// The caller applied a membership change this node has not yet:
+		// it is on its way, give it a moment rather than a 503.
+		wait := time.Now().Add(100 * time.Millisecond)
+		if ctx.deadline.Before(wait) {
+			wait = ctx.deadline
+		}
+		f.waitView(r.mIdx, wait)
+		v = f.currentView()
+	}
+	a.mIdx = v.idx
+	class := ring.ClassFlow
+	if r.op >= opClaimAcquire {
+		class = ring.ClassClaim
+	}
+	switch {
+	case r.mIdx != v.idx:
+		f.fenced.Add(1)
+		refuse(a, statusFenced, "fenced: the caller is at membership index %d, the owner at %d", r.mIdx, v.idx)
+		return
+	case v.ring.Owner(class, r.flow) != f.self:
+		f.notOwner.Add(1)
+		refuse(a, statusNotOwner, "node %s does not own %q at membership index %d", formatID(f.self), r.flow, v.idx)
+		return
+	case f.cfg.Membership.IsIsolated():
+		f.isolated.Add(1)
+		refuse(a, statusIsolated, "owner %s is isolated: it cannot see a leader that a quorum acknowledged", formatID(f.self))
+		return
+	case f.adopted.Load() != v.idx:
+		f.adopting.Add(1)
+		refuse(a, statusAdopting, "owner %s is still adopting its flows at membership index %d", formatID(f.self), v.idx)
+		return
+	}
+	if class == ring.ClassClaim {
+		f.serveClaim(ctx, v, r, a)
+		return
+	}
+	fl, err := f.locks.lock(ctx, r.flow)
+	if err != nil {
+		refuse(a, statusUnavailable, "waiting for flow %q: %v", r.flow, err)
+		return
+	}
+	defer f.locks.unlock(r.flow, fl)
+	if fl := f.floor.Load(); v.idx < fl {
+		f.fenced.Add(1)
+		refuse(a, statusFenced, "fenced: another node adopted at membership index %d", fl)
+		return
+	}
+	if f.unsyncedN.Load() > 0 {
+		if _, ok := f.unsynced.Load(r.flow); ok {
+			if err := f.replicate(ctx, v, r.flow, nil, flow.Sync); err != nil {
+				refuse(a, statusUnavailable, "flow %q: an earlier sync write has not reached a replica: %v", r.flow, err)
+				return
+			}
+			f.unsynced.Delete(r.flow)
+			f.unsyncedN.Add(-1)
+		}
+	}
+	pol := r.policy.policy()
+	p := flowshard.Policy{TTL: pol.TTL, Durability: flowshard.Durability(pol.Durability), MIdx: v.idx, Origin: f.self}
+	var changed []string
+	var one [1]string
+	switch r.op {
+	case opGet:
+		e, err := f.shard.Get(ctx, r.flow, r.key)
+		shardStatus(a, err)
+		a.present, a.ver, a.value = err == nil, flow.Version(e.Version), e.Value
+	case opLoad:
+		m, err := f.shard.Entries(ctx, r.flow)
+		shardStatus(a, err)
+		a.snap = appendSnapshot(a.snap[:0], m)
+	case opPut:
+		ver, err := f.shard.Put(ctx, r.flow, r.key, r.value, p)
+		shardStatus(a, err)
+		a.ver = flow.Version(ver)
+		one[0], changed = r.key, one[:]
+	case opCAS:
+		e, err := f.shard.CAS(ctx, r.flow, r.key, r.expect, r.value, p)
+		shardStatus(a, err)
+		a.present, a.ver, a.value = e.Version.V != 0, flow.Version(e.Version), e.Value
+		if err == nil {
+			one[0], changed = r.key, one[:]
+		}
+	case opDelete:
+		_, err := f.shard.Delete(ctx, r.flow, r.key, p)
+		shardStatus(a, err)
+		if err == nil {
+			one[0], changed = r.key, one[:]
+		}
+	case opCommit, opClearFlow:
+		base, writes := r.base, r.writes
+		if r.op == opClearFlow {
+			m, err := f.shard.Entries(ctx, r.flow)
+			if err != nil || len(m) == 0 {
+				shardStatus(a, err)
+				return
+			}
+			for _, e := range m {
+				base = append(base, flow.KeyVersion{Key: e.Key, V: e.Version.V})
+				writes = append(writes, flow.Write{Key: e.Key, Delete: true})
+			}
+		}
+		b := make([]flowshard.KeyVersion, len(base))
+		for i, kv := range base {
+			b[i] = flowshard.KeyVersion(kv)
+		}
+		ws := make([]flowshard.Write, len(writes))
+		for i, w := range writes {
+			ws[i] = flowshard.Write(w)
+			changed = append(changed, w.Key)
+		}
+		m, err := f.shard.Commit(ctx, r.flow, b, ws, p)
+		shardStatus(a, err)
+		a.snap = appendSnapshot(a.snap[:0], m)
+		if err != nil {
+			changed = nil
+		}
+	case opCycle:
+		e, err := f.shard.Get(ctx, r.flow, cycleKey)
+		if err != nil && !errors.Is(err, flowshard.ErrNotFound) {
+			shardStatus(a, err)
+			return
+		}
+		var pos uint64
+		if len(e.Value) == 8 {
+			pos = binary.BigEndian.Uint64(e.Value)
+		}
+		var next [8]byte
+		binary.BigEndian.PutUint64(next[:], pos+1)
+		p.TTL = cycleTTL
+		_, err = f.shard.Put(ctx, r.flow, cycleKey, next[:], p)
+		shardStatus(a, err)
+		a.n = pos
+		one[0], changed = cycleKey, one[:]
+	}
+	if len(changed) == 0 || a.status != statusOK {
+		return
+	}
+	if err := f.replicate(ctx, v, r.flow, changed, pol.Durability); err != nil {
+		// The write is in this node's shard and may be on a replica: its
+		// outcome is unknown to the caller, and the flow answers nothing
+		// until a replica has it (see replicate).
+		refuse(a, statusUnavailable, "flow %q: no replica acknowledged the sync write: %v", r.flow, err)
+	}
+}
+
+// appendSnapshot is a flowshard flow (sorted by key) as the seam's.
+func appendSnapshot(out flow.Snapshot, es []flowshard.KeyEntry) flow.Snapshot {
+	for _, e := range es {
+		out = append(out, flow.KeyEntry{Key: e.Key, Entry: flow.Entry{Value: e.Value, Version: flow.Version(e.Version)}})
+	}
+	return out
+}
+
+// serveNode answers what any member answers for itself: listings,
+// deletes of a prefix, replica pushes, and the pages of adoption and
+// anti-entropy.
+func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
+	a.mIdx = f.currentView().idx
+	switch r.op {
+	case opList:
+		ids, more, err := f.shard.Flows(ctx, r.flow, r.key, int(min(r.limit, 10000)))
+		shardStatus(a, err)
+		a.ids, a.more = ids, more
+	case opDeletePrefix:
+		v := f.currentView()
+		owned, err := f.shard.Summaries(func(id string) bool {
+			return strings.HasPrefix(id, r.flow) && v.ring.Owner(ring.ClassFlow, id) == f.self
+		})
+		if err == nil {
+			_, err = f.shard.DeletePrefix(ctx, r.flow)
+		}
+		shardStatus(a, err)
+		a.n = uint64(len(owned))
+	case opPush:
+		n, err := f.shard.Merge(ctx, r.sets...)
+		shardStatus(a, err)
+		a.n = uint64(n)
+	case opAdopt:
+		f.serveAdopt(ctx, r, a)
+	case opSummary:
+		f.serveSummary(r, a)
+	case opFetch:
+		for _, id := range r.ids {
+			set, err := f.shard.Records(ctx, id)
+			if err != nil {
+				shardStatus(a, err)
+				return
+			}
+			a.sets = append(a.sets, set)
+		}
+	default:
+		refuse(a, statusBadRequest, "op %d is not a node operation", r.op)
+	}
+}

@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/riftgate/riftgate/raftnode"
+)
+
+// A session is one TCP connection between two members that carries owner
+// RPC frames: the caller's requests one way, the answerer's answers the
+// other, many in flight at once, matched by id. It is opened by one
+// raftnode-signed HTTP request (PeerAuth: the cluster's one scheme), which
+// the answerer accepts once and answers with 101 Switching Protocols and a
+// nonce of its own, signed for that request. Both ends then derive a
+// session key from the secret and the two nonces, and every frame carries
+// a tag under it over its direction, its position on the stream, and its
+// bytes: a frame is accepted once, in order, on this stream only, with no
+// nonce of its own and nothing to remember. A failed tag ends the session.
+//
+//	frame := length u32 (of what follows) ‖ version u8 ‖ id u32 ‖ body ‖ tag [16]
+//	tag   := HMAC-SHA256(session key, direction u8 ‖ position u64 ‖ version ‖ id ‖ body)[:16]
+const (
+	sessionPath     = "/flows/session" // signed; where Handler is mounted does not change it
+	sessionProtocol = "riftgate-flows/1"
+	hdrSession      = "X-Rift-Session" // the answerer's nonce, hex
+	authGroup       = "riftgate-flows"
+	tagBytes        = 16
+	frameHeader     = 4 + 1 + 4
+	// maxFrame bounds one frame: a page of adoption or anti-entropy, a few
+	// MiB, or one 64 KiB value with room to spare.
+	maxFrame = 8 << 20
+	// directions, so that an answer can never be taken for a request.
+	dirCall   byte = 1
+	dirAnswer byte = 2
+)
+
+var errSessionClosed = errors.New("cluster: session closed")
+
+// frameMAC tags frames in one direction of one session. It is used by one
+// goroutine at a time (the writer under its lock, or the reader).
+type frameMAC struct {
+	h   hash.Hash
+	dir byte
+	pos uint64
+	sum [sha256.Size]byte
+}
+
+func newFrameMAC(key []byte, dir byte) *frameMAC {
+	return &frameMAC{h: hmac.New(sha256.New, key), dir: dir}
+}
+
+// next tags the next frame (header: version ‖ id) into out.
+func (m *frameMAC) next(header, body []byte, out []byte) {
+	m.pos++
+	var p [9]byte
+	p[0] = m.dir
+	binary.BigEndian.PutUint64(p[1:], m.pos)
+	m.h.Reset()
+	m.h.Write(p[:])
+	m.h.Write(header)
+	m.h.Write(body)
+	copy(out, m.h.Sum(m.sum[:0])[:tagBytes])
+}
+
+// session is one end of a session. The writer side batches: frames written
+// while another goroutine's write is on the wire go out with the next
+// write, so concurrent calls share syscalls.
+type session struct {
+	nc net.Conn
+
+	wmu      sync.Mutex
+	out      *frameMAC
+	wbuf     []byte
+	spare    []byte
+	flushing bool
+	err      error // the first write or read failure; the session is dead
+
+	in    *frameMAC
+	br    *bufio.Reader
+	rbuf  []byte
+	dead  chan struct{}
+	close sync.Once
+}
+
+func newSession(nc net.Conn, br *bufio.Reader, key []byte, outDir, inDir byte) *session {
+	return &session{nc: nc, br: br, out: newFrameMAC(key, outDir), in: newFrameMAC(key, inDir), dead: make(chan struct{})}
+}
+
+// writeTimeout bounds a write to a peer that stopped reading.
+const writeTimeout = 5 * time.Second
+
+// send queues one frame and, unless another goroutine is writing, writes
+// everything queued. It returns once the frame is queued or written; a
+// write failure kills the session, which fails whatever waits on it.
+func (s *session) send(id uint32, body []byte) error {
+	s.wmu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.wmu.Unlock()
+		return err
+	}
+	start := len(s.wbuf)
+	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf, uint32(1+4+len(body)+tagBytes))
+	s.wbuf = append(s.wbuf, wireVersion)
+	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf, id)
+	s.wbuf = append(s.wbuf, body...)
+	var zero [tagBytes]byte
+	s.wbuf = append(s.wbuf, zero[:]...)
+	end := len(s.wbuf)
+	s.out.next(s.wbuf[start+4:start+frameHeader], s.wbuf[start+frameHeader:end-tagBytes], s.wbuf[end-tagBytes:])
+	if s.flushing {
+		s.wmu.Unlock()
+		return nil
+	}
+	s.flushing = true
+	var err error
+	for len(s.wbuf) > 0 && err == nil {
+		buf := s.wbuf
+		s.wbuf = s.spare[:0]
+		s.wmu.Unlock()
+		_ = s.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, err = s.nc.Write(buf)
+		s.wmu.Lock()
+		if cap(buf) <= 1<<20 {
+			s.spare = buf[:0] // keep the buffer unless one huge frame grew it
+		}
+	}
+	s.flushing = false
+	s.wmu.Unlock()
+	if err != nil {
+		s.kill(fmt.Errorf("cluster: session write: %w", err))
+	}
+	return err
+}
+
+// kill ends the session with err.
+func (s *session) kill(err error) {
+	s.close.Do(func() {
+		s.wmu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.wmu.Unlock()
+		_ = s.nc.Close()
+		close(s.dead)
+	})
+}
+
+// read returns the next frame's id and body, verified. The body aliases
+// the session's buffer until the next read.
+func (s *session) read() (uint32, []byte, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(s.br, lb[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(lb[:])
+	if n < 1+4+tagBytes || n > maxFrame {
+		return 0, nil, fmt.Errorf("cluster: frame of %d bytes", n)
+	}
+	if cap(s.rbuf) < int(n) {
+		s.rbuf = make([]byte, n)
+	}
+	f := s.rbuf[:n]
+	if _, err := io.ReadFull(s.br, f); err != nil {
+		return 0, nil, err
+	}
+	if f[0] != wireVersion {
+		return 0, nil, fmt.Errorf("cluster: frame version %d, this build speaks %d", f[0], wireVersion)
+	}
+	body, tag := f[5:len(f)-tagBytes], f[len(f)-tagBytes:]
+	var want [tagBytes]byte
+	s.in.next(f[:5], body, want[:])
+	if !hmac.Equal(want[:], tag) {
+		return 0, nil, errors.New("cluster: frame not authenticated")
+	}
+	return binary.BigEndian.Uint32(f[1:5]), body, nil
+}
+
+// sessionKey derives the key both ends of a session use.
+func sessionKey(auth *raftnode.PeerAuth, callerNonce, answerNonce string, caller, answerer uint64) []byte {
+	var ids [16]byte
+	binary.BigEndian.PutUint64(ids[:8], caller)
+	binary.BigEndian.PutUint64(ids[8:], answerer)
+	return auth.SessionKey(sessionProtocol, []byte(callerNonce), []byte(answerNonce), ids[:])
+}
+
+// dialSession opens a session to the member answering at rawURL: the
+// signed Upgrade request, the signed 101, the key.
+func dialSession(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	auth *raftnode.PeerAuth, self uint64, selfURL string, peer uint64, rawURL string) (*session, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("cluster: peer URL %q: %v", rawURL, err)
+	}
+	nc, err := dial(ctx, "tcp", u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: dial %s: %w", u.Host, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(d)
+	}
+	req, err := http.NewRequest(http.MethodPost, rawURL, http.NoBody)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	req.Header.Set("Upgrade", sessionProtocol)
+	req.Header.Set("Connection", "Upgrade")
+	nonce := auth.Sign(req.Header, sessionPath, self, selfURL, nil)
+	br := bufio.NewReaderSize(nc, 64<<10)
+	if err := req.Write(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: open session with %s: %w", u.Host, err)
+	}
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: open session with %s: %w", u.Host, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		nc.Close()
+		return nil, fmt.Errorf("cluster: %s refused a session: %s %s", u.Host, resp.Status, b)
+	}
+	theirs := resp.Header.Get(hdrSession)
+	if !auth.VerifyAnswer(resp.Header, sessionPath, peer, nonce, []byte(theirs)) {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: %s answered a session unauthenticated (not node %s?)", u.Host, raftnode.FormatNodeID(peer))
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return newSession(nc, br, sessionKey(auth, nonce, theirs, self, peer), dirCall, dirAnswer), nil
+}
+
+// acceptSession answers a signed Upgrade request on an HTTP handler: it
+// verifies it, hijacks the connection and returns the session and who
+// opened it.
+func acceptSession(w http.ResponseWriter, r *http.Request, auth *raftnode.PeerAuth, self uint64) (*session, uint64, error) {
+	arrived := time.Now()
+	if r.Method != http.MethodPost || r.Header.Get("Upgrade") != sessionProtocol {
+		http.Error(w, "want POST with Upgrade: "+sessionProtocol, http.StatusBadRequest)
+		return nil, 0, errors.New("not a session request")
+	}
+	p, err := auth.Verify(r.Header, sessionPath, nil, arrived)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return nil, 0, err
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "sessions need HTTP/1.1", http.StatusHTTPVersionNotSupported)
+		return nil, 0, errors.New("cluster: the peer listener cannot hijack connections")
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	ours := hex.EncodeToString(b[:])
+	h := http.Header{}
+	h.Set("Upgrade", sessionProtocol)
+	h.Set("Connection", "Upgrade")
+	h.Set(hdrSession, ours)
+	auth.SignAnswer(h, sessionPath, self, p.Nonce, []byte(ours))
+	nc, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, 0, fmt.Errorf("cluster: hijack: %w", err)
+	}
+	_ = nc.SetDeadline(time.Time{}) // the HTTP server's timeouts no longer apply
+	var head []byte
+	head = append(head, "HTTP/1.1 101 Switching Protocols\r\n"...)
+	for k, vs := range h {
+		for _, v := range vs {
+			head = append(head, k+": "+v+"\r\n"...)
+		}
+	}
+	head = append(head, "\r\n"...)
+	if _, err := nc.Write(head); err != nil {
+		nc.Close()
+		return nil, 0, fmt.Errorf("cluster: answer session: %w", err)
+	}
+	return newSession(nc, brw.Reader, sessionKey(auth, p.Nonce, ours, p.ID, self), dirAnswer, dirCall), p.ID, nil
+}
+
+// formatID is a node id as logs and metrics show it.
+func formatID(id uint64) string { return strconv.FormatUint(id, 16) }

@@ -1,0 +1,543 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riftgate/riftgate/flowshard"
+	"github.com/riftgate/riftgate/gateway/flow"
+)
+
+// The owner RPC's bodies: one request or answer per frame (session.go
+// frames them). Both are a leading op or status byte and fields in a fixed
+// order for that byte: uvarints for numbers, uvarint length ‖ bytes for
+// strings and values, one byte for flags. No field names, no per-field
+// tags: the protocol version (wireVersion, in every frame and in the
+// session's Upgrade token) says what follows, and a change to any of it is
+// a new version that the old decoder refuses. wire_test.go pins the bytes.
+const wireVersion byte = 1
+
+// Ops. Those up to opClaimForget are owner operations on one key and go
+// through the owner's checks; the rest are node to node.
+const (
+	opGet byte = 1 + iota
+	opPut
+	opCAS
+	opDelete
+	opLoad
+	opCommit
+	opClearFlow
+	opCycle
+	opClaimAcquire
+	opClaimRecorded
+	opClaimRelease
+	opClaimForget
+	opList
+	opDeletePrefix
+	opPush
+	opAdopt
+	opSummary
+	opFetch
+	opLast = opFetch
+)
+
+// ownerOp reports whether op is answered only by the owner of its key.
+func ownerOp(op byte) bool { return op >= opGet && op <= opClaimForget }
+
+// Answer statuses. Everything from statusFenced on reaches the engine as
+// flow.ErrUnavailable.
+const (
+	statusOK byte = iota
+	statusNotFound
+	statusMismatch
+	statusTooLarge
+	statusBadKey
+	statusFenced      // the caller's membership index is not the owner's
+	statusNotOwner    // the answerer does not own the key at that index
+	statusIsolated    // the owner cannot see a leader acknowledged by a quorum
+	statusAdopting    // the owner has not adopted its flows at this index yet
+	statusUnavailable // anything else: shed, a full disk, a deadline
+	statusBadRequest
+	statusLast = statusBadRequest
+)
+
+// Claim states in an opClaimAcquire answer.
+const (
+	claimWon      byte = 1 // the caller holds the token and calls the upstream
+	claimRecorded byte = 2 // recorded at index: replay once it is applied
+	claimPending  byte = 3 // another caller holds it still: ask again
+)
+
+// request is every op's fields; each op encodes the ones it uses.
+type request struct {
+	op     byte
+	mIdx   uint64 // the caller's membership index
+	budget uint64 // ms the caller still waits: the answerer's deadline
+	flow   string // flow id, claim id or prefix
+	key    string // key; the cursor of a list, an adoption or a summary
+	policy wirePolicy
+	expect uint64
+	value  []byte
+	limit  uint64 // page size; bytes for opAdopt
+	token  uint64
+	index  uint64
+	node   uint64   // opAdopt, opSummary: for whom
+	voters []uint64 // opAdopt, opSummary: the caller's voters, at mIdx
+	base   []flow.KeyVersion
+	writes []flow.Write
+	sets   []flowshard.RecordSet
+	ids    []string
+}
+
+// wirePolicy is a flow.Policy on the wire: durability and TTL in ms.
+type wirePolicy struct {
+	durability byte
+	ttlMs      uint64
+}
+
+func toWire(p flow.Policy) wirePolicy {
+	return wirePolicy{durability: byte(p.Durability), ttlMs: uint64(max(p.TTL.Milliseconds(), 0))}
+}
+
+func (p wirePolicy) policy() flow.Policy {
+	return flow.Policy{Durability: flow.Durability(p.durability), TTL: time.Duration(p.ttlMs) * time.Millisecond}
+}
+
+// answer is every op's result.
+type answer struct {
+	status  byte
+	mIdx    uint64 // the answerer's membership index
+	msg     string // why, for an error status
+	present bool   // an entry follows (a CAS mismatch on an absent key has none)
+	ver     flow.Version
+	value   []byte
+	snap    flow.Snapshot
+	n       uint64 // cycle position, claim token, count
+	state   byte   // claim state
+	index   uint64 // claim: the configuration index of the recording
+	ids     []string
+	more    bool
+	next    string // cursor of the next page
+	sets    []flowshard.RecordSet
+	sums    []flowshard.Summary
+}
+
+func (a *answer) reset() {
+	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0], sums: a.sums[:0]}
+}
+
+// maxTTLms bounds a record's TTL on the wire (about 35 years), so that it
+// converts to a time.Duration.
+const maxTTLms = 1 << 40
+
+// errWire is a body that does not decode.
+var errWire = errors.New("cluster: malformed owner RPC body")
+
+type enc struct{ b []byte }
+
+func (e *enc) u(v uint64)   { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) byte(v byte)  { e.b = append(e.b, v) }
+func (e *enc) str(s string) { e.u(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *enc) bytes(v []byte) {
+	e.u(uint64(len(v)))
+	e.b = append(e.b, v...)
+}
+func (e *enc) flag(v bool) {
+	if v {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+func (e *enc) version(v flow.Version) { e.u(v.MIdx); e.u(v.V); e.u(v.Origin) }
+func (e *enc) policy(p wirePolicy)    { e.byte(p.durability); e.u(p.ttlMs) }
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail() {
+	if d.err == nil {
+		d.err = errWire
+	}
+	d.b = nil
+}
+
+func (d *dec) u() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || n > 1 && d.b[n-1] == 0 { // truncated, or not the shortest form
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) byte() byte {
+	if len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) flag() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail()
+	return false
+}
+
+// raw returns the next length-prefixed field, aliasing the body.
+func (d *dec) raw() []byte {
+	n := d.u()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str() string   { return string(d.raw()) }
+func (d *dec) bytes() []byte { return append([]byte{}, d.raw()...) }
+func (d *dec) version() flow.Version {
+	return flow.Version{MIdx: d.u(), V: d.u(), Origin: d.u()}
+}
+func (d *dec) policy() wirePolicy {
+	p := wirePolicy{durability: d.byte(), ttlMs: d.u()}
+	if p.durability > byte(flow.Sync) {
+		d.fail()
+	}
+	return p
+}
+
+// count reads a list length, which can never exceed the bytes left (every
+// element takes at least one), so a hostile length cannot make a decoder
+// allocate more than the body it sent.
+func (d *dec) count() int {
+	n := d.u()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (d *dec) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", errWire, len(d.b))
+	}
+	return d.err
+}
+
+// appendRequest encodes r after b.
+func appendRequest(b []byte, r *request) []byte {
+	e := enc{b}
+	e.byte(r.op)
+	e.u(r.mIdx)
+	e.u(r.budget)
+	switch r.op {
+	case opGet:
+		e.str(r.flow)
+		e.str(r.key)
+	case opPut:
+		e.str(r.flow)
+		e.str(r.key)
+		e.policy(r.policy)
+		e.bytes(r.value)
+	case opCAS:
+		e.str(r.flow)
+		e.str(r.key)
+		e.policy(r.policy)
+		e.u(r.expect)
+		e.bytes(r.value)
+	case opDelete:
+		e.str(r.flow)
+		e.str(r.key)
+		e.policy(r.policy)
+	case opLoad, opClaimForget, opDeletePrefix:
+		e.str(r.flow)
+	case opCommit:
+		e.str(r.flow)
+		e.policy(r.policy)
+		e.u(uint64(len(r.base)))
+		for _, kv := range r.base {
+			e.str(kv.Key)
+			e.u(kv.V)
+		}
+		e.u(uint64(len(r.writes)))
+		for _, w := range r.writes {
+			e.str(w.Key)
+			e.flag(w.Delete)
+			if !w.Delete {
+				e.bytes(w.Value)
+			}
+		}
+	case opClearFlow, opCycle:
+		e.str(r.flow)
+		e.policy(r.policy)
+	case opClaimAcquire:
+		e.str(r.flow)
+	case opClaimRecorded:
+		e.str(r.flow)
+		e.u(r.token)
+		e.u(r.index)
+	case opClaimRelease:
+		e.str(r.flow)
+		e.u(r.token)
+	case opList:
+		e.str(r.flow)
+		e.str(r.key)
+		e.u(r.limit)
+	case opPush, opFetch:
+		if r.op == opPush {
+			e.sets(r.sets)
+			break
+		}
+		e.u(uint64(len(r.ids)))
+		for _, id := range r.ids {
+			e.str(id)
+		}
+	case opAdopt, opSummary:
+		e.u(r.node)
+		e.str(r.key)
+		e.u(r.limit)
+		e.u(uint64(len(r.voters)))
+		for _, id := range r.voters {
+			e.u(id)
+		}
+	}
+	return e.b
+}
+
+func (e *enc) sets(sets []flowshard.RecordSet) {
+	e.u(uint64(len(sets)))
+	for _, s := range sets {
+		e.str(s.FlowID)
+		e.byte(byte(s.Durability))
+		e.u(uint64(len(s.Records)))
+		for _, r := range s.Records {
+			e.str(r.Key)
+			e.flag(r.Deleted)
+			e.version(flow.Version(r.Version))
+			e.u(uint64(max(r.TTL.Milliseconds(), 0)))
+			if !r.Deleted {
+				e.bytes(r.Value)
+			}
+		}
+	}
+}
+
+func (d *dec) sets() []flowshard.RecordSet {
+	out := make([]flowshard.RecordSet, d.count())
+	for i := range out {
+		s := &out[i]
+		s.FlowID = d.str()
+		s.Durability = flowshard.Durability(d.byte())
+		if s.Durability > flowshard.Sync {
+			d.fail()
+		}
+		s.Records = make([]flowshard.Record, d.count())
+		for j := range s.Records {
+			r := &s.Records[j]
+			r.Key = d.str()
+			r.Deleted = d.flag()
+			r.Version = flowshard.Version(d.version())
+			ttl := d.u()
+			if ttl > maxTTLms {
+				d.fail()
+			}
+			r.TTL = time.Duration(ttl) * time.Millisecond
+			if !r.Deleted {
+				r.Value = d.bytes()
+			}
+		}
+	}
+	return out
+}
+
+// decodeRequest decodes a request body into r. Values are copied: r
+// outlives the frame buffer.
+func decodeRequest(b []byte, r *request) error {
+	d := dec{b: b}
+	*r = request{op: d.byte(), mIdx: d.u(), budget: d.u()}
+	switch r.op {
+	case opGet:
+		r.flow, r.key = d.str(), d.str()
+	case opPut:
+		r.flow, r.key, r.policy, r.value = d.str(), d.str(), d.policy(), d.bytes()
+	case opCAS:
+		r.flow, r.key, r.policy, r.expect, r.value = d.str(), d.str(), d.policy(), d.u(), d.bytes()
+	case opDelete:
+		r.flow, r.key, r.policy = d.str(), d.str(), d.policy()
+	case opLoad, opClaimForget, opDeletePrefix:
+		r.flow = d.str()
+	case opCommit:
+		r.flow, r.policy = d.str(), d.policy()
+		r.base = make([]flow.KeyVersion, d.count())
+		for i := range r.base {
+			r.base[i] = flow.KeyVersion{Key: d.str(), V: d.u()}
+		}
+		r.writes = make([]flow.Write, d.count())
+		for i := range r.writes {
+			w := &r.writes[i]
+			w.Key, w.Delete = d.str(), d.flag()
+			if !w.Delete {
+				w.Value = d.bytes()
+			}
+		}
+	case opClearFlow, opCycle:
+		r.flow, r.policy = d.str(), d.policy()
+	case opClaimAcquire:
+		r.flow = d.str()
+	case opClaimRecorded:
+		r.flow, r.token, r.index = d.str(), d.u(), d.u()
+	case opClaimRelease:
+		r.flow, r.token = d.str(), d.u()
+	case opList:
+		r.flow, r.key, r.limit = d.str(), d.str(), d.u()
+	case opPush:
+		r.sets = d.sets()
+	case opFetch:
+		r.ids = make([]string, d.count())
+		for i := range r.ids {
+			r.ids[i] = d.str()
+		}
+	case opAdopt, opSummary:
+		r.node, r.key, r.limit = d.u(), d.str(), d.u()
+		r.voters = make([]uint64, d.count())
+		for i := range r.voters {
+			r.voters[i] = d.u()
+		}
+	default:
+		d.fail()
+	}
+	return d.done()
+}
+
+// appendAnswer encodes a, the answer to op, after b.
+func appendAnswer(b []byte, op byte, a *answer) []byte {
+	e := enc{b}
+	e.byte(a.status)
+	e.u(a.mIdx)
+	switch a.status {
+	case statusOK, statusMismatch:
+	case statusNotFound:
+		return e.b
+	default:
+		e.str(a.msg)
+		return e.b
+	}
+	switch op {
+	case opGet, opCAS:
+		e.flag(a.present)
+		if a.present {
+			e.version(a.ver)
+			e.bytes(a.value)
+		}
+	case opPut:
+		e.version(a.ver)
+	case opLoad, opCommit:
+		e.u(uint64(len(a.snap)))
+		for _, en := range a.snap {
+			e.str(en.Key)
+			e.version(en.Version)
+			e.bytes(en.Value)
+		}
+	case opCycle, opDeletePrefix, opPush:
+		e.u(a.n)
+	case opClaimAcquire:
+		e.byte(a.state)
+		e.u(a.n)
+		e.u(a.index)
+	case opList:
+		e.u(uint64(len(a.ids)))
+		for _, id := range a.ids {
+			e.str(id)
+		}
+		e.flag(a.more)
+	case opAdopt, opFetch:
+		e.sets(a.sets)
+		e.flag(a.more)
+		e.str(a.next)
+	case opSummary:
+		e.u(uint64(len(a.sums)))
+		for _, s := range a.sums {
+			e.str(s.ID)
+			e.version(flow.Version(s.Top))
+			e.b = binary.BigEndian.AppendUint64(e.b, s.Sum)
+		}
+		e.flag(a.more)
+		e.str(a.next)
+	}
+	return e.b
+}
+
+// decodeAnswer decodes the answer to op into a; values are copied.
+func decodeAnswer(b []byte, op byte, a *answer) error {
+	d := dec{b: b}
+	a.reset()
+	a.status, a.mIdx = d.byte(), d.u()
+	switch {
+	case a.status > statusLast:
+		d.fail()
+	case a.status == statusNotFound:
+		return d.done()
+	case a.status != statusOK && a.status != statusMismatch:
+		a.msg = d.str()
+		return d.done()
+	}
+	switch op {
+	case opGet, opCAS:
+		if a.present = d.flag(); a.present {
+			a.ver, a.value = d.version(), d.bytes()
+		}
+	case opPut:
+		a.ver = d.version()
+	case opLoad, opCommit:
+		n := d.count()
+		for range n {
+			a.snap = append(a.snap, flow.KeyEntry{Key: d.str(), Entry: flow.Entry{Version: d.version(), Value: d.bytes()}})
+		}
+	case opCycle, opDeletePrefix, opPush:
+		a.n = d.u()
+	case opClaimAcquire:
+		a.state, a.n, a.index = d.byte(), d.u(), d.u()
+	case opList:
+		n := d.count()
+		for range n {
+			a.ids = append(a.ids, d.str())
+		}
+		a.more = d.flag()
+	case opAdopt, opFetch:
+		a.sets, a.more, a.next = d.sets(), d.flag(), d.str()
+	case opDelete, opClearFlow, opClaimRecorded, opClaimRelease, opClaimForget:
+	case opSummary:
+		n := d.count()
+		for range n {
+			s := flowshard.Summary{ID: d.str(), Top: flowshard.Version(d.version())}
+			if len(d.b) < 8 {
+				d.fail()
+				break
+			}
+			s.Sum = binary.BigEndian.Uint64(d.b)
+			d.b = d.b[8:]
+			a.sums = append(a.sums, s)
+		}
+		a.more, a.next = d.flag(), d.str()
+	default:
+		d.fail()
+	}
+	return d.done()
+}

@@ -29,6 +29,7 @@ type engine struct {
 	compiler *imposter.Compiler
 	shard    *flowshard.Store // the single node's flows; nil in a cluster, whose runtime has its own
 	flows    flow.Store
+	cycles   imposter.Cycles // nil on a single node: each stub counts its own
 	plugins  *plugins.Host
 	proxies  *proxy.Factory
 	inject   *inject.Engine // nil without --allowInjection
@@ -77,6 +78,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		if c.Claims != nil {
 			claims = c.Claims
 		}
+		e.cycles = c.Cycles
 	} else {
 		shard, err := flowshard.Open(dbPath, flowshard.Options{Logger: opts.Logger, MaxFlows: opts.MaxFlows})
 		if err != nil {
@@ -128,6 +130,7 @@ func (e *engine) imposterOptions() imposter.Options {
 		Flows:         e,
 		Store:         e.flows,
 		Meters:        e.meters.forImposter,
+		Cycles:        e.cycles,
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/proxy"
 )
@@ -75,6 +76,9 @@ type Cluster struct {
 	Flows flow.Store
 	// Claims arbitrates proxyOnce across the cluster.
 	Claims proxy.Claims
+	// Cycles keeps the positions of response cycles, so that a stub cycles
+	// through its responses once across every node.
+	Cycles imposter.Cycles
 	// Admin serves /cluster and what is under it on the admin API.
 	Admin http.Handler
 	// Consistent, when set, runs before an admin GET that asks

@@ -63,11 +63,12 @@ func (l *latency) Quantile(q float64) (time.Duration, uint64) {
 // benchmarks print as p50 and p99.
 func (f *Flows) RPCLatency(q float64) (time.Duration, uint64) { return f.rpcLatency.Quantile(q) }
 
-// WriteMetrics writes the runtime's metrics in Prometheus's text format:
-// the engine's GET /metrics appends them (gateway.Cluster.Metrics).
+// WriteMetrics writes the runtime's metrics in Prometheus's text format,
+// each family after a blank line: the engine's GET /metrics appends them
+// to its own (gateway.Cluster.Metrics).
 func (f *Flows) WriteMetrics(w io.Writer) {
 	metric := func(name, kind, help string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+		fmt.Fprintf(w, "\n# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
 	}
 	metric("riftgate_cluster_owner_rpc_seconds", "histogram", "Latency of owner RPCs this node sent, from send to answer")
 	cum := uint64(0)

@@ -44,6 +44,10 @@ type Options struct {
 	// states among them).
 	Flows FlowIDs
 	Store flow.Store
+	// Cycles, when set, keeps the positions of response cycles (a cluster
+	// keeps each in flow state, so that a stub cycles once across every
+	// node); nil counts them on each stub, in this process.
+	Cycles Cycles
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
 	// Meters returns the meters for an imposter's metric label (mb's log
@@ -362,7 +366,9 @@ func (imp *Imposter) Replay(ctx context.Context, r *message.Request) (resp *mess
 	st := imp.table.Load().match(r, nil)
 	res := imp.dflt
 	if st != nil {
-		res = st.next()
+		if res, err = imp.next(st); err != nil {
+			return nil, false, err
+		}
 	}
 	if res.static == nil {
 		return nil, false, nil

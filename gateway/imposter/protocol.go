@@ -71,7 +71,22 @@ func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
 	if st == nil {
 		return nil, imp.dflt, nil
 	}
-	return st, st.next(), nil
+	r, err := imp.next(st)
+	return st, r, err
+}
+
+// next returns st's next response: from the stub's own position, or from
+// Options.Cycles when the stub has responses to cycle through and one is
+// set.
+func (imp *Imposter) next(st *Stub) (*response, error) {
+	if st.cycleKey == "" || imp.opts.Cycles == nil {
+		return st.next(), nil
+	}
+	pos, err := imp.opts.Cycles.Next(imp.ctx, st.cycleKey, imp.spec.Flow.Policy)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return st.at(pos), nil
 }
 
 // compute produces the response r gives that is not a plain `is`: a copy

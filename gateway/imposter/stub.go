@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/riftgate/riftgate/gateway/config"
+	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/valyala/fasthttp"
@@ -104,9 +106,12 @@ type Stub struct {
 	responses []*response
 	cycle     []uint16 // response index per position, repeats expanded
 	pos       atomic.Uint64
-	pathHint  string
-	hinted    bool
-	prefix    bool // pathHint is the path's start, not all of it
+	// cycleKey names the cycle for Options.Cycles ("c<port>:<stub id>"),
+	// "" when every position of its cycle answers the same response.
+	cycleKey string
+	pathHint string
+	hinted   bool
+	prefix   bool // pathHint is the path's start, not all of it
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
@@ -345,6 +350,9 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 		st.cycle = []uint16{uint16(len(st.responses))}
 		st.responses = append(st.responses, r)
 	}
+	if spec.ID != 0 && slices.ContainsFunc(st.cycle, func(i uint16) bool { return i != st.cycle[0] }) {
+		st.cycleKey = "c" + strconv.Itoa(b.Imposter.Port()) + ":" + strconv.FormatUint(spec.ID, 10)
+	}
 	return st, nil
 }
 
@@ -486,9 +494,20 @@ func unsupported(rs *ResponseSpec) error {
 }
 
 // next returns the stub's next response, advancing its cycle.
-func (s *Stub) next() *response {
-	i := (s.pos.Add(1) - 1) % uint64(len(s.cycle))
-	return s.responses[s.cycle[i]]
+func (s *Stub) next() *response { return s.at(s.pos.Add(1) - 1) }
+
+// at is the response at position pos of the cycle.
+func (s *Stub) at(pos uint64) *response { return s.responses[s.cycle[pos%uint64(len(s.cycle))]] }
+
+// Cycles keeps the positions of stubs' response cycles. A single node's is
+// each stub's own counter (Options.Cycles nil). A cluster keeps a stub's
+// position in flow state owned like a flow, under the cycle's key, so that
+// the stub cycles through its responses once across every node; a stub
+// with one response never asks.
+type Cycles interface {
+	// Next returns the position to answer at in the cycle named key, and
+	// advances it; p is the imposter's flow policy.
+	Next(ctx context.Context, key string, p flow.Policy) (uint64, error)
 }
 
 // matches reports whether the stub's predicates accept r.

@@ -31,7 +31,6 @@ import (
 const adoptPage = 4 << 20
 
 func (f *Flows) adoptLoop() {
-	defer f.wg.Done()
 	var last *view // the view adopted last; nil at boot
 	for {
 		v := f.currentView()

@@ -98,6 +98,7 @@ type Flows struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	lifeMu sync.Mutex // orders spawn against Close
 	wg     sync.WaitGroup
 	closed atomic.Bool
 }
@@ -149,10 +150,24 @@ func NewFlows(cfg FlowsConfig) (*Flows, error) {
 	f.claims.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.currentView()
-	f.wg.Add(2)
-	go f.adoptLoop()
-	go f.antiEntropyLoop()
+	f.spawn(f.adoptLoop)
+	f.spawn(f.antiEntropyLoop)
 	return f, nil
+}
+
+// spawn runs fn on a goroutine that Close waits for, unless Close began.
+func (f *Flows) spawn(fn func()) bool {
+	f.lifeMu.Lock()
+	defer f.lifeMu.Unlock()
+	if f.closed.Load() {
+		return false
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // defaultPeerURL replaces the last element of m's Raft URL by sessionPath.
@@ -169,9 +184,12 @@ func (f *Flows) Shard() *flowshard.Store { return f.shard }
 
 // Close stops the runtime: sessions, loops, then the flowshard.
 func (f *Flows) Close(ctx context.Context) error {
+	f.lifeMu.Lock()
 	if f.closed.Swap(true) {
+		f.lifeMu.Unlock()
 		return nil
 	}
+	f.lifeMu.Unlock()
 	f.cancel()
 	f.sessMu.Lock()
 	for s := range f.sessions {
@@ -234,13 +252,22 @@ func (f *Flows) buildView(m raftnode.Membership) *view {
 	return v
 }
 
+// errRefused marks an unavailable answer given before the operation could
+// take effect anywhere: shed, refused by the owner's checks, or never sent.
+// Other failures (a deadline, a lost session) leave a write's outcome
+// unknown.
+var errRefused = fmt.Errorf("%w: refused", flow.ErrUnavailable)
+
 // errShed is the bridge's answer when every permit is taken.
-var errShed = fmt.Errorf("%w: too many flow operations in flight on this node (shed)", flow.ErrUnavailable)
+var errShed = fmt.Errorf("%w: too many flow operations in flight on this node (shed)", errRefused)
 
 // do runs one owner operation: a permit, a deadline, then this node's
 // owner path or an RPC to the owner. A caller whose membership index turns
 // out stale learns the owner's, refreshes its view and tries once more.
 func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) error {
+	if f.closed.Load() {
+		return fmt.Errorf("%w: %w", flow.ErrUnavailable, errSessionClosed)
+	}
 	if f.permits.Add(1) > int64(f.cfg.Permits) {
 		f.permits.Add(-1)
 		f.sheds.Add(1)
@@ -268,6 +295,9 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 			err := f.call(owner, slotOps, deadline, r, a)
 			f.rpcLatency.observe(time.Since(start))
 			if err != nil {
+				if errors.Is(err, errNotSent) {
+					return fmt.Errorf("%w: owner %s: %w", errRefused, formatID(owner), err)
+				}
 				return fmt.Errorf("%w: owner %s: %w", flow.ErrUnavailable, formatID(owner), err)
 			}
 		}
@@ -302,6 +332,8 @@ func statusErr(a *answer) error {
 		return fmt.Errorf("%w: %s", flow.ErrTooLarge, a.msg)
 	case statusBadKey:
 		return fmt.Errorf("%w: %s", flow.ErrBadKey, a.msg)
+	case statusFenced, statusNotOwner, statusIsolated, statusAdopting:
+		return fmt.Errorf("%w: %s", errRefused, a.msg)
 	}
 	return fmt.Errorf("%w: %s", flow.ErrUnavailable, a.msg)
 }

@@ -37,8 +37,12 @@ type peer struct {
 // for its own dial to time out.
 const redialAfter = 250 * time.Millisecond
 
+// errNotSent marks a call that never left this node: the peer could not
+// be reached.
+var errNotSent = errors.New("cluster: not sent")
+
 // errPeerDown is a call to a peer whose last dial failed moments ago.
-var errPeerDown = errors.New("cluster: peer unreachable (last dial failed)")
+var errPeerDown = fmt.Errorf("%w: peer unreachable (last dial failed)", errNotSent)
 
 // caller is the calling end of a session: requests out, answers matched
 // back to their call by id.
@@ -129,7 +133,7 @@ func (p *peer) get(i int, deadline time.Time) (*caller, error) {
 	}
 	f := p.f
 	if f.closed.Load() {
-		return nil, errSessionClosed
+		return nil, fmt.Errorf("%w: %w", errNotSent, errSessionClosed)
 	}
 	if d := time.Now().Add(time.Second); d.Before(deadline) {
 		deadline = d
@@ -141,12 +145,14 @@ func (p *peer) get(i int, deadline time.Time) (*caller, error) {
 	if err != nil {
 		sl.down.Store(time.Now().Add(redialAfter).UnixNano())
 		f.dialFailures.Add(1)
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	c := &caller{s: s, pending: map[uint32]*call{}}
+	if !f.spawn(c.readLoop) {
+		s.kill(errSessionClosed)
+		return nil, fmt.Errorf("%w: %w", errNotSent, errSessionClosed)
+	}
 	sl.cur.Store(c)
-	f.wg.Add(1)
-	go c.readLoop(&f.wg)
 	return c, nil
 }
 
@@ -161,8 +167,7 @@ func (c *caller) alive() bool {
 
 // readLoop hands each answer to its call until the session dies, then
 // fails the calls still waiting.
-func (c *caller) readLoop(wg *sync.WaitGroup) {
-	defer wg.Done()
+func (c *caller) readLoop() {
 	for {
 		id, body, err := c.s.read()
 		if err != nil {

@@ -134,12 +134,19 @@ var errDropped = errors.New("dropped: the successor's push queue was full")
 
 func newPushQueue(f *Flows, p *peer) *pushQueue {
 	q := &pushQueue{f: f, p: p, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	f.wg.Add(1)
-	go q.run()
+	if !f.spawn(q.run) {
+		q.close()
+	}
 	return q
 }
 
 func (q *pushQueue) add(set flowshard.RecordSet, a *ack) {
+	select {
+	case <-q.stop:
+		a.done(errSessionClosed)
+		return
+	default:
+	}
 	q.mu.Lock()
 	if len(q.q) >= maxQueued {
 		old := q.q[0]
@@ -168,7 +175,6 @@ func (q *pushQueue) lag() (time.Duration, int) {
 }
 
 func (q *pushQueue) run() {
-	defer q.f.wg.Done()
 	var batch []pushItem
 	for {
 		select {
@@ -235,7 +241,6 @@ func (q *pushQueue) send(batch []pushItem) error {
 // node asks each voter for a summary of the flows it owns and this node
 // replicates, and fetches those whose copy here differs.
 func (f *Flows) antiEntropyLoop() {
-	defer f.wg.Done()
 	t := time.NewTicker(f.cfg.AntiEntropy)
 	defer t.Stop()
 	for {

@@ -113,6 +113,7 @@ func (s *Store) Merge(ctx context.Context, sets ...RecordSet) (int, error) {
 			return stored, err
 		}
 		var ops []op
+		disk, here := s.diskBound(f, set.Durability), 0
 		for _, r := range set.Records {
 			if cur := s.current(f, r.Key, now); cur != nil && r.Version.Compare(cur.ver) <= 0 {
 				continue
@@ -123,15 +124,18 @@ func (s *Store) Merge(ctx context.Context, sets ...RecordSet) (int, error) {
 			} else {
 				e = s.put(f, r.Key, r.Value, r.Version, s.recordTTL(r), set.Durability, now)
 			}
-			ops = append(ops, diskOp(f, r.Key, e))
-			stored++
+			if disk {
+				ops = append(ops, diskOp(f, r.Key, e))
+			}
+			here++
+		}
+		if here > 0 {
+			f.mode = set.Durability
+			stored += here
 		}
 		if len(ops) > 0 {
-			f.mode = set.Durability
-			if s.diskBound(f, set.Durability) {
-				if b := s.persist(f, set.Durability, ops...); b != nil {
-					last = b
-				}
+			if b := s.persist(f, set.Durability, ops...); b != nil {
+				last = b
 			}
 		}
 		s.release(f)

@@ -81,6 +81,10 @@ type Flows struct {
 
 	permits atomic.Int64
 	view    atomic.Pointer[view]
+	// watched: the membership signals its changes, so operations read the
+	// view built at the last one instead of asking Current each time.
+	watched bool
+	work    chan *request // requests for idle answering goroutines
 	changed chan struct{} // capacity 1: a newer view was installed
 	// floor is the highest membership index at which another node adopted
 	// from this one: owner operations under an older view are refused.
@@ -144,15 +148,49 @@ func NewFlows(cfg FlowsConfig) (*Flows, error) {
 	f := &Flows{
 		cfg: cfg, log: cfg.Logger.With("component", "flows"), self: cfg.Membership.Self(),
 		auth: raftnode.NewPeerAuth(authGroup, cfg.Secret), shard: shard, locks: newFlowLocks(),
-		deadline: cfg.Deadline, changed: make(chan struct{}, 1),
+		deadline: cfg.Deadline, changed: make(chan struct{}, 1), work: make(chan *request),
 		peers: map[uint64]*peer{}, sessions: map[*session]struct{}{},
 	}
 	f.claims.init()
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.currentView()
+	if w, ok := cfg.Membership.(membershipWatcher); ok {
+		f.watched = true
+		f.spawn(func() { f.watch(w) })
+	}
 	f.spawn(f.adoptLoop)
 	f.spawn(f.antiEntropyLoop)
 	return f, nil
+}
+
+// membershipWatcher is a Membership that signals its changes (the group's
+// Node does). Without it the runtime asks Current on every operation.
+type membershipWatcher interface {
+	// MembershipChanged returns a channel closed at the next change.
+	MembershipChanged() <-chan struct{}
+}
+
+// watch rebuilds the view at every membership change. Operations may run
+// on the view before a change for the moment this takes; the fence covers
+// that: a new owner raises its predecessor's floor before it adopts.
+func (f *Flows) watch(w membershipWatcher) {
+	for {
+		ch := w.MembershipChanged()
+		f.currentView()
+		select {
+		case <-ch:
+		case <-f.ctx.Done():
+			return
+		}
+	}
+}
+
+// opView is the view an operation uses.
+func (f *Flows) opView() *view {
+	if f.watched {
+		return f.view.Load()
+	}
+	return f.currentView()
 }
 
 // spawn runs fn on a goroutine that Close waits for, unless Close began.
@@ -279,7 +317,7 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 		deadline = d
 	}
 	for attempt := 0; ; attempt++ {
-		v := f.currentView()
+		v := f.opView()
 		owner := v.ring.Owner(class, r.flow)
 		if owner == 0 {
 			return fmt.Errorf("%w: the cluster has no voters", flow.ErrUnavailable)

@@ -7,7 +7,9 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/flow/flowtest"
+	"github.com/riftgate/riftgate/raftnode"
 	"github.com/riftgate/riftgate/ring"
+	"pgregory.net/rapid"
 )
 
 // The cluster's flow store passes the seam's contract, every method, from
@@ -41,4 +43,48 @@ func TestContract(t *testing.T) {
 	if _, err := n.f.Get(ctx, "i9:zz", "k"); !errors.Is(err, flow.ErrNotFound) {
 		t.Fatalf("absent = %v", err)
 	}
+}
+
+// Ownership is computed, not negotiated: at the same membership index every
+// node computes the same owner for every key (each from its own copy of the
+// membership), and adding a node moves only the keys it now wins.
+func TestOwnershipAgreesAndMovesOnlyToTheNewNode(t *testing.T) {
+	c := threeNodes(t, nil)
+	before := map[string]*view{}
+	for _, n := range c.running() {
+		before[n.name] = n.f.currentView()
+	}
+	c.start("n4", false)
+	c.grow("n4")
+	c.settled(4)
+	after := map[string]*view{}
+	for _, n := range c.running() {
+		after[n.name] = n.f.currentView()
+	}
+	n4 := raftnode.NodeIDFromName("n4")
+	rapid.Check(t, func(t *rapid.T) {
+		key := rapid.String().Draw(t, "key")
+		class := rapid.SampledFrom([]string{ring.ClassFlow, ring.ClassClaim}).Draw(t, "class")
+		var was, is uint64
+		for name, v := range before {
+			if o := v.ring.Owner(class, key); was != 0 && o != was {
+				t.Fatalf("%s computes owner %x for %q, another node %x", name, o, key, was)
+			} else {
+				was = o
+			}
+		}
+		for name, v := range after {
+			if o := v.ring.Owner(class, key); is != 0 && o != is {
+				t.Fatalf("%s computes owner %x for %q after the join, another node %x", name, o, key, is)
+			} else {
+				is = o
+			}
+		}
+		if is != was && is != n4 {
+			t.Fatalf("%q moved from %x to %x, not to the new node", key, was, is)
+		}
+		if is == n4 && ring.Score(n4, class, key) < ring.Score(was, class, key) {
+			t.Fatalf("%q moved to n4, which does not outscore its old owner", key)
+		}
+	})
 }

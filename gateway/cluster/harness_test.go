@@ -60,6 +60,9 @@ type tcluster struct {
 	net   *faultproxy.Net
 	base  string
 	tweak func(*FlowsConfig)
+	// direct: members reach each other without the fault proxy
+	// (benchmarks).
+	direct bool
 
 	mu    sync.Mutex
 	nodes map[string]*tnode
@@ -131,7 +134,9 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 		c.t.Fatalf("listen %s: %v", addr, err)
 	}
 	n.addr = ln.Addr().String()
-	if n.front == "" {
+	if c.direct {
+		n.front = n.addr
+	} else if n.front == "" {
 		if n.front, err = c.net.Front(name, "127.0.0.1", n.addr); err != nil {
 			c.t.Fatal(err)
 		}
@@ -287,7 +292,10 @@ func (c *tcluster) settled(want int) uint64 {
 // threeNodes starts n1 (bootstrap), grows n2 and n3, and waits for all
 // three to have adopted.
 func threeNodes(t testing.TB, tweak func(*FlowsConfig)) *tcluster {
-	c := newTCluster(t, tweak)
+	return grown(newTCluster(t, tweak))
+}
+
+func grown(c *tcluster) *tcluster {
 	c.start("n1", true)
 	c.leader()
 	for _, n := range []string{"n2", "n3"} {

@@ -83,18 +83,47 @@ func (f *Flows) serveSession(s *session) {
 		if f.serving.Add(1) > maxServing {
 			f.serving.Add(-1)
 			f.sheds.Add(1)
-			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.currentView().idx, msg: "owner overloaded (shed)"})
+			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.view.Load().idx, msg: "owner overloaded (shed)"})
 			reqPool.Put(r)
 			continue
 		}
-		f.wg.Add(1)
-		go f.answerOne(s, id, r)
+		r.s, r.id = s, id
+		select {
+		case f.work <- r:
+		default:
+			if !f.spawn(func() { f.worker(r) }) {
+				f.serving.Add(-1)
+				reqPool.Put(r)
+			}
+		}
 	}
 }
 
-func (f *Flows) answerOne(s *session, id uint32, r *request) {
-	defer f.wg.Done()
+// workerIdle is how long an idle answering goroutine waits for another
+// request before it ends.
+const workerIdle = 10 * time.Second
+
+// worker answers r, then whatever requests come while it is idle: a busy
+// node reuses its goroutines instead of starting one per request.
+func (f *Flows) worker(r *request) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f.answerOne(r)
+		idle.Reset(workerIdle)
+		select {
+		case r = <-f.work:
+		case <-idle.C:
+			return
+		case <-f.ctx.Done():
+			return
+		}
+	}
+}
+
+func (f *Flows) answerOne(r *request) {
 	defer f.serving.Add(-1)
+	s, id := r.s, r.id
 	a := ansPool.Get().(*answer)
 	a.reset()
 	oc := newOpCtx(time.Now().Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds()))) * time.Millisecond))
@@ -106,6 +135,7 @@ func (f *Flows) answerOne(s *session, id uint32, r *request) {
 	oc.release()
 	f.reply(s, id, r.op, a)
 	ansPool.Put(a)
+	r.s = nil
 	reqPool.Put(r)
 }
 
@@ -152,7 +182,7 @@ const (
 // serveOwner answers an owner operation: the owner's checks in seed order,
 // then the operation under the flow's lock.
 func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
-	v := f.currentView()
+	v := f.opView()
 	if r.mIdx > v.idx {
 		// The caller applied a membership change this node has not yet:
 		// it is on its way, give it a moment rather than a 503.
@@ -311,7 +341,7 @@ func appendSnapshot(out flow.Snapshot, es []flowshard.KeyEntry) flow.Snapshot {
 // deletes of a prefix, replica pushes, and the pages of adoption and
 // anti-entropy.
 func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
-	a.mIdx = f.currentView().idx
+	a.mIdx = f.view.Load().idx
 	switch r.op {
 	case opList:
 		ids, more, err := f.shard.Flows(ctx, r.flow, r.key, int(min(r.limit, 10000)))

@@ -140,7 +140,7 @@ func (p *peer) get(i int, deadline time.Time) (*caller, error) {
 	}
 	ctx, cancel := context.WithDeadline(f.ctx, deadline)
 	defer cancel()
-	self := f.currentView().urls[f.self]
+	self := f.view.Load().urls[f.self]
 	s, err := dialSession(ctx, f.cfg.Dial, f.auth, f.self, self, p.id, p.url)
 	if err != nil {
 		sl.down.Store(time.Now().Add(redialAfter).UnixNano())
@@ -194,9 +194,10 @@ func (c *caller) readLoop() {
 }
 
 // call sends r to peer id on session slot i and decodes its answer into a,
-// waiting at most until deadline.
+// waiting at most until deadline. The peer's URL comes from the view this
+// node built last: a caller that must be current calls currentView first.
 func (f *Flows) call(id uint64, i int, deadline time.Time, r *request, a *answer) error {
-	return f.callURL(id, f.currentView().urls[id], i, deadline, r, a)
+	return f.callURL(id, f.view.Load().urls[id], i, deadline, r, a)
 }
 
 // callURL is call to a member at url, which may have left the membership

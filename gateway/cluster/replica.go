@@ -227,7 +227,7 @@ func (q *pushQueue) send(batch []pushItem) error {
 	r := request{op: opPush, sets: sets}
 	var a answer
 	deadline := time.Now().Add(q.f.deadline)
-	r.mIdx, r.budget = q.f.currentView().idx, uint64(q.f.deadline.Milliseconds())
+	r.mIdx, r.budget = q.f.view.Load().idx, uint64(q.f.deadline.Milliseconds())
 	if err := q.f.call(q.p.id, slotBulk, deadline, &r, &a); err != nil {
 		return err
 	}

@@ -89,6 +89,10 @@ type request struct {
 	writes []flow.Write
 	sets   []flowshard.RecordSet
 	ids    []string
+
+	// Where an answering node got it from; not on the wire.
+	s  *session
+	id uint32
 }
 
 // wirePolicy is a flow.Policy on the wire: durability and TTL in ms.

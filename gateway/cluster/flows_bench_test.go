@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+
+	"github.com/riftgate/riftgate/gateway/flow"
+)
+
+// BenchmarkOwnerRPC measures flow operations from n1 on flows n1 owns
+// (local) and on flows another node owns (one owner RPC each), in one
+// process on loopback: the RPC's cost and allocations, and its latency
+// quantiles as the runtime's histogram saw them (bucket upper bounds).
+func BenchmarkOwnerRPC(b *testing.B) {
+	c := newTCluster(b, nil)
+	c.direct = true
+	grown(c)
+	n1 := c.get("n1")
+	v := n1.f.currentView()
+	local, remote := flowsOwnedBy(v, "n1", 1)[0], flowsOwnedBy(v, "n2", 1)[0]
+	ctx := context.Background()
+	mem := flow.Policy{Durability: flow.Memory}
+	for _, id := range []string{local, remote} {
+		if _, err := n1.f.Put(ctx, id, "k", []byte("value"), mem); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		op   func(id string) error
+	}{
+		{"get", func(id string) error { _, err := n1.f.Get(ctx, id, "k"); return err }},
+		{"put-memory", func(id string) error { _, err := n1.f.Put(ctx, id, "k", []byte("value"), mem); return err }},
+	} {
+		for _, where := range []struct{ name, id string }{{"local", local}, {"remote", remote}} {
+			b.Run(bc.name+"/"+where.name, func(b *testing.B) {
+				n1.f.rpcLatency = latency{}
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := bc.op(where.id); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				if where.name == "remote" {
+					p50, _ := n1.f.RPCLatency(0.5)
+					p99, _ := n1.f.RPCLatency(0.99)
+					b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+					b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+				}
+			})
+		}
+	}
+}

@@ -29,8 +29,9 @@ import (
 // no owner the answer is unavailable, and the upstream is never called.
 
 // claimLease bounds a Pending claim: longer than an upstream call and its
-// recording can take (the proxy's own timeout is 30 s).
-const claimLease = time.Minute
+// recording take (the proxy's own timeout is 30 s), short enough that the
+// waiters of a winner whose node died are not held for long.
+const claimLease = 40 * time.Second
 
 // claimPoll is how long an owner holds a waiter's Acquire before telling it
 // to ask again, well inside the caller's deadline.

@@ -338,8 +338,8 @@ func appendSnapshot(out flow.Snapshot, es []flowshard.KeyEntry) flow.Snapshot {
 }
 
 // serveNode answers what any member answers for itself: listings,
-// deletes of a prefix, replica pushes, and the pages of adoption and
-// anti-entropy.
+// deletes of a prefix, replica pushes, adoption pages and anti-entropy
+// offers.
 func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 	a.mIdx = f.view.Load().idx
 	switch r.op {
@@ -363,17 +363,8 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		a.n = uint64(n)
 	case opAdopt:
 		f.serveAdopt(ctx, r, a)
-	case opSummary:
-		f.serveSummary(r, a)
-	case opFetch:
-		for _, id := range r.ids {
-			set, err := f.shard.Records(ctx, id)
-			if err != nil {
-				shardStatus(a, err)
-				return
-			}
-			a.sets = append(a.sets, set)
-		}
+	case opOffer:
+		f.serveOffer(r, a)
 	default:
 		refuse(a, statusBadRequest, "op %d is not a node operation", r.op)
 	}

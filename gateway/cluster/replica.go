@@ -237,9 +237,13 @@ func (q *pushQueue) send(batch []pushItem) error {
 	return nil
 }
 
-// antiEntropyLoop is the backstop for lost pushes: every AntiEntropy this
-// node asks each voter for a summary of the flows it owns and this node
-// replicates, and fetches those whose copy here differs.
+// antiEntropyLoop is the backstop for lost pushes (seed 000 §11): every
+// AntiEntropy, this node, as owner, offers each successor the summaries of
+// the flows it owns that the successor replicates; the successor answers
+// with those its copy lacks or holds otherwise, and those are pushed
+// again. The owner works out who replicates what once a round, and a
+// successor only looks the offered ids up, so a round costs one pass over
+// the owner's flows.
 func (f *Flows) antiEntropyLoop() {
 	t := time.NewTicker(f.cfg.AntiEntropy)
 	defer t.Stop()
@@ -249,95 +253,92 @@ func (f *Flows) antiEntropyLoop() {
 			return
 		case <-t.C:
 		}
-		v := f.currentView()
-		for _, id := range v.voters {
-			if id != f.self && f.ctx.Err() == nil {
-				if err := f.pullFrom(v, id); err != nil {
-					f.log.Debug("cluster: anti-entropy pull failed", "from", formatID(id), "err", err)
-				}
-			}
+		if err := f.antiEntropy(); err != nil {
+			f.log.Debug("cluster: anti-entropy round cut short", "err", err)
 		}
 	}
 }
 
-// pullFrom brings this node's replicas of owner's flows up to date.
-func (f *Flows) pullFrom(v *view, owner uint64) error {
-	mine := func(id string) bool {
-		return v.ring.Owner(ring.ClassFlow, id) == owner && slices.Contains(v.ring.Successors(ring.ClassFlow, id, ring.ReplicaSuccessors), f.self)
+// offerChunk bounds the summaries in one offer.
+const offerChunk = 4096
+
+func (f *Flows) antiEntropy() error {
+	v := f.currentView()
+	if len(v.voters) < 2 || f.adopted.Load() != v.idx {
+		return nil // nothing to replicate, or nothing owned yet
 	}
-	local, err := f.shard.Summaries(mine)
+	owned, err := f.shard.Summaries(func(id string) bool { return v.ring.Owner(ring.ClassFlow, id) == f.self })
 	if err != nil {
 		return err
 	}
-	have := make(map[string]uint64, len(local))
-	for _, s := range local {
-		have[s.ID] = s.Sum
+	offers := map[uint64][]flowshard.Summary{}
+	for _, s := range owned {
+		for _, id := range v.ring.Successors(ring.ClassFlow, s.ID, ring.ReplicaSuccessors) {
+			offers[id] = append(offers[id], s)
+		}
 	}
-	cursor := ""
-	for {
-		r := request{op: opSummary, node: f.self, key: cursor, limit: 4096, voters: v.voters}
+	var errs []error
+	for id, sums := range offers {
+		if err := f.offer(v, id, sums); err != nil {
+			errs = append(errs, fmt.Errorf("offer to %s: %w", formatID(id), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// offer sends one successor the summaries of what it should hold and
+// pushes what it lacks.
+func (f *Flows) offer(v *view, id uint64, sums []flowshard.Summary) error {
+	url, ok := v.urls[id]
+	if !ok {
+		return nil
+	}
+	p := f.peer(id, url)
+	for len(sums) > 0 && f.ctx.Err() == nil {
+		n := min(len(sums), offerChunk)
+		r := request{op: opOffer, sums: sums[:n], mIdx: v.idx, budget: uint64(f.deadline.Milliseconds())}
+		sums = sums[n:]
 		var a answer
-		r.mIdx, r.budget = v.idx, uint64(f.deadline.Milliseconds())
-		if err := f.call(owner, slotBulk, time.Now().Add(f.deadline), &r, &a); err != nil {
+		if err := f.callURL(id, url, slotBulk, time.Now().Add(f.deadline), &r, &a); err != nil {
 			return err
 		}
 		if a.status != statusOK {
 			return statusErr(&a)
 		}
-		var stale []string
-		for _, s := range a.sums {
-			if sum, ok := have[s.ID]; !ok || sum != s.Sum {
-				stale = append(stale, s.ID)
-			}
-		}
-		for len(stale) > 0 {
-			n := min(len(stale), 256)
-			if err := f.fetch(v, owner, stale[:n]); err != nil {
+		for _, flowID := range a.ids {
+			set, err := f.shard.Records(f.ctx, flowID)
+			if err != nil {
 				return err
 			}
-			stale = stale[n:]
+			if len(set.Records) > 0 {
+				p.push.add(set, nil)
+				f.repaired.Add(1)
+			}
 		}
-		if !a.more {
-			return nil
-		}
-		cursor = a.next
 	}
+	return nil
 }
 
-func (f *Flows) fetch(v *view, from uint64, ids []string) error {
-	r := request{op: opFetch, ids: ids}
-	var a answer
-	r.mIdx, r.budget = v.idx, uint64(f.deadline.Milliseconds())
-	if err := f.call(from, slotBulk, time.Now().Add(f.deadline), &r, &a); err != nil {
-		return err
+// serveOffer answers an owner's offer: the offered flows this node's copy
+// lacks or holds otherwise.
+func (f *Flows) serveOffer(r *request, a *answer) {
+	stale := make(map[string]uint64, len(r.sums))
+	for _, s := range r.sums {
+		stale[s.ID] = s.Sum
 	}
-	if a.status != statusOK {
-		return statusErr(&a)
-	}
-	n, err := f.shard.Merge(f.ctx, a.sets...)
-	f.repaired.Add(uint64(n))
-	return err
-}
-
-// serveSummary answers a replica's pull: the summaries of the flows this
-// node owns, at the caller's voters, that the caller replicates.
-func (f *Flows) serveSummary(r *request, a *answer) {
-	rg, err := ring.New(r.mIdx, r.voters)
-	if err != nil {
-		refuse(a, statusBadRequest, "voters: %v", err)
-		return
-	}
-	sums, err := f.shard.Summaries(func(id string) bool {
-		return id > r.key && rg.Owner(ring.ClassFlow, id) == f.self &&
-			slices.Contains(rg.Successors(ring.ClassFlow, id, ring.ReplicaSuccessors), r.node)
-	})
+	local, err := f.shard.Summaries(func(id string) bool { _, ok := stale[id]; return ok })
 	if err != nil {
 		shardStatus(a, err)
 		return
 	}
-	limit := int(min(max(r.limit, 1), 1<<16))
-	if len(sums) > limit {
-		sums, a.more, a.next = sums[:limit], true, sums[limit-1].ID
+	for _, s := range local {
+		if stale[s.ID] == s.Sum {
+			delete(stale, s.ID)
+		}
 	}
-	a.sums = sums
+	for _, s := range r.sums {
+		if _, ok := stale[s.ID]; ok {
+			a.ids = append(a.ids, s.ID)
+		}
+	}
 }

@@ -38,9 +38,8 @@ const (
 	opDeletePrefix
 	opPush
 	opAdopt
-	opSummary
-	opFetch
-	opLast = opFetch
+	opOffer
+	opLast = opOffer
 )
 
 // ownerOp reports whether op is answered only by the owner of its key.
@@ -83,12 +82,12 @@ type request struct {
 	limit  uint64 // page size; bytes for opAdopt
 	token  uint64
 	index  uint64
-	node   uint64   // opAdopt, opSummary: for whom
-	voters []uint64 // opAdopt, opSummary: the caller's voters, at mIdx
+	node   uint64              // opAdopt: for whom
+	voters []uint64            // opAdopt: the caller's voters, at mIdx
+	sums   []flowshard.Summary // opOffer: the owner's summaries
 	base   []flow.KeyVersion
 	writes []flow.Write
 	sets   []flowshard.RecordSet
-	ids    []string
 
 	// Where an answering node got it from; not on the wire.
 	s  *session
@@ -125,11 +124,10 @@ type answer struct {
 	more    bool
 	next    string // cursor of the next page
 	sets    []flowshard.RecordSet
-	sums    []flowshard.Summary
 }
 
 func (a *answer) reset() {
-	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0], sums: a.sums[:0]}
+	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0]}
 }
 
 // maxTTLms bounds a record's TTL on the wire (about 35 years), so that it
@@ -304,16 +302,16 @@ func appendRequest(b []byte, r *request) []byte {
 		e.str(r.flow)
 		e.str(r.key)
 		e.u(r.limit)
-	case opPush, opFetch:
-		if r.op == opPush {
-			e.sets(r.sets)
-			break
+	case opPush:
+		e.sets(r.sets)
+	case opOffer:
+		e.u(uint64(len(r.sums)))
+		for _, s := range r.sums {
+			e.str(s.ID)
+			e.version(flow.Version(s.Top))
+			e.b = binary.BigEndian.AppendUint64(e.b, s.Sum)
 		}
-		e.u(uint64(len(r.ids)))
-		for _, id := range r.ids {
-			e.str(id)
-		}
-	case opAdopt, opSummary:
+	case opAdopt:
 		e.u(r.node)
 		e.str(r.key)
 		e.u(r.limit)
@@ -413,12 +411,19 @@ func decodeRequest(b []byte, r *request) error {
 		r.flow, r.key, r.limit = d.str(), d.str(), d.u()
 	case opPush:
 		r.sets = d.sets()
-	case opFetch:
-		r.ids = make([]string, d.count())
-		for i := range r.ids {
-			r.ids[i] = d.str()
+	case opOffer:
+		r.sums = make([]flowshard.Summary, d.count())
+		for i := range r.sums {
+			s := &r.sums[i]
+			s.ID, s.Top = d.str(), flowshard.Version(d.version())
+			if len(d.b) < 8 {
+				d.fail()
+				break
+			}
+			s.Sum = binary.BigEndian.Uint64(d.b)
+			d.b = d.b[8:]
 		}
-	case opAdopt, opSummary:
+	case opAdopt:
 		r.node, r.key, r.limit = d.u(), d.str(), d.u()
 		r.voters = make([]uint64, d.count())
 		for i := range r.voters {
@@ -465,23 +470,14 @@ func appendAnswer(b []byte, op byte, a *answer) []byte {
 		e.byte(a.state)
 		e.u(a.n)
 		e.u(a.index)
-	case opList:
+	case opList, opOffer:
 		e.u(uint64(len(a.ids)))
 		for _, id := range a.ids {
 			e.str(id)
 		}
 		e.flag(a.more)
-	case opAdopt, opFetch:
+	case opAdopt:
 		e.sets(a.sets)
-		e.flag(a.more)
-		e.str(a.next)
-	case opSummary:
-		e.u(uint64(len(a.sums)))
-		for _, s := range a.sums {
-			e.str(s.ID)
-			e.version(flow.Version(s.Top))
-			e.b = binary.BigEndian.AppendUint64(e.b, s.Sum)
-		}
 		e.flag(a.more)
 		e.str(a.next)
 	}
@@ -518,28 +514,15 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 		a.n = d.u()
 	case opClaimAcquire:
 		a.state, a.n, a.index = d.byte(), d.u(), d.u()
-	case opList:
+	case opList, opOffer:
 		n := d.count()
 		for range n {
 			a.ids = append(a.ids, d.str())
 		}
 		a.more = d.flag()
-	case opAdopt, opFetch:
+	case opAdopt:
 		a.sets, a.more, a.next = d.sets(), d.flag(), d.str()
 	case opDelete, opClearFlow, opClaimRecorded, opClaimRelease, opClaimForget:
-	case opSummary:
-		n := d.count()
-		for range n {
-			s := flowshard.Summary{ID: d.str(), Top: flowshard.Version(d.version())}
-			if len(d.b) < 8 {
-				d.fail()
-				break
-			}
-			s.Sum = binary.BigEndian.Uint64(d.b)
-			d.b = d.b[8:]
-			a.sums = append(a.sums, s)
-		}
-		a.more, a.next = d.flag(), d.str()
 	default:
 		d.fail()
 	}

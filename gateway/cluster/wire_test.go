@@ -38,6 +38,8 @@ func TestWireGolden(t *testing.T) {
 			"0f" + "0201" + "01" + "0469313a61" + "02" + "02" + "016b" + "00" + "030405" + "d00f" + "0176" + "0164" + "01" + "030505" + "e807"},
 		{"adopt", request{op: opAdopt, mIdx: 2, budget: 1, node: 9, key: "i1:a", limit: 100, voters: []uint64{1, 9}},
 			"10" + "0201" + "09" + "0469313a61" + "64" + "02" + "0109"},
+		{"offer", request{op: opOffer, mIdx: 2, budget: 1, sums: []flowshard.Summary{{ID: "f", Top: flowshard.Version{MIdx: 1, V: 2, Origin: 3}, Sum: 0x0102030405060708}}},
+			"11" + "0201" + "01" + "0166" + "010203" + "0102030405060708"},
 	}
 	for _, tc := range reqs {
 		t.Run("request-"+tc.name, func(t *testing.T) {
@@ -60,8 +62,7 @@ func TestWireGolden(t *testing.T) {
 		{"load", opLoad, answer{status: statusOK, mIdx: 1, snap: flow.Snapshot{{Key: "a", Entry: flow.Entry{Value: []byte("1"), Version: flow.Version{MIdx: 1, V: 1, Origin: 2}}}}},
 			"00" + "01" + "01" + "0161" + "010102" + "0131"},
 		{"claim", opClaimAcquire, answer{status: statusOK, mIdx: 1, state: claimRecorded, n: 0, index: 40}, "0001" + "02" + "00" + "28"},
-		{"summary", opSummary, answer{status: statusOK, mIdx: 1, sums: []flowshard.Summary{{ID: "f", Top: flowshard.Version{MIdx: 1, V: 2, Origin: 3}, Sum: 0x0102030405060708}}, more: true, next: "f"},
-			"0001" + "01" + "0166" + "010203" + "0102030405060708" + "01" + "0166"},
+		{"offer", opOffer, answer{status: statusOK, mIdx: 1, ids: []string{"f"}}, "0001" + "01" + "0166" + "00"},
 	}
 	for _, tc := range ans {
 		t.Run("answer-"+tc.name, func(t *testing.T) {
@@ -115,9 +116,11 @@ func genRequest(t *rapid.T) request {
 		r.flow, r.key, r.limit = str.Draw(t, "flow"), str.Draw(t, "after"), rapid.Uint64().Draw(t, "limit")
 	case opPush:
 		r.sets = genSets(t)
-	case opFetch:
-		r.ids = rapid.SliceOf(str).Draw(t, "ids")
-	case opAdopt, opSummary:
+	case opOffer:
+		r.sums = rapid.SliceOf(rapid.Custom(func(t *rapid.T) flowshard.Summary {
+			return flowshard.Summary{ID: str.Draw(t, "id"), Top: flowshard.Version{MIdx: rapid.Uint64().Draw(t, "m"), V: rapid.Uint64().Draw(t, "v")}, Sum: rapid.Uint64().Draw(t, "sum")}
+		})).Draw(t, "sums")
+	case opAdopt:
 		r.node, r.key, r.limit = rapid.Uint64().Draw(t, "node"), str.Draw(t, "cursor"), rapid.Uint64().Draw(t, "limit")
 		r.voters = rapid.SliceOf(rapid.Uint64()).Draw(t, "voters")
 	}
@@ -226,6 +229,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(appendRequest(nil, &request{op: opCommit, flow: "f", base: []flow.KeyVersion{{Key: "a", V: 2}}, writes: []flow.Write{{Key: "a", Delete: true}}}))
 	f.Add(appendRequest(nil, &request{op: opPush, sets: []flowshard.RecordSet{{FlowID: "x", Records: []flowshard.Record{{Key: "k", Version: flowshard.Version{V: 1}}}}}}))
 	f.Add(appendRequest(nil, &request{op: opAdopt, voters: []uint64{1, 2, 3}}))
+	f.Add(appendRequest(nil, &request{op: opOffer, sums: []flowshard.Summary{{ID: "f", Sum: 1}}}))
 	f.Add([]byte{0x0f, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{0x0f, 0x30, 0x80, 0x00, 0x00}) // an overlong varint: refused, or it would not re-encode
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -245,8 +249,8 @@ func FuzzDecodeRequest(f *testing.F) {
 // FuzzDecodeAnswer: the same for answers, to every op.
 func FuzzDecodeAnswer(f *testing.F) {
 	f.Add(byte(opGet), appendAnswer(nil, opGet, &answer{present: true, value: []byte("v")}))
-	f.Add(byte(opSummary), appendAnswer(nil, opSummary, &answer{sums: []flowshard.Summary{{ID: "f"}}}))
-	f.Add(byte(opFetch), appendAnswer(nil, opFetch, &answer{sets: []flowshard.RecordSet{{FlowID: "f"}}}))
+	f.Add(byte(opOffer), appendAnswer(nil, opOffer, &answer{ids: []string{"f"}}))
+	f.Add(byte(opAdopt), appendAnswer(nil, opAdopt, &answer{sets: []flowshard.RecordSet{{FlowID: "f"}}, more: true, next: "f"}))
 	f.Add(byte(opPut), []byte{statusFenced, 1, 2, 'n', 'o'})
 	f.Fuzz(func(t *testing.T, op byte, b []byte) {
 		op = op%opLast + 1

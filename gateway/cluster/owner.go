@@ -207,7 +207,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		f.notOwner.Add(1)
 		refuse(a, statusNotOwner, "node %s does not own %q at membership index %d", formatID(f.self), r.flow, v.idx)
 		return
-	case f.cfg.Membership.IsIsolated():
+	case f.isolatedFor(ctx):
 		f.isolated.Add(1)
 		refuse(a, statusIsolated, "owner %s is isolated: it cannot see a leader that a quorum acknowledged", formatID(f.self))
 		return
@@ -327,6 +327,31 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		// until a replica has it (see replicate).
 		refuse(a, statusUnavailable, "flow %q: no replica acknowledged the sync write: %v", r.flow, err)
 	}
+}
+
+// isolationGrace is how long an owner that finds itself isolated waits for
+// a leader before it refuses: an election, or a leader handing over, takes
+// tens of milliseconds, which an operation would rather wait out than
+// answer 503 for. A partitioned owner still refuses, that much later.
+const isolationGrace = 250 * time.Millisecond
+
+// isolatedFor reports whether this node is isolated, waiting up to
+// isolationGrace (within ctx's deadline) for it not to be.
+func (f *Flows) isolatedFor(ctx *opCtx) bool {
+	if !f.cfg.Membership.IsIsolated() {
+		return false
+	}
+	until := time.Now().Add(isolationGrace)
+	if ctx.deadline.Before(until) {
+		until = ctx.deadline
+	}
+	for time.Now().Before(until) {
+		time.Sleep(2 * time.Millisecond)
+		if !f.cfg.Membership.IsIsolated() {
+			return false
+		}
+	}
+	return true
 }
 
 // appendSnapshot is a flowshard flow (sorted by key) as the seam's.

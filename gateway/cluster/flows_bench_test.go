@@ -36,6 +36,7 @@ func BenchmarkOwnerRPC(b *testing.B) {
 			b.Run(bc.name+"/"+where.name, func(b *testing.B) {
 				n1.f.rpcLatency = latency{}
 				b.ReportAllocs()
+				b.SetParallelism(16) // a loaded node has many in flight
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						if err := bc.op(where.id); err != nil {
@@ -45,12 +46,27 @@ func BenchmarkOwnerRPC(b *testing.B) {
 					}
 				})
 				if where.name == "remote" {
-					p50, _ := n1.f.RPCLatency(0.5)
-					p99, _ := n1.f.RPCLatency(0.99)
-					b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
-					b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+					reportQuantiles(b, n1.f)
 				}
 			})
 		}
 	}
+	// One caller at a time: the round trip itself.
+	b.Run("get/remote-serial", func(b *testing.B) {
+		n1.f.rpcLatency = latency{}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := n1.f.Get(ctx, remote, "k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportQuantiles(b, n1.f)
+	})
+}
+
+func reportQuantiles(b *testing.B, f *Flows) {
+	p50, _ := f.RPCLatency(0.5)
+	p99, _ := f.RPCLatency(0.99)
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
 }

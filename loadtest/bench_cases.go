@@ -34,8 +34,9 @@ type benchCase struct {
 	// (which is also the probe).
 	tcp *TCPExchange
 	// Targets: riftgate's throughput as a multiple of raw's and mb's, and
-	// (open loop) its p99 bound in ms. Zero means no target.
-	rawTarget, mbTarget, p99Target float64
+	// (open loop) its p99 bound in ms; the cluster's as a multiple of one
+	// node's. Zero means no target.
+	rawTarget, mbTarget, p99Target, clusterTarget float64
 	// staticTarget is riftgate's throughput as a multiple of its own on the
 	// static case in the same round. Zero means no target.
 	staticTarget float64
@@ -178,7 +179,8 @@ func benchCases(wasmDir, upstream string) []benchCase {
 	cases = append(cases, bodyCases()...)
 	for _, mode := range []string{"memory", "async", "sync"} {
 		cases = append(cases, benchCase{
-			id: "flow-" + mode, title: "stateful flow, durability " + mode + " (login/logout per virtual user)", systems: []string{sysRift},
+			id: "flow-" + mode, title: "stateful flow, durability " + mode + " (login/logout per virtual user)", systems: []string{sysRift, sysCluster},
+			clusterTarget: 0.4,
 			imposter: func(p int) string {
 				return imposter(p, fmt.Sprintf(`"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id","durability":%q}},`, mode), []string{
 					`{"scenarioName":"session","requiredScenarioState":"Started","newScenarioState":"in","predicates":[{"equals":{"method":"POST","path":"/login"}}],"responses":[` + isResponse("in") + `]}`,

@@ -27,13 +27,23 @@ type bench struct {
 	// rawTCP is the raw server's tcp address (tcp://host:port), the
 	// reference for tcp cases.
 	rawTCP string
+	// cluster is sysCluster's nodes (nil when no case wants it, or it did
+	// not start); rpc and pauses are what was measured of it after the
+	// rounds.
+	cluster *clusterNodes
+	rpc     []time.Duration // owner RPC p50, p99
+	rpcN    uint64
+	rpcNote string
+	pauses  []pause
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
 // round measured.
 type cell struct {
 	target string
-	note   string // why it is not available, or failed its probe: not measured
+	// targets, when set, are the nodes of a cluster, loaded in turn.
+	targets []string
+	note    string // why it is not available, or failed its probe: not measured
 	// errNote says why some measurements count as failed (too many
 	// errors); they are still shown, but not used in ratios.
 	errNote string
@@ -89,11 +99,18 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		defer mb.stop()
 		admins[sysMB] = admin
 	}
+	b.cases = benchCases(b.cfg.wasmDir, rawURL)
+	if b.wantsCluster() {
+		if b.cluster, err = b.startCluster(ctx); err != nil {
+			down[sysCluster] = err.Error()
+		} else {
+			defer b.cluster.stop()
+		}
+	}
 	for sys, why := range down {
 		b.log.Warn("system not available", "system", sys, "err", why)
 	}
 
-	b.cases = benchCases(b.cfg.wasmDir, rawURL)
 	b.cells = map[string]map[string]*cell{}
 	for _, c := range b.cases {
 		if !b.needed(c.id) {
@@ -135,6 +152,14 @@ func (b *bench) run(ctx context.Context) (string, error) {
 			}
 		}
 	}
+	if b.cluster != nil {
+		if b.rpc, b.rpcN, err = b.cluster.rpcQuantiles(0.5, 0.99); err != nil {
+			b.rpcNote = err.Error()
+		}
+		if b.cfg.wanted("cluster-pause") {
+			b.pauses = b.measurePauses(ctx, b.cluster, b.caseByID("flow-async"))
+		}
+	}
 	b.info = append(b.info, "load average at end: "+strings.TrimSpace(readFile("/proc/loadavg")))
 	if total1, steal1, ok := cpuTicks(); ok && ticksOK && total1 > total0 {
 		b.info = append(b.info, fmt.Sprintf("CPU time stolen by the hypervisor during the run: %.1f%%", 100*float64(steal1-steal0)/float64(total1-total0)))
@@ -174,6 +199,9 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	}
 	if c.halfOf != "" {
 		c = b.caseByID(c.halfOf)
+	}
+	if sys == sysCluster {
+		return b.deployCluster(c, cl, b.cluster)
 	}
 	if sys == sysRaw {
 		cl.target = rawURL
@@ -280,8 +308,12 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 	if cl == nil || cl.target == "" || cl.note != "" {
 		return nil
 	}
+	targets := cl.targets
+	if targets == nil {
+		targets = []string{cl.target}
+	}
 	o := &Options{
-		Targets: []string{cl.target}, Connections: b.cfg.conns,
+		Targets: targets, Connections: b.cfg.conns,
 		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp,
 		// mb answers some cases in seconds on a busy machine: slow is a
 		// number to report, not an error.
@@ -532,6 +564,8 @@ func (b *bench) report() string {
 			p("| %s | %.0f | %.3f | %.3f | %s | %s | %s |\n", sys, median(rates), p50, p99, strings.Join(unsent, ", "), target, mdEscape(cl.errNote))
 		}
 	}
+
+	b.clusterReport(p)
 
 	p("\n## Every round\n\n")
 	p("| case | system | req/s per round |\n|---|---|---|\n")

@@ -32,8 +32,9 @@ type RecordSet struct {
 // Records returns the records of flowID's keys, tombstones included, in key
 // order: all of them, or only those of keys when some are named (a key
 // without a record is left out). It is what an owner pushes to its
-// replicas after a write, and what adoption and anti-entropy copy. Like a
-// read, it waits for the flow's pending Sync commit.
+// replicas after a write, and what adoption and anti-entropy copy. Unlike a
+// read it does not wait for the flow's pending Sync commit: an owner pushes
+// a Sync write to its replicas while its own commit runs.
 func (s *Store) Records(ctx context.Context, flowID string, keys ...string) (RecordSet, error) {
 	set := RecordSet{FlowID: flowID}
 	if err := ctx.Err(); err != nil {
@@ -61,10 +62,9 @@ func (s *Store) Records(ctx context.Context, flowID string, keys ...string) (Rec
 		}
 	}
 	set.Durability = f.mode
-	pending := f.pending
 	s.release(f)
 	slices.SortFunc(set.Records, func(a, b Record) int { return cmp.Compare(a.Key, b.Key) })
-	return set, s.awaitRead(ctx, pending)
+	return set, nil
 }
 
 func cloneValue(e *entry) []byte {

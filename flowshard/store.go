@@ -85,6 +85,19 @@ type Policy struct {
 	Durability Durability
 	MIdx       uint64 // stamped into the version (the node's membership index)
 	Origin     uint64 // stamped into the version (the node's id)
+	// NoWait makes a Sync write return once it is in memory and queued,
+	// without waiting for its commit: the caller waits with Durable,
+	// after work of its own (a replica's acknowledgement) that then
+	// overlaps the fsync.
+	NoWait bool
+}
+
+// wait waits for b under p: not at all with NoWait.
+func (p Policy) wait(ctx context.Context, b *batch) error {
+	if p.NoWait {
+		return nil
+	}
+	return await(ctx, b)
 }
 
 // Options configure a Store. Zero values take the defaults above.
@@ -693,7 +706,7 @@ func (s *Store) Put(ctx context.Context, flowID, key string, value []byte, p Pol
 	ver := Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}
 	_, b := s.store(f, key, value, ver, ttl, p.Durability, now)
 	s.release(f)
-	return ver, await(ctx, b)
+	return ver, p.wait(ctx, b)
 }
 
 // CAS sets key to value only if the key's current V equals expect (0: the
@@ -727,7 +740,7 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	e, b := s.store(f, key, value, Version{MIdx: p.MIdx, V: f.counter + 1, Origin: p.Origin}, ttl, p.Durability, now)
 	out := Entry{Value: value, Version: e.ver, Expires: time.UnixMilli(e.expMs)}
 	s.release(f)
-	return out, await(ctx, b)
+	return out, p.wait(ctx, b)
 }
 
 // Delete removes key, leaving a tombstone with the version of the delete,
@@ -757,7 +770,23 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) (Versi
 		b = s.persist(f, p.Durability, diskOp(f, key, e))
 	}
 	s.release(f)
-	return ver, await(ctx, b)
+	return ver, p.wait(ctx, b)
+}
+
+// Durable returns once every write of flowID made so far is as durable as
+// its Durability asked: it waits for the commit of the flow's latest Sync
+// write, if that has not finished. It is how a NoWait writer completes.
+func (s *Store) Durable(ctx context.Context, flowID string) error {
+	f, _, err := s.acquire(flowID, false, 0)
+	if f == nil {
+		return err
+	}
+	pending := f.pending
+	s.release(f)
+	if pending == nil {
+		return nil
+	}
+	return await(ctx, pending)
 }
 
 // Keys returns the live keys of a flow, sorted; none for an absent flow.
@@ -888,7 +917,7 @@ func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, wr
 	}
 	out := s.exportLocked(f, now)
 	s.release(f)
-	return out, await(ctx, b)
+	return out, p.wait(ctx, b)
 }
 
 // matches reports whether f's live keys are exactly base's, with base's V.

@@ -852,3 +852,31 @@ func TestOverwriteInPlace(t *testing.T) {
 		t.Errorf("a warm key's write: %v allocations", n)
 	}
 }
+
+// A NoWait Sync write returns before its commit; Durable waits for it, and
+// what it waited for survives a reopen.
+func TestNoWaitThenDurable(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, Options{})
+	p := Policy{Durability: Sync, NoWait: true}
+	if _, err := s.Put(bg, "f", "k", []byte("v"), p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(bg, "f", "k", p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(bg, "f", "j", []byte("w"), p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Durable(bg, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Durable(bg, "absent"); err != nil {
+		t.Fatalf("Durable of an absent flow: %v", err)
+	}
+	s = reopen(t, s, path, Options{})
+	wantAbsent(t, s, "f", "k")
+	if got := mustGet(t, s, "f", "j"); string(got.Value) != "w" {
+		t.Fatalf("after reopen: %+v", got)
+	}
+}

@@ -242,7 +242,10 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		}
 	}
 	pol := r.policy.policy()
-	p := flowshard.Policy{TTL: pol.TTL, Durability: flowshard.Durability(pol.Durability), MIdx: v.idx, Origin: f.self}
+	// A sync write does not wait for its own commit here: the push to the
+	// successors overlaps it, and Durable waits for it below.
+	p := flowshard.Policy{TTL: pol.TTL, Durability: flowshard.Durability(pol.Durability), MIdx: v.idx, Origin: f.self,
+		NoWait: pol.Durability == flow.Sync}
 	var changed []string
 	var one [1]string
 	switch r.op {
@@ -319,6 +322,9 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		one[0], changed = cycleKey, one[:]
 	}
 	if len(changed) == 0 || a.status != statusOK {
+		if p.NoWait && len(changed) > 0 {
+			_ = f.shard.Durable(ctx, r.flow) // a failed write queued nothing to wait for, but be sure
+		}
 		return
 	}
 	if err := f.replicate(ctx, v, r.flow, changed, pol.Durability); err != nil {
@@ -326,6 +332,13 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		// outcome is unknown to the caller, and the flow answers nothing
 		// until a replica has it (see replicate).
 		refuse(a, statusUnavailable, "flow %q: no replica acknowledged the sync write: %v", r.flow, err)
+		_ = f.shard.Durable(ctx, r.flow)
+		return
+	}
+	if p.NoWait {
+		if err := f.shard.Durable(ctx, r.flow); err != nil {
+			refuse(a, statusUnavailable, "flow %q: the sync write's commit failed: %v", r.flow, err)
+		}
 	}
 }
 

@@ -180,7 +180,7 @@ func benchCases(wasmDir, upstream string) []benchCase {
 	for _, mode := range []string{"memory", "async", "sync"} {
 		cases = append(cases, benchCase{
 			id: "flow-" + mode, title: "stateful flow, durability " + mode + " (login/logout per virtual user)", systems: []string{sysRift, sysCluster},
-			clusterTarget: 0.4,
+			clusterTarget: clusterTarget(mode),
 			imposter: func(p int) string {
 				return imposter(p, fmt.Sprintf(`"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id","durability":%q}},`, mode), []string{
 					`{"scenarioName":"session","requiredScenarioState":"Started","newScenarioState":"in","predicates":[{"equals":{"method":"POST","path":"/login"}}],"responses":[` + isResponse("in") + `]}`,
@@ -275,6 +275,18 @@ func bodyCases() []benchCase {
 func jsonText(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// clusterTarget is the cluster's target against one node for a flow case:
+// 0.4x where the CPU bounds both. Under sync the disk does: here the three
+// nodes share one disk and make three times the fsyncs of one node (each
+// write is committed by its owner and both successors), which no target on
+// this machine would measure the runtime by.
+func clusterTarget(mode string) float64 {
+	if mode == "sync" {
+		return 0
+	}
+	return 0.4
 }
 
 func fileExists(p string) bool {

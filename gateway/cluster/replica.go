@@ -105,9 +105,9 @@ func (a *ack) wait(ctx context.Context) error {
 	return a.last
 }
 
-// pushQueue holds the records waiting to be pushed to one successor. One
-// goroutine drains it: whatever queued while a push was in flight goes in
-// the next, so pushes batch under load. It is bounded: past maxQueued the
+// pushQueue holds the records waiting to be pushed to one successor.
+// pushSenders goroutines drain it: whatever queued while a push was in
+// flight goes in the next, so pushes batch under load. It is bounded: past maxQueued the
 // oldest unacknowledged records are dropped (anti-entropy brings them).
 type pushQueue struct {
 	f    *Flows
@@ -125,17 +125,24 @@ type pushItem struct {
 	at  time.Time
 }
 
+// pushSenders is how many pushes to one successor may be in flight: while
+// one waits for the successor's commit under `sync`, the next batch goes,
+// and the successor's flowshard commits both together. Order does not
+// matter: a replica keeps the highest version of each key.
 const (
 	maxQueued    = 1 << 14
 	maxPushBytes = 1 << 20
+	pushSenders  = 2
 )
 
 var errDropped = errors.New("dropped: the successor's push queue was full")
 
 func newPushQueue(f *Flows, p *peer) *pushQueue {
 	q := &pushQueue{f: f, p: p, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	if !f.spawn(q.run) {
-		q.close()
+	for range pushSenders {
+		if !f.spawn(q.run) {
+			q.close()
+		}
 	}
 	return q
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -74,25 +76,51 @@ func clusterOptions(s *settings) (opts cluster.Options, ok bool, err error) {
 }
 
 // startCluster makes this process a cluster member and returns the seams
-// it lends the engine, and how to stop it once the engine has stopped.
-func startCluster(ctx context.Context, opts cluster.Options, logger *slog.Logger) (*gateway.Cluster, func(), error) {
+// it lends the engine, and how to stop it once the engine has stopped: the
+// group (configuration, membership) and, on its membership, the flow
+// runtime (owner RPC, replicas, adoption), whose sessions the peer
+// listener serves under /flows/.
+func startCluster(ctx context.Context, opts cluster.Options, maxFlows int, logger *slog.Logger) (*gateway.Cluster, func(), error) {
 	opts.Logger = logger
 	node, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	stop := func() {
+	closeNode := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := node.Close(cctx); err != nil {
 			logger.Error("stopping the cluster member", "err", err)
 		}
 	}
+	flows, err := cluster.NewFlows(cluster.FlowsConfig{
+		Membership: node, Config: node, Secret: opts.Secret,
+		ShardPath: filepath.Join(opts.DataDir, "flow.db"), MaxFlows: maxFlows, Logger: logger,
+	})
+	if err != nil {
+		closeNode()
+		return nil, nil, err
+	}
+	node.Handle("/flows/", flows.Handler())
+	stop := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := flows.Close(cctx); err != nil {
+			logger.Error("stopping the flow runtime", "err", err)
+		}
+		closeNode()
+	}
 	return &gateway.Cluster{
 		Log:        node.ConfigLog,
+		Flows:      flows,
+		Claims:     flows.Claims(),
+		Cycles:     flows.Cycles(),
 		Admin:      node.Admin(),
 		Consistent: node.Barrier,
 		Recordings: node.Recordings(),
-		Metrics:    node.WriteMetrics,
+		Metrics: func(w io.Writer) {
+			node.WriteMetrics(w)
+			flows.WriteMetrics(w)
+		},
 	}, stop, nil
 }

@@ -68,7 +68,7 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 		logger.Warn("Running with --allowInjection set. See " + baseURL + "/docs/security for security info")
 	}
 	if clustered {
-		c, stopCluster, err := startCluster(ctx, copts, logger)
+		c, stopCluster, err := startCluster(ctx, copts, s.integer("maxFlows"), logger)
 		if err != nil {
 			logger.Error(err.Error())
 			if !lc.console {

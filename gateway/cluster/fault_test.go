@@ -57,7 +57,7 @@ func TestPartitionedOwnerRefuses(t *testing.T) {
 	for _, id := range append(append([]string{}, theirs...), ours...) {
 		put(t, n1, id, "k", "before")
 	}
-	c.net.Isolate("n3", "n1", "n2")
+	c.net.Isolate("n3")
 	waitFor(t, 5*time.Second, "n3 to see itself isolated", n3.g.IsIsolated)
 	for i, id := range theirs {
 		if _, err := getKey(n3, id, "k"); !errors.Is(err, flow.ErrUnavailable) {

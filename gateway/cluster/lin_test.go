@@ -220,7 +220,7 @@ func TestLinearizableThroughFaults(t *testing.T) {
 
 	time.Sleep(500 * time.Millisecond)
 	t.Logf("partition %s away", old)
-	c.net.Isolate(old, l.name, next)
+	c.net.Isolate(old)
 	time.Sleep(1500 * time.Millisecond)
 	c.net.Heal()
 	c.settled(3)

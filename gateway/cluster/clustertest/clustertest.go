@@ -6,7 +6,8 @@
 // restarted with the same flags; every process dies with the test.
 //
 // With Options.Faults, each node's peer traffic reaches it through a fault
-// proxy (Faults) that drops, delays and cuts each directed link.
+// proxy (faultproxy: TCP, so Raft's requests and the flow runtime's
+// sessions alike) that drops, delays and cuts each directed link.
 //
 // Everything here is bounded in time: a wait that is not met fails the
 // test.
@@ -26,8 +27,15 @@ import (
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/cluster"
+	"github.com/riftgate/riftgate/gateway/cluster/faultproxy"
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
+
+// Link is what one directed link of Faults does (faultproxy.Link).
+type Link = faultproxy.Link
+
+// Unknown is the sender of peer traffic that names none.
+const Unknown = faultproxy.Unknown
 
 // Options shape a cluster.
 type Options struct {
@@ -44,7 +52,7 @@ type Cluster struct {
 	Nodes []*Node
 	// Faults is the fault network between the nodes (nil without
 	// Options.Faults).
-	Faults *Faults
+	Faults *faultproxy.Net
 
 	t         testing.TB
 	opts      Options
@@ -91,7 +99,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c.adminPort, c.peerPort = FreePort(t, hosts...), FreePort(t, hosts...)
 	if opts.Faults {
 		c.proxyPort = FreePort(t, hosts...)
-		c.Faults = newFaults(t)
+		c.Faults = faultproxy.New(uint64(time.Now().UnixNano()))
+		t.Cleanup(c.Faults.Close)
 	}
 	for i := range opts.Nodes {
 		c.Add()
@@ -116,7 +125,9 @@ func (c *Cluster) Add() *Node {
 	n.PeerURL = "http://" + listen
 	if c.Faults != nil {
 		proxy := net.JoinHostPort(n.Host, strconv.Itoa(c.proxyPort))
-		c.Faults.add(n.Name, proxy, listen)
+		if _, err := c.Faults.FrontAt(n.Name, proxy, listen); err != nil {
+			c.t.Fatalf("clustertest: fault proxy for %s: %v", n.Name, err)
+		}
 		n.PeerURL = "http://" + proxy
 	}
 	dataDir := filepath.Join(c.t.TempDir(), n.Name)

@@ -58,7 +58,7 @@ func TestPartitionedOwnerRefuses(t *testing.T) {
 		put(t, n1, id, "k", "before")
 	}
 	c.net.Isolate("n3")
-	waitFor(t, 5*time.Second, "n3 to see itself isolated", n3.g.IsIsolated)
+	waitFor(t, 5*time.Second, "n3 to see itself isolated", n3.node.IsIsolated)
 	for i, id := range theirs {
 		if _, err := getKey(n3, id, "k"); !errors.Is(err, flow.ErrUnavailable) {
 			t.Fatalf("the isolated owner answered %s: %v", id, err)
@@ -106,10 +106,10 @@ func TestRemovedOwnerLosesNoSyncWrite(t *testing.T) {
 	}
 	old, next := others[0], others[1]
 	v := l.f.currentView()
-	after, _ := ring.New(v.idx+1, []uint64{l.g.ID(), next.g.ID()})
+	after, _ := ring.New(v.idx+1, []uint64{l.node.Self(), next.node.Self()})
 	var moving []string
 	for _, id := range flowsOwnedBy(v, old.name, 200) {
-		if after.Owner(ring.ClassFlow, id) == next.g.ID() && len(moving) < 10 {
+		if after.Owner(ring.ClassFlow, id) == next.node.Self() && len(moving) < 10 {
 			moving = append(moving, id)
 		}
 	}
@@ -186,6 +186,15 @@ func TestRestartedOwnerAdopts(t *testing.T) {
 	for _, id := range ours {
 		put(t, n2, id, "k", "1")
 	}
+	// The sync writes are on one successor; both have them soon.
+	waitFor(t, 10*time.Second, "n2's replicas", func() bool {
+		for _, id := range ours {
+			if set, err := n2.f.shard.Records(context.Background(), id); err != nil || len(set.Records) != 1 {
+				return false
+			}
+		}
+		return true
+	})
 	c.stop("n1")
 	// What n1's disk lost: the replicas hold a newer value.
 	for _, id := range ours {

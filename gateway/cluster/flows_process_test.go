@@ -96,6 +96,19 @@ func post(t *testing.T, in *gatewaytest.Instance, imposter any) {
 	}
 }
 
+// postServed posts imposter to the first node and waits until every node
+// has it: the others apply the change a moment later.
+func postServed(t *testing.T, c *clustertest.Cluster, port int, imposter any) {
+	t.Helper()
+	post(t, c.Nodes[0].Instance, imposter)
+	for _, n := range c.Nodes {
+		clustertest.Eventually(t, 10*time.Second, n.Name+" to serve the imposter", func() bool {
+			code, _ := n.Do("GET", "/imposters/"+strconv.Itoa(port), nil)
+			return code == http.StatusOK
+		})
+	}
+}
+
 func imposterURLOn(host string, port int, path string) string {
 	return "http://" + host + ":" + strconv.Itoa(port) + path
 }
@@ -107,7 +120,7 @@ func TestScenarioFlowsAnswerAsOnOneNode(t *testing.T) {
 	const alone = "127.0.0.9"
 	single := gatewaytest.StartOn(t, alone, clustertest.FreePort(t, alone))
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3), alone)
-	post(t, c.Nodes[0].Instance, scenarioImposter(port))
+	postServed(t, c, port, scenarioImposter(port))
 	post(t, single, scenarioImposter(port))
 	steps := [][2]string{{"POST", "/cart"}, {"POST", "/pay"}, {"POST", "/done"}, {"GET", "/status"}}
 	var wg sync.WaitGroup
@@ -185,7 +198,7 @@ func names(nodes []*clustertest.Node) []string {
 func TestKilledOwnerAnswers503UntilItReturns(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
-	post(t, c.Nodes[0].Instance, syncImposter(port))
+	postServed(t, c, port, syncImposter(port))
 	voters := names(c.Nodes)
 	owned := map[string][]string{}
 	for i := range 60 {
@@ -237,7 +250,7 @@ func TestKilledOwnerAnswers503UntilItReturns(t *testing.T) {
 func TestNoSyncWriteLostWhenANodeIsKilled(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
-	post(t, c.Nodes[0].Instance, syncImposter(port))
+	postServed(t, c, port, syncImposter(port))
 	var mu sync.Mutex
 	acked := map[string]string{} // flow/key -> value
 	write := func(live []*clustertest.Node, round string, stop <-chan struct{}) {
@@ -317,7 +330,7 @@ func TestResponsesCycleAcrossNodes(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
 	is := func(body string) map[string]any { return map[string]any{"is": map[string]any{"body": body}} }
-	post(t, c.Nodes[0].Instance, map[string]any{"protocol": "http", "port": port, "stubs": []any{
+	postServed(t, c, port, map[string]any{"protocol": "http", "port": port, "stubs": []any{
 		map[string]any{"responses": []any{is("a"), map[string]any{"is": map[string]any{"body": "b"}, "repeat": 2}, is("c")}},
 	}})
 	want := []string{"a", "b", "b", "c"}
@@ -351,7 +364,7 @@ func TestProxyOnceAcrossNodes(t *testing.T) {
 	defer upstream.Close()
 	c := clustertest.Start(t, clustertest.Options{})
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
-	post(t, c.Nodes[0].Instance, map[string]any{"protocol": "http", "port": port, "stubs": []any{
+	postServed(t, c, port, map[string]any{"protocol": "http", "port": port, "stubs": []any{
 		map[string]any{"responses": []any{map[string]any{"proxy": map[string]any{"to": upstream.URL, "mode": "proxyOnce",
 			"predicateGenerators": []any{map[string]any{"matches": map[string]any{"path": true}}}}}}},
 	}})
@@ -459,7 +472,7 @@ var regModel = porcupine.Model{
 func TestLinearizableAcrossProcessesThroughFaults(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Faults: true})
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3), clustertest.Host(4))
-	post(t, c.Nodes[0].Instance, syncImposter(port))
+	postServed(t, c, port, syncImposter(port))
 	voters := names(c.Nodes)
 	var flows []string
 	for _, want := range voters {

@@ -54,7 +54,6 @@ func TestOwnershipAgreesAndMovesOnlyToTheNewNode(t *testing.T) {
 	for _, n := range c.running() {
 		before[n.name] = n.f.currentView()
 	}
-	c.start("n4", false)
 	c.grow("n4")
 	c.settled(4)
 	after := map[string]*view{}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,40 +19,11 @@ import (
 
 var flowsSecret = []byte("0123456789abcdef-flows-secret")
 
-// memApp is the smallest raftnode application: a group whose only state
-// is its membership, which is all the flow runtime needs of it.
-type memApp struct{}
-
-type memState struct {
-	MIdx uint64 `cbor:"1,keyasint"`
-}
-
-type memCmd struct {
-	N int `cbor:"1,keyasint"`
-}
-
-var memCodec = raftnode.SnapshotCodec[memState]{Magic: [4]byte{'T', 'M', 'E', 'M'}, Version: 1}
-
-func (memApp) InitialState() memState                             { return memState{} }
-func (memApp) Apply(*memState, memCmd, uint64) int                { return 0 }
-func (memApp) ApplyMembership(s *memState, m raftnode.Membership) { s.MIdx = m.Index }
-func (memApp) NoopResponse() int                                  { return 0 }
-func (memApp) EncodeSnapshot(s *memState) ([]byte, error)         { return memCodec.Encode(s) }
-func (memApp) DecodeSnapshot(b []byte) (memState, error)          { return memCodec.Decode(b) }
-
-type memGroup = raftnode.Group[memState, memCmd, int]
-
-// groupMembership is Membership over a raftnode group: what the group half
-// of this package provides in production.
-type groupMembership struct{ g *memGroup }
-
-func (m groupMembership) Self() uint64                 { return m.g.ID() }
-func (m groupMembership) Current() raftnode.Membership { return m.g.Membership() }
-func (m groupMembership) IsIsolated() bool             { return m.g.IsIsolated() }
-
-// tcluster runs members in this process: each a raftnode group and a flow
-// runtime behind one HTTP listener, reached by the others only through
-// its fault proxy.
+// tcluster runs members in this process: each the group half's Node (its
+// peer listener, Raft group and configuration log, with the runner of
+// group_test.go for a reconciler) and a flow runtime on its membership,
+// mounted on the Node's peer listener as the start command mounts it,
+// reached by the others only through its fault proxy.
 type tcluster struct {
 	t     testing.TB
 	net   *faultproxy.Net
@@ -69,11 +38,10 @@ type tcluster struct {
 }
 
 type tnode struct {
-	name, dir   string
-	addr, front string // the real listener, and the proxy the others use
-	srv         *http.Server
-	g           *memGroup
-	f           *Flows
+	name, dir     string
+	listen, front string // the real peer listener, and the proxy the others use
+	node          *Node
+	f             *Flows
 }
 
 func newTCluster(t testing.TB, tweak func(*FlowsConfig)) *tcluster {
@@ -112,47 +80,54 @@ func (c *tcluster) get(name string) *tnode {
 	return c.nodes[name]
 }
 
-// start boots name, or reboots it on its old port, data and proxy.
+// start boots name, or reboots it on its old address, data and proxy; a
+// member that does not bootstrap joins through a running one, and the
+// leader promotes it once it has caught up.
 func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	c.t.Helper()
 	n := c.get(name)
-	addr := "127.0.0.1:0"
-	if n != nil {
-		addr = n.addr
-	} else {
+	if n == nil {
 		n = &tnode{name: name, dir: filepath.Join(c.base, name)}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		n.listen = ln.Addr().String()
+		ln.Close()
+		n.front = n.listen
+		if !c.direct {
+			if n.front, err = c.net.Front(name, "127.0.0.1", n.listen); err != nil {
+				c.t.Fatal(err)
+			}
+		}
 	}
-	var ln net.Listener
+	var join []string
+	if !bootstrap {
+		for _, o := range c.running() {
+			join = append(join, "http://"+o.front)
+		}
+	}
+	log := testLogger(c.t, name)
+	opts := Options{Name: name, Listen: n.listen, Advertise: "http://" + n.front, Bootstrap: bootstrap, Join: join,
+		Secret: flowsSecret, DataDir: n.dir, Logger: log, tune: fastRaft}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var node *Node
 	var err error
-	for range 100 {
-		if ln, err = net.Listen("tcp", addr); err == nil {
+	for range 50 { // a port just closed may linger
+		if node, err = Start(ctx, opts); err == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		c.t.Fatalf("listen %s: %v", addr, err)
+		c.t.Fatalf("start %s: %v", name, err)
 	}
-	n.addr = ln.Addr().String()
-	if c.direct {
-		n.front = n.addr
-	} else if n.front == "" {
-		if n.front, err = c.net.Front(name, "127.0.0.1", n.addr); err != nil {
-			c.t.Fatal(err)
-		}
-	}
-	log := testLogger(c.t, name)
-	g, err := raftnode.Bootstrap(context.Background(), raftnode.Config{
-		NodeName: name, GroupID: "flows-test", DataDir: n.dir, AdvertiseURL: "http://" + n.front + "/raft",
-		Secret: flowsSecret, Bootstrap: bootstrap, TickInterval: 20 * time.Millisecond, ElectionTick: 20,
-		LeaderTaskGrace: 200 * time.Millisecond, Logger: log,
-	}, memApp{}, nil)
-	if err != nil {
-		ln.Close()
-		c.t.Fatalf("bootstrap %s: %v", name, err)
+	if _, err := node.ConfigLog(&runner{taken: map[int]bool{}}); err != nil {
+		c.t.Fatal(err)
 	}
 	cfg := FlowsConfig{
-		Membership: groupMembership{g}, Secret: flowsSecret, ShardPath: filepath.Join(n.dir, "flow.db"),
+		Membership: node, Config: node, Secret: flowsSecret, ShardPath: filepath.Join(n.dir, "flow.db"),
 		AntiEntropy: 300 * time.Millisecond, Logger: log,
 	}
 	if c.tweak != nil {
@@ -160,18 +135,11 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	}
 	f, err := NewFlows(cfg)
 	if err != nil {
-		ln.Close()
-		_ = g.Close(context.Background())
+		_ = node.Close(context.Background())
 		c.t.Fatalf("flows %s: %v", name, err)
 	}
-	r := g.Routers()
-	mux := http.NewServeMux()
-	mux.Handle("/raft/", http.StripPrefix("/raft", r.Raft))
-	mux.Handle("/cluster/", http.StripPrefix("/cluster", r.Cluster))
-	mux.Handle("/flows/", f.Handler())
-	n.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	n.g, n.f = g, f
-	go func() { _ = n.srv.Serve(ln) }()
+	node.Handle("/flows/", f.Handler())
+	n.node, n.f = node, f
 	c.mu.Lock()
 	c.nodes[name] = n
 	c.mu.Unlock()
@@ -181,25 +149,24 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 // stop closes name gracefully, keeping its data for a restart.
 func (c *tcluster) stop(name string) {
 	n := c.get(name)
-	if n == nil || n.g == nil {
+	if n == nil || n.node == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = n.srv.Close()
 	if err := n.f.Close(ctx); err != nil {
 		c.t.Errorf("close flows %s: %v", name, err)
 	}
-	if err := n.g.Close(ctx); err != nil && !errors.Is(err, raftnode.ErrClosed) {
-		c.t.Errorf("close group %s: %v", name, err)
+	if err := n.node.Close(ctx); err != nil && !errors.Is(err, raftnode.ErrClosed) {
+		c.t.Errorf("close node %s: %v", name, err)
 	}
-	n.g, n.f = nil, nil
+	n.node, n.f = nil, nil
 }
 
 func (c *tcluster) running() []*tnode {
 	var out []*tnode
 	for _, name := range c.names() {
-		if n := c.get(name); n.g != nil {
+		if n := c.get(name); n.node != nil {
 			out = append(out, n)
 		}
 	}
@@ -211,7 +178,7 @@ func (c *tcluster) leader() *tnode {
 	var l *tnode
 	waitFor(c.t, 15*time.Second, "a leader", func() bool {
 		for _, n := range c.running() {
-			if n.g.IsLeader() {
+			if n.node.group.IsLeader() {
 				l = n
 				return true
 			}
@@ -221,35 +188,14 @@ func (c *tcluster) leader() *tnode {
 	return l
 }
 
-// grow adds name as a learner through the leader and promotes it.
+// grow starts name, which joins, and waits until it is a voter.
 func (c *tcluster) grow(name string) {
 	c.t.Helper()
-	n := c.get(name)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.leader().g.AddLearner(ctx, name, "http://"+n.front+"/raft")
-		cancel()
-		if err == nil || strings.Contains(err.Error(), "already") {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("add learner %s: %v", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.leader().g.Promote(ctx, raftnode.NodeIDFromName(name))
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("promote %s: %v", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c.start(name, false)
+	id := raftnode.NodeIDFromName(name)
+	waitFor(c.t, 20*time.Second, name+" to be a voter", func() bool {
+		return slices.Contains(c.leader().node.Current().Voters(), id)
+	})
 }
 
 // remove takes name out of the membership for good.
@@ -258,7 +204,7 @@ func (c *tcluster) remove(name string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.leader().g.Remove(ctx, raftnode.NodeIDFromName(name))
+		_, err := c.leader().node.group.Remove(ctx, raftnode.NodeIDFromName(name))
 		cancel()
 		if err == nil {
 			return
@@ -279,7 +225,7 @@ func (c *tcluster) settled(want int) uint64 {
 		idx = 0
 		for _, n := range c.running() {
 			v := n.f.currentView()
-			if len(v.voters) != want || n.f.adopted.Load() != v.idx || (idx != 0 && v.idx != idx) || n.g.IsIsolated() {
+			if len(v.voters) != want || n.f.adopted.Load() != v.idx || (idx != 0 && v.idx != idx) || n.node.IsIsolated() {
 				return false
 			}
 			idx = v.idx
@@ -299,7 +245,6 @@ func grown(c *tcluster) *tcluster {
 	c.start("n1", true)
 	c.leader()
 	for _, n := range []string{"n2", "n3"} {
-		c.start(n, false)
 		c.grow(n)
 	}
 	c.settled(3)

@@ -244,7 +244,6 @@ func TestLinearizableThroughFaults(t *testing.T) {
 	c.remove(old)
 	c.settled(2)
 	time.Sleep(300 * time.Millisecond)
-	c.start("n4", false)
 	c.grow("n4")
 	c.settled(3)
 	serve(l.name, next, "n4")

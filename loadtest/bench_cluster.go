@@ -356,16 +356,7 @@ func (b *bench) measurePauses(ctx context.Context, cn *clusterNodes, c benchCase
 					entries = append(entries, t)
 				}
 			}
-			p = b.pauseAround(ctx, entries, ev.name, func() {
-				proc := cn.procs[l]
-				_ = proc.cmd.Process.Signal(ev.sig)
-				select {
-				case <-proc.exited:
-				case <-time.After(10 * time.Second):
-					_ = proc.cmd.Process.Kill()
-					<-proc.exited
-				}
-			})
+			p = b.pauseAround(ctx, entries, ev.name, func() { cn.procs[l].end(ev.sig) })
 			if err := cn.start(ctx, l); err != nil {
 				p.note += " (restart failed: " + err.Error() + ")"
 			} else if err := cn.waitVoters(ctx, clusterSize, 60*time.Second); err != nil {

@@ -49,7 +49,10 @@ func startProcess(name string, argv []string, dir string) (*process, error) {
 }
 
 // stop asks the process to end (SIGTERM) and kills it after 5 s.
-func (p *process) stop() {
+func (p *process) stop() { p.end(syscall.SIGTERM) }
+
+// end sends the process sig and waits for it to exit, killing it after 5 s.
+func (p *process) end(sig syscall.Signal) {
 	if p == nil {
 		return
 	}
@@ -58,7 +61,7 @@ func (p *process) stop() {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):

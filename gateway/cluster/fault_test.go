@@ -58,7 +58,7 @@ func TestPartitionedOwnerRefuses(t *testing.T) {
 		put(t, n1, id, "k", "before")
 	}
 	c.net.Isolate("n3")
-	waitFor(t, 5*time.Second, "n3 to see itself isolated", n3.node.IsIsolated)
+	eventually(t, "n3 to see itself isolated", n3.node.IsIsolated)
 	for i, id := range theirs {
 		if _, err := getKey(n3, id, "k"); !errors.Is(err, flow.ErrUnavailable) {
 			t.Fatalf("the isolated owner answered %s: %v", id, err)
@@ -78,7 +78,7 @@ func TestPartitionedOwnerRefuses(t *testing.T) {
 	c.net.Heal()
 	c.settled(3)
 	for _, id := range theirs {
-		waitFor(t, 10*time.Second, id+" to answer again", func() bool {
+		eventually(t, id+" to answer again", func() bool {
 			got, err := getKey(n1, id, "k")
 			return err == nil && got == "before"
 		})
@@ -166,7 +166,7 @@ func TestOneSuccessorDownDoesNotStall(t *testing.T) {
 	// n3 returns and catches up by anti-entropy and adoption.
 	c.start("n3", false)
 	c.settled(3)
-	waitFor(t, 10*time.Second, "n3's replicas to catch up", func() bool {
+	eventually(t, "n3's replicas to catch up", func() bool {
 		for _, id := range ours {
 			if e, err := c.get("n3").f.shard.Get(context.Background(), id, "k"); err != nil || string(e.Value) != "v" {
 				return false
@@ -187,7 +187,7 @@ func TestRestartedOwnerAdopts(t *testing.T) {
 		put(t, n2, id, "k", "1")
 	}
 	// The sync writes are on one successor; both have them soon.
-	waitFor(t, 10*time.Second, "n2's replicas", func() bool {
+	eventually(t, "n2's replicas", func() bool {
 		for _, id := range ours {
 			if set, err := n2.f.shard.Records(context.Background(), id); err != nil || len(set.Records) != 1 {
 				return false

@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/anishathalye/porcupine"
+	"github.com/riftgate/riftgate/gateway/cluster"
 	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,16 +28,16 @@ import (
 // the command line on its own 127.0.0.x, killed with SIGKILL, cut
 // off by the fault proxy in front of its peer listener.
 
-// client is a short-lived HTTP client: a test must not hold connections to
-// a node it kills.
-var client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-
-func send(method, url string, header map[string]string, body string) (int, string) {
+// send sends one request and returns the status and body, or -1 when the
+// port does not answer. Connections are not kept: a test must not hold
+// one to a node it kills.
+func send(method, url string, header http.Header, body string) (int, string) {
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	for k, v := range header {
-		req.Header.Set(k, v)
+		req.Header[k] = v
 	}
-	resp, err := client.Do(req)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
 	if err != nil {
 		return -1, err.Error()
 	}
@@ -127,7 +126,7 @@ func TestScenarioFlowsAnswerAsOnOneNode(t *testing.T) {
 	for f := range 60 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(f), 3))
-			flow := map[string]string{"X-Flow-Id": "user-" + strconv.Itoa(f)}
+			flow := http.Header{"X-Flow-Id": {"user-" + strconv.Itoa(f)}}
 			for i := range 12 {
 				st := steps[rng.IntN(len(steps))]
 				n := c.Nodes[(f+i)%len(c.Nodes)]
@@ -227,10 +226,10 @@ func TestKilledOwnerAnswers503UntilItReturns(t *testing.T) {
 			}
 		}
 		// The imposter's own requests on the killed owner's flows: 503.
-		if code, body := send("GET", imposterURLOn(n.Host, port, "/state"), map[string]string{"X-Flow-Id": owned[victim.Name][0]}, ""); code != http.StatusServiceUnavailable {
+		if code, body := send("GET", imposterURLOn(n.Host, port, "/state"), http.Header{"X-Flow-Id": {owned[victim.Name][0]}}, ""); code != http.StatusServiceUnavailable {
 			t.Fatalf("a request on a flow of the killed owner: %d %s", code, body)
 		}
-		if code, body := send("GET", imposterURLOn(n.Host, port, "/state"), map[string]string{"X-Flow-Id": owned[c.Nodes[0].Name][0]}, ""); code != http.StatusOK || body != "started" {
+		if code, body := send("GET", imposterURLOn(n.Host, port, "/state"), http.Header{"X-Flow-Id": {owned[c.Nodes[0].Name][0]}}, ""); code != http.StatusOK || body != "started" {
 			t.Fatalf("a request on a live owner's flow: %d %s", code, body)
 		}
 	}
@@ -294,26 +293,24 @@ func TestNoSyncWriteLostWhenANodeIsKilled(t *testing.T) {
 		}
 		t.Logf("%d acknowledged sync writes all read back", len(acked))
 	}
+	// killWhileWriting kills victim with SIGKILL half a second into a
+	// second of writes.
+	killWhileWriting := func(round string, victim *clustertest.Node) {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { write(c.Nodes, round, stop); close(done) }()
+		time.Sleep(500 * time.Millisecond)
+		victim.Kill()
+		time.Sleep(500 * time.Millisecond)
+		close(stop)
+		<-done
+	}
 	// Killed, then back.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { write(c.Nodes, "a", stop); close(done) }()
-	time.Sleep(500 * time.Millisecond)
-	c.Nodes[1].Kill()
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
+	killWhileWriting("a", c.Nodes[1])
 	c.Nodes[1].Restart()
 	c.WaitVoters(3)
 	check(c.Nodes)
 	// Killed, then removed.
-	stop, done = make(chan struct{}), make(chan struct{})
-	go func() { write(c.Nodes, "b", stop); close(done) }()
-	time.Sleep(500 * time.Millisecond)
-	c.Nodes[2].Kill()
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
+	killWhileWriting("b", c.Nodes[2])
 	if code, body := c.Nodes[0].Do("DELETE", "/cluster/members/"+c.Nodes[2].Name, nil); code != http.StatusOK {
 		t.Fatalf("DELETE /cluster/members/%s: %d %s", c.Nodes[2].Name, code, body)
 	}
@@ -423,52 +420,6 @@ func TestProxyOnceAcrossNodes(t *testing.T) {
 // is killed and removed and a new node takes its place. A write answered
 // 503 as refused never happened; any other failure is an unknown outcome.
 
-type regIn struct {
-	flow string
-	put  bool
-	val  int
-}
-
-type regOut struct {
-	unknown bool
-	found   bool
-	val     int
-	v       uint64
-}
-
-type regState struct {
-	found bool
-	val   int
-	v     uint64
-}
-
-var regModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		for _, o := range h {
-			by[o.Input.(regIn).flow] = append(by[o.Input.(regIn).flow], o)
-		}
-		var out [][]porcupine.Operation
-		for _, p := range by {
-			out = append(out, p)
-		}
-		return out
-	},
-	Init: func() any { return regState{} },
-	Step: func(state, input, output any) (bool, any) {
-		s, in, out := state.(regState), input.(regIn), output.(regOut)
-		if in.put {
-			s = regState{found: true, val: in.val, v: s.v + 1}
-			return out.unknown || out.v == s.v, s
-		}
-		if !s.found {
-			return !out.found, s
-		}
-		return out.found && out.val == s.val && out.v == s.v, s
-	},
-	DescribeOperation: func(in, out any) string { return fmt.Sprintf("%+v -> %+v", in, out) },
-}
-
 func TestLinearizableAcrossProcessesThroughFaults(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Faults: true})
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3), clustertest.Host(4))
@@ -504,28 +455,29 @@ func TestLinearizableAcrossProcessesThroughFaults(t *testing.T) {
 				mu.Lock()
 				n := live[(id+i)%len(live)]
 				mu.Unlock()
-				in := regIn{flow: flows[rng.IntN(len(flows))], put: rng.IntN(2) == 0, val: int(next.Add(1))}
+				in := cluster.LinIn{Flow: flows[rng.IntN(len(flows))], Op: []string{"get", "put"}[rng.IntN(2)], Val: int(next.Add(1))}
 				call := time.Since(start).Nanoseconds()
 				var code int
 				var v flowValue
 				var body string
-				if in.put {
-					code, v, body = putFlow(n, port, in.flow, "k", strconv.Itoa(in.val))
+				put := in.Op == "put"
+				if put {
+					code, v, body = putFlow(n, port, in.Flow, "k", strconv.Itoa(in.Val))
 				} else {
-					code, v, body = getFlow(n, port, in.flow, "k")
+					code, v, body = getFlow(n, port, in.Flow, "k")
 				}
 				ret := time.Since(start).Nanoseconds()
-				out := regOut{v: v.Version}
+				out := cluster.LinOut{V: v.Version}
 				switch {
 				case code == http.StatusOK:
-					out.found = true
-					out.val, _ = strconv.Atoi(v.Value)
-				case code == http.StatusNotFound && !in.put:
-				case !in.put, strings.Contains(body, "unavailable: refused"):
+					out.OK = true
+					out.Val, _ = strconv.Atoi(v.Value)
+				case code == http.StatusNotFound && !put:
+				case !put, strings.Contains(body, "unavailable: refused"):
 					time.Sleep(5 * time.Millisecond)
 					continue // a failed read, or a refused write: nothing happened
 				default:
-					out, ret = regOut{unknown: true}, math.MaxInt64
+					out, ret = cluster.LinOut{Unknown: true}, math.MaxInt64
 				}
 				mu.Lock()
 				history = append(history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
@@ -583,23 +535,5 @@ func TestLinearizableAcrossProcessesThroughFaults(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	known := 0
-	for _, o := range history {
-		if o.Return != math.MaxInt64 {
-			known++
-		}
-	}
-	res, info := porcupine.CheckOperationsVerbose(regModel, history, time.Minute)
-	t.Logf("%d operations, %d with a known outcome: %v", len(history), known, res)
-	if res != porcupine.Ok {
-		path := filepath.Join(os.TempDir(), "cluster-lin-process-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".html")
-		if f, err := os.Create(path); err == nil {
-			_ = porcupine.Visualize(regModel, info, f)
-			f.Close()
-		}
-		t.Fatalf("the history is %v (porcupine's view: %s)", res, path)
-	}
-	if known < 200 {
-		t.Fatalf("only %d operations completed: the test proved little", known)
-	}
+	cluster.CheckLinearizable(t, history, 200)
 }

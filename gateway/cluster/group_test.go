@@ -83,7 +83,7 @@ func fastRaft(c *raftnode.Config) {
 	c.LeaderTaskGrace = time.Second
 }
 
-func logger(t *testing.T) *slog.Logger {
+func logger(t testing.TB) *slog.Logger {
 	if os.Getenv("CLUSTER_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -137,7 +137,7 @@ func newMembers(t *testing.T, names ...string) []*member {
 	return ms
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

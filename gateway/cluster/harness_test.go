@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"maps"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -56,22 +55,10 @@ func newTCluster(t testing.TB, tweak func(*FlowsConfig)) *tcluster {
 	return c
 }
 
-func testLogger(t testing.TB, name string) *slog.Logger {
-	if os.Getenv("CLUSTER_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("n", name)
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 func (c *tcluster) names() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
-	for n := range c.nodes {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(c.nodes))
 }
 
 func (c *tcluster) get(name string) *tnode {
@@ -107,7 +94,7 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 			join = append(join, "http://"+o.front)
 		}
 	}
-	log := testLogger(c.t, name)
+	log := logger(c.t).With("n", name)
 	opts := Options{Name: name, Listen: n.listen, Advertise: "http://" + n.front, Bootstrap: bootstrap, Join: join,
 		Secret: flowsSecret, DataDir: n.dir, Logger: log, tune: fastRaft}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -176,7 +163,7 @@ func (c *tcluster) running() []*tnode {
 func (c *tcluster) leader() *tnode {
 	c.t.Helper()
 	var l *tnode
-	waitFor(c.t, 15*time.Second, "a leader", func() bool {
+	eventually(c.t, "a leader", func() bool {
 		for _, n := range c.running() {
 			if n.node.group.IsLeader() {
 				l = n
@@ -193,7 +180,7 @@ func (c *tcluster) grow(name string) {
 	c.t.Helper()
 	c.start(name, false)
 	id := raftnode.NodeIDFromName(name)
-	waitFor(c.t, 20*time.Second, name+" to be a voter", func() bool {
+	eventually(c.t, name+" to be a voter", func() bool {
 		return slices.Contains(c.leader().node.Current().Voters(), id)
 	})
 }
@@ -221,7 +208,7 @@ func (c *tcluster) remove(name string) {
 func (c *tcluster) settled(want int) uint64 {
 	c.t.Helper()
 	var idx uint64
-	waitFor(c.t, 20*time.Second, fmt.Sprintf("%d voters, adopted everywhere", want), func() bool {
+	eventually(c.t, fmt.Sprintf("%d voters, adopted everywhere", want), func() bool {
 		idx = 0
 		for _, n := range c.running() {
 			v := n.f.currentView()
@@ -249,15 +236,4 @@ func grown(c *tcluster) *tcluster {
 	}
 	c.settled(3)
 	return c
-}
-
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -26,18 +26,21 @@ import (
 // never returning (porcupine may place it anywhere after its call, or
 // never), a failed read is dropped.
 
-type linIn struct {
-	flow   string
-	op     string // get, put, cas
-	val    int
-	expect uint64
+// LinIn and LinOut are one operation of a history and its outcome, and
+// LinModel their sequential specification: the process tests
+// (flows_process_test.go) check their histories with it too.
+type LinIn struct {
+	Flow   string
+	Op     string // get, put, cas
+	Val    int
+	Expect uint64
 }
 
-type linOut struct {
-	unknown bool
-	ok      bool   // get: found; cas: swapped
-	val     int    // get, cas mismatch: the current value
-	v       uint64 // the current or new V
+type LinOut struct {
+	Unknown bool
+	OK      bool   // get: found; cas: swapped
+	Val     int    // get, cas mismatch: the current value
+	V       uint64 // the current or new V
 }
 
 type linState struct {
@@ -46,11 +49,11 @@ type linState struct {
 	v       uint64
 }
 
-var linModel = porcupine.Model{
+var LinModel = porcupine.Model{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
 		for _, o := range h {
-			by[o.Input.(linIn).flow] = append(by[o.Input.(linIn).flow], o)
+			by[o.Input.(LinIn).Flow] = append(by[o.Input.(LinIn).Flow], o)
 		}
 		var out [][]porcupine.Operation
 		for _, p := range by {
@@ -60,25 +63,51 @@ var linModel = porcupine.Model{
 	},
 	Init: func() any { return linState{} },
 	Step: func(state, input, output any) (bool, any) {
-		s, in, out := state.(linState), input.(linIn), output.(linOut)
-		switch in.op {
+		s, in, out := state.(linState), input.(LinIn), output.(LinOut)
+		switch in.Op {
 		case "get":
 			if !s.present {
-				return !out.ok, s
+				return !out.OK, s
 			}
-			return out.ok && out.val == s.val && out.v == s.v, s
+			return out.OK && out.Val == s.val && out.V == s.v, s
 		case "put":
-			s = linState{present: true, val: in.val, v: s.v + 1}
-			return out.unknown || out.v == s.v, s
+			s = linState{present: true, val: in.Val, v: s.v + 1}
+			return out.Unknown || out.V == s.v, s
 		default: // cas
-			if s.v != in.expect || !s.present && in.expect != 0 {
-				return out.unknown || !out.ok && out.v == s.v && (!s.present || out.val == s.val), s
+			if s.v != in.Expect || !s.present && in.Expect != 0 {
+				return out.Unknown || !out.OK && out.V == s.v && (!s.present || out.Val == s.val), s
 			}
-			s = linState{present: true, val: in.val, v: s.v + 1}
-			return out.unknown || out.ok && out.v == s.v, s
+			s = linState{present: true, val: in.Val, v: s.v + 1}
+			return out.Unknown || out.OK && out.V == s.v, s
 		}
 	},
 	DescribeOperation: func(in, out any) string { return fmt.Sprintf("%+v -> %+v", in, out) },
+}
+
+// CheckLinearizable fails t unless history is linearizable, writing
+// porcupine's view of it next to the test's output when it is not, or when
+// fewer than minKnown operations have a known outcome.
+func CheckLinearizable(t *testing.T, history []porcupine.Operation, minKnown int) {
+	t.Helper()
+	known := 0
+	for _, o := range history {
+		if o.Return != math.MaxInt64 {
+			known++
+		}
+	}
+	res, info := porcupine.CheckOperationsVerbose(LinModel, history, time.Minute)
+	t.Logf("%d operations, %d with a known outcome: %v", len(history), known, res)
+	if res != porcupine.Ok {
+		path := filepath.Join(os.TempDir(), "cluster-lin-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".html")
+		if f, err := os.Create(path); err == nil {
+			_ = porcupine.Visualize(LinModel, info, f)
+			f.Close()
+		}
+		t.Fatalf("the history is %v (porcupine's view: %s)", res, path)
+	}
+	if known < minKnown {
+		t.Fatalf("only %d operations completed: the test proved little", known)
+	}
 }
 
 // linClient records a history against a flow.Store chosen per operation.
@@ -98,78 +127,51 @@ func (c *linClient) run(ctx context.Context, id int, flows []string, store func(
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		in := linIn{flow: flows[rng.IntN(len(flows))], op: []string{"get", "put", "cas"}[rng.IntN(3)], val: int(c.vals.Add(1))}
-		in.expect = lastV[in.flow]
+		in := LinIn{Flow: flows[rng.IntN(len(flows))], Op: []string{"get", "put", "cas"}[rng.IntN(3)], Val: int(c.vals.Add(1))}
+		in.Expect = lastV[in.Flow]
 		call := time.Since(c.start).Nanoseconds()
 		octx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		var out linOut
+		var out LinOut
 		var err error
-		switch in.op {
+		switch in.Op {
 		case "get":
 			var e flow.Entry
-			e, err = s.Get(octx, in.flow, "k")
+			e, err = s.Get(octx, in.Flow, "k")
 			if errors.Is(err, flow.ErrNotFound) {
 				err = nil
 			} else if err == nil {
-				out.ok, out.v = true, e.Version.V
-				out.val, _ = strconv.Atoi(string(e.Value))
+				out.OK, out.V = true, e.Version.V
+				out.Val, _ = strconv.Atoi(string(e.Value))
 			}
 		case "put":
 			var v flow.Version
-			v, err = s.Put(octx, in.flow, "k", []byte(strconv.Itoa(in.val)), syncPolicy)
-			out.ok, out.v = true, v.V
+			v, err = s.Put(octx, in.Flow, "k", []byte(strconv.Itoa(in.Val)), syncPolicy)
+			out.OK, out.V = true, v.V
 		case "cas":
 			var e flow.Entry
-			e, err = s.CAS(octx, in.flow, "k", in.expect, []byte(strconv.Itoa(in.val)), syncPolicy)
+			e, err = s.CAS(octx, in.Flow, "k", in.Expect, []byte(strconv.Itoa(in.Val)), syncPolicy)
 			if errors.Is(err, flow.ErrVersionMismatch) {
 				err = nil
-				out.v = e.Version.V
-				out.val, _ = strconv.Atoi(string(e.Value))
+				out.V = e.Version.V
+				out.Val, _ = strconv.Atoi(string(e.Value))
 			} else if err == nil {
-				out.ok, out.v = true, e.Version.V
+				out.OK, out.V = true, e.Version.V
 			}
 		}
 		cancel()
 		ret := time.Since(c.start).Nanoseconds()
 		time.Sleep(time.Millisecond) // a history porcupine checks in seconds
 		if err != nil {
-			if in.op == "get" || errors.Is(err, errRefused) {
+			if in.Op == "get" || errors.Is(err, errRefused) {
 				continue // a failed read, or a refused write, changed nothing
 			}
-			out, ret = linOut{unknown: true}, math.MaxInt64
+			out, ret = LinOut{Unknown: true}, math.MaxInt64
 		} else {
-			lastV[in.flow] = out.v
+			lastV[in.Flow] = out.V
 		}
 		c.mu.Lock()
 		c.history = append(c.history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
 		c.mu.Unlock()
-	}
-}
-
-// check fails t unless the history is linearizable, writing porcupine's
-// view of it next to the test's output when it is not.
-func (c *linClient) check(t *testing.T) {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	known := 0
-	for _, o := range c.history {
-		if o.Return != math.MaxInt64 {
-			known++
-		}
-	}
-	res, info := porcupine.CheckOperationsVerbose(linModel, c.history, 60*time.Second)
-	t.Logf("%d operations, %d with a known outcome: %v", len(c.history), known, res)
-	if res != porcupine.Ok {
-		path := filepath.Join(os.TempDir(), "cluster-lin-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".html")
-		if f, err := os.Create(path); err == nil {
-			_ = porcupine.Visualize(linModel, info, f)
-			f.Close()
-		}
-		t.Fatalf("the history is %v (porcupine's view: %s)", res, path)
-	}
-	if known < 100 {
-		t.Fatalf("only %d operations completed: the test proved little", known)
 	}
 }
 
@@ -250,5 +252,7 @@ func TestLinearizableThroughFaults(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	wg.Wait()
-	lc.check(t)
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	CheckLinearizable(t, lc.history, 100)
 }

@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,20 +18,7 @@ import (
 
 // get sends one imposter request and returns the status and body, or -1
 // when the port does not answer.
-func get(url string, header http.Header) (int, string) {
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Do(req)
-	if err != nil {
-		return -1, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+func get(url string, header http.Header) (int, string) { return send(http.MethodGet, url, header, "") }
 
 func imposterURL(n *clustertest.Node, port int, path string) string {
 	return "http://" + net.JoinHostPort(n.Host, strconv.Itoa(port)) + path

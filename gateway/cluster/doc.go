@@ -31,6 +31,22 @@
 // channel closed at the next change), Applied and WaitApplied (the
 // configuration index this node runs), HandlePeer and CallPeer (signed
 // peer routes) and Handle (a route on the peer listener).
+//
+// # The flows
+//
+// NewFlows opens the node's flowshard and runs the flow runtime on a
+// Membership (flows.go): Flows is the engine's flow.Store, and lends
+// Claims (claims.go) and Cycles (cycles.go), all owned by rendezvous over
+// the voters at the applied membership index. An operation takes a permit
+// and a deadline, then runs on this node (owner.go: the owner's checks,
+// the flow's lock, flowshard, replication) or goes to the owner over a
+// session (session.go: one PeerAuth-signed Upgrade, then counted, tagged
+// frames; peers.go: the calling side; wire.go: the bodies). Owners push
+// changed records to the two successors and offer them digests every 5 s
+// (replica.go); when the voters change, each node adopts the flows it now
+// owns from every member it reaches, after fencing their old owners
+// (adopt.go). The start command mounts Flows.Handler on the peer listener
+// under /flows/.
 package cluster
 
 import "github.com/riftgate/riftgate/raftnode"

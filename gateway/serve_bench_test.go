@@ -47,9 +47,9 @@ func BenchmarkServe(b *testing.B) {
 		return fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, p)
 	}
 	cases := []struct{ name, stubs, method, path, contentType, body, want string }{
-		{"static", `{"responses":[{"is":{"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
+		{"static", `{"responses":[{"is":{"statusCode":200,"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
 		// Two responses: the stub's cycle position advances per request.
-		{"cycle", `{"responses":[{"is":{"headers":{"Connection":"keep-alive"},"body":"ok"}},{"is":{"headers":{"Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
+		{"cycle", `{"responses":[{"is":{"statusCode":200,"headers":{"Connection":"keep-alive"},"body":"ok"}},{"is":{"statusCode":200,"headers":{"Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
 		{"flowbench", module("flowbench"), "GET", "/", "", "", "ok"},
 		{"flowbench-wat", module("flowbench-wat"), "GET", "/", "", "", "ok"},
 		// The bench's inject counter, on the imposter's one flow.

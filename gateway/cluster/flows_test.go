@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/flow/flowtest"
@@ -86,4 +87,49 @@ func TestOwnershipAgreesAndMovesOnlyToTheNewNode(t *testing.T) {
 			t.Fatalf("%q moved to n4, which does not outscore its old owner", key)
 		}
 	})
+}
+
+// A cheap operation is answered on the session's reader goroutine, but one
+// that would wait (here for a flow lock another operation holds) goes to a
+// worker instead: the reader goes on answering the operations behind it,
+// on the same session, and the waiting one is answered once the lock is
+// free.
+func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
+	c := threeNodes(t, nil)
+	n1, n2 := c.get("n1"), c.get("n2")
+	ids := flowsOwnedBy(n1.f.currentView(), "n1", 2)
+	busy, free := ids[0], ids[1]
+	mem := flow.Policy{Durability: flow.Memory}
+	ctx := context.Background()
+	for _, id := range ids {
+		if _, err := n2.f.Put(ctx, id, "k", []byte(id), mem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fl, err := n1.f.locks.lock(ctx, busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := n2.f.Put(ctx, busy, "k", []byte("later"), mem)
+		got <- err
+	}()
+	for range 20 {
+		if e, err := n2.f.Get(ctx, free, "k"); err != nil || string(e.Value) != free {
+			t.Fatalf("Get %s behind a busy flow = %q, %v", free, e.Value, err)
+		}
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the Put on a locked flow ended: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	n1.f.locks.unlock(busy, fl)
+	if err := <-got; err != nil {
+		t.Fatalf("the Put once the lock is free: %v", err)
+	}
+	if e, err := n2.f.Get(ctx, busy, "k"); err != nil || string(e.Value) != "later" {
+		t.Fatalf("Get %s = %q, %v", busy, e.Value, err)
+	}
 }

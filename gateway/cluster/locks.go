@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -41,7 +42,12 @@ func (l *flowLocks) shard(id string) *lockShard {
 	return &l.shards[maphash.String(l.seed, id)%uint64(len(l.shards))]
 }
 
-// lock takes id's lock, waiting at most until ctx ends.
+// errWouldWait is lock's answer, under an inline opCtx, for a lock held by
+// another operation.
+var errWouldWait = errors.New("cluster: the flow's lock is held")
+
+// lock takes id's lock, waiting at most until ctx ends; under an inline
+// opCtx it does not wait, and fails with errWouldWait.
 func (l *flowLocks) lock(ctx context.Context, id string) (*flowLock, error) {
 	sh := l.shard(id)
 	sh.mu.Lock()
@@ -56,6 +62,10 @@ func (l *flowLocks) lock(ctx context.Context, id string) (*flowLock, error) {
 	case fl.ch <- struct{}{}:
 		return fl, nil
 	default:
+	}
+	if oc, ok := ctx.(*opCtx); ok && oc.inline {
+		l.drop(sh, id, fl)
+		return nil, errWouldWait
 	}
 	select {
 	case fl.ch <- struct{}{}:
@@ -85,6 +95,9 @@ func (l *flowLocks) drop(sh *lockShard, id string, fl *flowLock) {
 // no allocation: it is pooled, its timer is reused, and its done channel
 // is replaced only after it fired. It carries no values and no parent.
 type opCtx struct {
+	// inline: the operation runs on a session's reader goroutine and must
+	// not wait (see inlineable).
+	inline   bool
 	mu       sync.Mutex
 	deadline time.Time
 	done     chan struct{}
@@ -127,6 +140,7 @@ func (c *opCtx) fire() {
 
 func (c *opCtx) release() {
 	c.timer.Stop()
+	c.inline = false
 	c.mu.Lock()
 	c.armed = false
 	if c.fired {

@@ -69,6 +69,11 @@ var (
 // not hold up the lookups behind it.
 func (f *Flows) serveSession(s *session) {
 	for {
+		if !s.buffered() {
+			// About to block on the socket: what the inline answers queued
+			// goes out now, in one write.
+			_ = s.flush()
+		}
 		id, body, err := s.read()
 		if err != nil {
 			s.kill(err)
@@ -76,18 +81,21 @@ func (f *Flows) serveSession(s *session) {
 		}
 		r := reqPool.Get().(*request)
 		if err := decodeRequest(body, r); err != nil {
-			f.reply(s, id, r.op, &answer{status: statusBadRequest, msg: err.Error()})
+			f.reply(s, id, r.op, &answer{status: statusBadRequest, msg: err.Error()}, true)
 			reqPool.Put(r)
 			continue
 		}
 		if f.serving.Add(1) > maxServing {
 			f.serving.Add(-1)
 			f.sheds.Add(1)
-			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.view.Load().idx, msg: "owner overloaded (shed)"})
+			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.view.Load().idx, msg: "owner overloaded (shed)"}, true)
 			reqPool.Put(r)
 			continue
 		}
 		r.s, r.id = s, id
+		if inlineable(r) && f.answerOne(r, true) {
+			continue
+		}
 		select {
 		case f.work <- r:
 		default:
@@ -109,7 +117,7 @@ func (f *Flows) worker(r *request) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		f.answerOne(r)
+		f.answerOne(r, false)
 		idle.Reset(workerIdle)
 		select {
 		case r = <-f.work:
@@ -121,28 +129,63 @@ func (f *Flows) worker(r *request) {
 	}
 }
 
-func (f *Flows) answerOne(r *request) {
-	defer f.serving.Add(-1)
-	s, id := r.s, r.id
+// inlineable reports whether r can be answered on its session's reader
+// goroutine: an operation that waits for no disk and no other node (not
+// under sync, not a claim, not a page of adoption), which saves the
+// reader handing it to a worker and the worker's wake-up, most of an
+// owner RPC's cost after the syscalls. Whatever else would make it wait
+// (a busy flow lock, an isolated owner) sends it to a worker after all.
+func inlineable(r *request) bool {
+	switch {
+	case ownerOp(r.op):
+		return r.op < opClaimAcquire && r.policy.durability != byte(flow.Sync)
+	case r.op == opPush:
+		for _, set := range r.sets {
+			if set.Durability == flowshard.Sync {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// answerOne answers r and reports whether it did: inline, it does not if
+// the operation would have to wait, and r is left as it came.
+func (f *Flows) answerOne(r *request, inline bool) bool {
 	a := ansPool.Get().(*answer)
 	a.reset()
 	oc := newOpCtx(time.Now().Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds()))) * time.Millisecond))
+	oc.inline = inline
+	done := true
 	if ownerOp(r.op) {
-		f.serveOwner(oc, r, a)
+		done = f.serveOwner(oc, r, a)
 	} else {
 		f.serveNode(oc, r, a)
 	}
 	oc.release()
-	f.reply(s, id, r.op, a)
+	if !done {
+		ansPool.Put(a)
+		return false
+	}
+	f.reply(r.s, r.id, r.op, a, inline)
 	ansPool.Put(a)
+	f.serving.Add(-1)
 	r.s = nil
 	reqPool.Put(r)
+	return true
 }
 
-func (f *Flows) reply(s *session, id uint32, op byte, a *answer) {
+// reply sends a, the answer to op; inline, it is queued for the reader's
+// next flush.
+func (f *Flows) reply(s *session, id uint32, op byte, a *answer, inline bool) {
 	buf := bufPool.Get().(*[]byte)
 	*buf = appendAnswer((*buf)[:0], op, a)
-	_ = s.send(id, *buf) // a failed send killed the session; the caller sees that
+	if inline {
+		_ = s.queue(id, *buf)
+	} else {
+		_ = s.send(id, *buf) // a failed send killed the session; the caller sees that
+	}
 	if cap(*buf) <= 64<<10 {
 		bufPool.Put(buf)
 	}
@@ -180,9 +223,14 @@ const (
 )
 
 // serveOwner answers an owner operation: the owner's checks in seed order,
-// then the operation under the flow's lock.
-func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
+// then the operation under the flow's lock. On a reader goroutine
+// (ctx.inline) it gives up, answering nothing and changing nothing, where
+// it would wait, and reports false.
+func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 	v := f.opView()
+	if r.mIdx > v.idx && ctx.inline {
+		return false
+	}
 	if r.mIdx > v.idx {
 		// The caller applied a membership change this node has not yet:
 		// it is on its way, give it a moment rather than a 503.
@@ -202,40 +250,48 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 	case r.mIdx != v.idx:
 		f.fenced.Add(1)
 		refuse(a, statusFenced, "fenced: the caller is at membership index %d, the owner at %d", r.mIdx, v.idx)
-		return
+		return true
 	case v.ring.Owner(class, r.flow) != f.self:
 		f.notOwner.Add(1)
 		refuse(a, statusNotOwner, "node %s does not own %q at membership index %d", formatID(f.self), r.flow, v.idx)
-		return
+		return true
+	case ctx.inline && f.cfg.Membership.IsIsolated():
+		return false // isolatedFor waits for a leader
 	case f.isolatedFor(ctx):
 		f.isolated.Add(1)
 		refuse(a, statusIsolated, "owner %s is isolated: it cannot see a leader that a quorum acknowledged", formatID(f.self))
-		return
+		return true
 	case f.adopted.Load() != v.idx:
 		f.adopting.Add(1)
 		refuse(a, statusAdopting, "owner %s is still adopting its flows at membership index %d", formatID(f.self), v.idx)
-		return
+		return true
 	}
 	if class == ring.ClassClaim {
 		f.serveClaim(ctx, v, r, a)
-		return
+		return true
 	}
 	fl, err := f.locks.lock(ctx, r.flow)
 	if err != nil {
+		if errors.Is(err, errWouldWait) {
+			return false
+		}
 		refuse(a, statusUnavailable, "waiting for flow %q: %v", r.flow, err)
-		return
+		return true
 	}
 	defer f.locks.unlock(r.flow, fl)
 	if fl := f.floor.Load(); v.idx < fl {
 		f.fenced.Add(1)
 		refuse(a, statusFenced, "fenced: another node adopted at membership index %d", fl)
-		return
+		return true
 	}
 	if f.unsyncedN.Load() > 0 {
 		if _, ok := f.unsynced.Load(r.flow); ok {
+			if ctx.inline {
+				return false // a sync push waits for a replica
+			}
 			if err := f.replicate(ctx, v, r.flow, nil, flow.Sync); err != nil {
 				refuse(a, statusUnavailable, "flow %q: an earlier sync write has not reached a replica: %v", r.flow, err)
-				return
+				return true
 			}
 			f.unsynced.Delete(r.flow)
 			f.unsyncedN.Add(-1)
@@ -281,7 +337,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 			m, err := f.shard.Entries(ctx, r.flow)
 			if err != nil || len(m) == 0 {
 				shardStatus(a, err)
-				return
+				return true
 			}
 			for _, e := range m {
 				base = append(base, flow.KeyVersion{Key: e.Key, V: e.Version.V})
@@ -307,7 +363,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		e, err := f.shard.Get(ctx, r.flow, cycleKey)
 		if err != nil && !errors.Is(err, flowshard.ErrNotFound) {
 			shardStatus(a, err)
-			return
+			return true
 		}
 		var pos uint64
 		if len(e.Value) == 8 {
@@ -325,7 +381,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		if p.NoWait && len(changed) > 0 {
 			_ = f.shard.Durable(ctx, r.flow) // a failed write queued nothing to wait for, but be sure
 		}
-		return
+		return true
 	}
 	if err := f.replicate(ctx, v, r.flow, changed, pol.Durability); err != nil {
 		// The write is in this node's shard and may be on a replica: its
@@ -333,13 +389,14 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) {
 		// until a replica has it (see replicate).
 		refuse(a, statusUnavailable, "flow %q: no replica acknowledged the sync write: %v", r.flow, err)
 		_ = f.shard.Durable(ctx, r.flow)
-		return
+		return true
 	}
 	if p.NoWait {
 		if err := f.shard.Durable(ctx, r.flow); err != nil {
 			refuse(a, statusUnavailable, "flow %q: the sync write's commit failed: %v", r.flow, err)
 		}
 	}
+	return true
 }
 
 // isolationGrace is how long an owner that finds itself isolated waits for

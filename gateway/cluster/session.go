@@ -140,11 +140,18 @@ const writeTimeout = 5 * time.Second
 // everything queued. It returns once the frame is queued or written; a
 // write failure kills the session, which fails whatever waits on it.
 func (s *session) send(id uint32, body []byte) error {
-	s.wmu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.wmu.Unlock()
+	if err := s.queue(id, body); err != nil {
 		return err
+	}
+	return s.flush()
+}
+
+// queue adds one frame to what the next flush writes.
+func (s *session) queue(id uint32, body []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.err != nil {
+		return s.err
 	}
 	start := len(s.wbuf)
 	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf, uint32(1+4+len(body)+tagBytes))
@@ -155,9 +162,17 @@ func (s *session) send(id uint32, body []byte) error {
 	s.wbuf = append(s.wbuf, zero[:]...)
 	end := len(s.wbuf)
 	s.out.next(s.wbuf[start+4:start+frameHeader], s.wbuf[start+frameHeader:end-tagBytes], s.wbuf[end-tagBytes:])
-	if s.flushing {
+	return nil
+}
+
+// flush writes what is queued, unless another goroutine is writing: that
+// one writes it too.
+func (s *session) flush() error {
+	s.wmu.Lock()
+	if s.flushing || len(s.wbuf) == 0 || s.err != nil {
+		err := s.err
 		s.wmu.Unlock()
-		return nil
+		return err
 	}
 	s.flushing = true
 	s.wmu.Unlock()
@@ -181,6 +196,19 @@ func (s *session) send(id uint32, body []byte) error {
 		s.kill(fmt.Errorf("cluster: session write: %w", err))
 	}
 	return err
+}
+
+// buffered reports whether a whole frame has been read and waits to be
+// decoded: the reader then has more to do before it blocks, and its
+// answers can wait to go out with the next ones. Part of a frame does not
+// count: the rest may be slow to come.
+func (s *session) buffered() bool {
+	n := s.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	lb, err := s.br.Peek(4)
+	return err == nil && n >= 4+int(binary.BigEndian.Uint32(lb))
 }
 
 // kill ends the session with err.

@@ -116,7 +116,7 @@ func imposterURLOn(host string, port int, path string) string {
 // node than the step before, answer exactly as one node answers them.
 func TestScenarioFlowsAnswerAsOnOneNode(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
-	const alone = "127.0.0.9"
+	const alone = "127.0.0.19"
 	single := gatewaytest.StartOn(t, alone, clustertest.FreePort(t, alone))
 	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3), alone)
 	postServed(t, c, port, scenarioImposter(port))

@@ -66,9 +66,13 @@ type member struct {
 
 var testSecret = []byte("cluster-test-secret-0123456789")
 
+// testHost is the loopback address of the in-process nodes: one no other
+// package's tests use (clustertest.Host is the processes').
+const testHost = "127.0.0.10"
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", testHost+":0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	n := c.get(name)
 	if n == nil {
 		n = &tnode{name: name, dir: filepath.Join(c.base, name)}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", testHost+":0")
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 		ln.Close()
 		n.front = n.listen
 		if !c.direct {
-			if n.front, err = c.net.Front(name, "127.0.0.1", n.listen); err != nil {
+			if n.front, err = c.net.Front(name, testHost, n.listen); err != nil {
 				c.t.Fatal(err)
 			}
 		}

@@ -71,7 +71,7 @@ func createImposter(t *testing.T, n *clustertest.Node, port int, body string, re
 }
 
 // The commands form a 3-node cluster of real processes on
-// 127.0.0.1-3; an imposter made on any node answers on all three, and its
+// 127.0.0.11-13; an imposter made on any node answers on all three, and its
 // recorded requests are the cluster's; restarting a node, joining again and
 // removing one work.
 func TestThreeNodesServeEveryImposterAndShareRecordings(t *testing.T) {

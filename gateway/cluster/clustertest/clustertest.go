@@ -112,8 +112,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// Host is node i's loopback address (from 1).
-func Host(i int) string { return "127.0.0." + strconv.Itoa(i) }
+// Host is node i's loopback address (from 1): 127.0.0.11 for n1, and on,
+// addresses no other package's tests use, so that a port a node freed and
+// another test took cannot receive the cluster's messages (make cluster
+// keeps 127.0.0.1-3).
+func Host(i int) string { return "127.0.0." + strconv.Itoa(10+i) }
 
 // Add starts one more node, which joins through n1 (or bootstraps, when it
 // is the first), and returns it once its admin API answers.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 
 	"github.com/riftgate/riftgate/flowshard"
@@ -15,7 +14,6 @@ import (
 	"github.com/riftgate/riftgate/gateway/flowlocal"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/inject"
-	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/riftgate/riftgate/gateway/proxy"
 	"github.com/riftgate/riftgate/plugins"
@@ -127,28 +125,10 @@ func (e *engine) imposterOptions() imposter.Options {
 		RecordMatches: e.g.opts.Debug,
 		DefaultHost:   e.g.opts.Host,
 		MaxBodyBytes:  maxImposterBody,
-		Flows:         e,
 		Store:         e.flows,
 		Meters:        e.meters.forImposter,
 		Cycles:        e.cycles,
 	}
-}
-
-// FlowID scopes a request's flow id as seed 000 §10 says: the header's value
-// (or the port when the header is absent), prefixed by "i<port>:" or, with
-// contextScope "fleet", by "f:".
-func (e *engine) FlowID(spec *imposter.FlowSpec, port int, r *message.Request) string {
-	id := ""
-	if spec.Header != "" {
-		id, _ = r.Header(spec.Header)
-	}
-	// Built in one buffer: one allocation per request, not three.
-	var buf [64]byte
-	b := flow.AppendScope(buf[:0], port, spec.Fleet)
-	if id == "" {
-		return string(strconv.AppendInt(b, int64(port), 10))
-	}
-	return string(append(b, id...))
 }
 
 // routes adds the engine's own admin routes (plugins, flows).

@@ -13,6 +13,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/plugins"
 	"go.uber.org/goleak"
+	"pgregory.net/rapid"
 )
 
 // fasthttp's worker pool cleaner sleeps out its idle period (10 s) after
@@ -120,5 +121,31 @@ func TestPluginAnswersShareTheirHead(t *testing.T) {
 	}
 	if r := w.response(&plugins.Response{Status: 200, Headers: head, Body: []byte("x")}); r.Rendered != nil || r.StatusCode != 200 {
 		t.Fatalf("a new status kept the old head: %d", r.StatusCode)
+	}
+}
+
+// TestKeyCacheGivesTheKeysText: whatever keys come, in whatever order, the
+// cache gives each one's own text, which later changes to the guest's
+// memory do not reach; a key named again costs no allocation.
+func TestKeyCacheGivesTheKeysText(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var c keyCache
+		names := rapid.SliceOfN(rapid.StringN(0, 80, -1), 1, 12).Draw(t, "names")
+		for _, i := range rapid.SliceOfN(rapid.IntRange(0, len(names)-1), 1, 50).Draw(t, "order") {
+			mem := []byte(names[i])
+			got := c.get(mem)
+			for j := range mem {
+				mem[j] ^= 0xff
+			}
+			if got != names[i] {
+				t.Fatalf("get(%q) = %q", names[i], got)
+			}
+		}
+	})
+	var c keyCache
+	key := []byte("count")
+	c.get(key)
+	if n := testing.AllocsPerRun(100, func() { c.get(key) }); n != 0 {
+		t.Fatalf("a cached key costs %v allocations", n)
 	}
 }

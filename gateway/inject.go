@@ -72,8 +72,7 @@ func (f failing) WaitMillis(context.Context, *message.Request) (int, error) { re
 func (f failing) Match(*message.Request) bool { return false }
 
 func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
-	id, policy := flowOf(r.imp)(call.Request)
-	env := inject.Env{Request: call.Request, FlowID: id, Policy: policy}
+	env := inject.Env{Request: call.Request, FlowID: call.FlowID, Policy: r.imp.Spec().Flow.Policy}
 	if !r.http() {
 		out, err := r.p.RespondJSON(ctx, env)
 		if err != nil {

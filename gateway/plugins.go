@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -181,6 +182,8 @@ type wasmCall struct {
 	mu   sync.Mutex
 	last plugins.Response
 	head *message.Response
+	// keys are the flow keys the plugin named last, as strings.
+	keys keyCache
 }
 
 // compileWasm compiles a `{"wasm": ...}` value of the stub b builds,
@@ -329,7 +332,7 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		Config:      w.config,
 	}
 	if imp != nil && flowID != "" {
-		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy}
+		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, &w.keys}
 		c.in.Flow = &c.flow
 	}
 	if resp != nil {
@@ -368,25 +371,49 @@ type flowHandle struct {
 	store  flow.Store
 	id     string
 	policy flow.Policy
+	keys   *keyCache
 }
 
 func (f flowHandle) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
-	e, err := f.store.Get(ctx, f.id, string(key))
+	e, err := f.store.Get(ctx, f.id, f.keys.get(key))
 	return e.Value, e.Version.V, pluginErr(err)
 }
 
 func (f flowHandle) Put(ctx context.Context, key, value []byte) error {
-	_, err := f.store.Put(ctx, f.id, string(key), value, f.policy)
+	_, err := f.store.Put(ctx, f.id, f.keys.get(key), value, f.policy)
 	return pluginErr(err)
 }
 
 func (f flowHandle) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
-	_, err := f.store.CAS(ctx, f.id, string(key), expect, value, f.policy)
+	_, err := f.store.CAS(ctx, f.id, f.keys.get(key), expect, value, f.policy)
 	return pluginErr(err)
 }
 
 func (f flowHandle) Delete(ctx context.Context, key []byte) error {
-	return pluginErr(f.store.Delete(ctx, f.id, string(key), f.policy))
+	return pluginErr(f.store.Delete(ctx, f.id, f.keys.get(key), f.policy))
+}
+
+// keyCache turns the flow keys a plugin names (guest memory) into the
+// strings the flow seam takes, keeping the last few: a plugin names the
+// same few keys on every call, and each new string cost an allocation and
+// a copy, two per call for a get and a put. Slots are picked by a cheap
+// hash and replaced on a miss; concurrent calls share them lock-free.
+type keyCache [8]atomic.Pointer[string]
+
+// maxCachedKey bounds the keys kept, so that a cache never pins much.
+const maxCachedKey = 64
+
+func (c *keyCache) get(key []byte) string {
+	if len(key) == 0 || len(key) > maxCachedKey {
+		return string(key)
+	}
+	slot := &c[(len(key)+int(key[0])+int(key[len(key)-1]))%len(c)]
+	if p := slot.Load(); p != nil && *p == string(key) {
+		return *p
+	}
+	s := string(key)
+	slot.Store(&s)
+	return s
 }
 
 // pluginErr translates the flow seam's errors into the plugin host's.

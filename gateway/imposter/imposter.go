@@ -40,9 +40,8 @@ type Options struct {
 	RecordMatches bool
 	// DefaultHost is mb's --host, used when the imposter names none.
 	DefaultHost string
-	// Flows resolves a request's flow id, and Store keeps flows (scenario
-	// states among them).
-	Flows FlowIDs
+	// Store keeps flows (scenario states among them); without it a request
+	// has no flow.
 	Store flow.Store
 	// Cycles, when set, keeps the positions of response cycles (a cluster
 	// keeps each in flow state, so that a stub cycles once across every
@@ -56,11 +55,6 @@ type Options struct {
 	Meters func(label string) *meter.Imposter
 }
 
-// FlowIDs derives a request's scoped flow id.
-type FlowIDs interface {
-	FlowID(spec *FlowSpec, port int, r *message.Request) string
-}
-
 // Imposter is a running imposter.
 type Imposter struct {
 	spec  *Spec
@@ -70,6 +64,9 @@ type Imposter struct {
 	dflt  *response // the response when no stub matches
 	// endOfRequest is a tcp imposter's endOfRequestResolver, or nil.
 	endOfRequest EndOfRequest
+	// flowScope prefixes every flow id of the imposter, and portFlow is the
+	// id of a request without a flow header: made once, not per request.
+	flowScope, portFlow string
 
 	ignoredMu sync.Mutex
 	ignored   map[string]bool // fields already warned about
@@ -98,6 +95,8 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	}
 	imp := &Imposter{spec: spec, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
 	imp.log = opts.Logger.With("imposter", imp.scope())
+	imp.flowScope = flow.Scope(spec.Port, spec.Flow.Fleet)
+	imp.portFlow = imp.flowScope + strconv.Itoa(spec.Port)
 	if imp.meters = meter.NewImposter(); opts.Meters != nil {
 		imp.meters = opts.Meters(imp.MetricLabel())
 	}
@@ -241,15 +240,23 @@ func (imp *Imposter) scope() string {
 // path) may call it directly once Start has run.
 func (imp *Imposter) Handler() fasthttp.RequestHandler { return imp.serve }
 
-var reqPool = sync.Pool{New: func() any { return new(message.Request) }}
+// exchange is one http request's working state, pooled: the request, and
+// the Call a responder gets (valid only while it answers).
+type exchange struct {
+	req  message.Request
+	call Call
+}
+
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
 // serve is the hot path: match, pick the stub's next response, write it.
 func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
-	req := reqPool.Get().(*message.Request)
+	x := exchanges.Get().(*exchange)
+	req := &x.req
 	req.FillFromFastHTTP(ctx)
 	start := ctx.Time() // read by fasthttp before it called the handler
 	st, r, err := imp.choose(req)
-	matched := time.Now()
+	matched := meter.Now()
 	switch {
 	case err != nil:
 		imp.writeError(ctx, err)
@@ -259,24 +266,26 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 			st.recordMatch(imp, req, r, r.static)
 		}
 	default:
-		resp := imp.respondSlow(ctx, req, st, r)
+		x.call = Call{Imposter: imp, Request: req, Stub: st}
+		resp := imp.respondSlow(ctx, &x.call, r)
 		if st != nil && resp != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, resp)
 		}
+		x.call = Call{}
 	}
 	imp.observe(st, err, start, matched)
 	req.Reset()
-	reqPool.Put(req)
+	exchanges.Put(x)
 }
 
 // respondSlow builds a response that is not a plain `is`: faults, computed
 // responses, behaviors and CORS preflights.
-func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request, st *Stub, r *response) *message.Response {
+func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, call *Call, r *response) *message.Response {
 	if r.fault != "" {
 		fault(ctx, r.fault)
 		return nil
 	}
-	resp, err := imp.compute(req, st, r)
+	resp, err := imp.compute(call, r)
 	if err != nil {
 		imp.writeError(ctx, err)
 		return nil
@@ -284,6 +293,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, req *message.Request,
 	if resp == nil { // the responder answered on the connection itself
 		return nil
 	}
+	req := call.Request
 	cors := imp.corsPreflight(req)
 	if resp.Rendered != nil {
 		if !cors {
@@ -351,9 +361,9 @@ func (imp *Imposter) ResetRequests() {
 func (imp *Imposter) Meters() *meter.Imposter { return imp.meters }
 
 // observe counts a request that arrived at start, was matched (to st, or
-// to none, or failed with err) at matched and answered now.
-func (imp *Imposter) observe(st *Stub, err error, start, matched time.Time) {
-	imp.meters.Observe(st != nil || err != nil, matched.Sub(start), time.Since(matched))
+// to none, or failed with err) at matched (a meter.Now) and answered now.
+func (imp *Imposter) observe(st *Stub, err error, start time.Time, matched time.Duration) {
+	imp.meters.Observe(st != nil || err != nil, matched-meter.At(start), meter.Now()-matched)
 }
 
 // Stubs returns the current compiled stubs, in order.

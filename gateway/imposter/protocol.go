@@ -91,14 +91,16 @@ func (imp *Imposter) next(st *Stub) (*response, error) {
 
 // compute produces the response r gives that is not a plain `is`: a copy
 // of a static one that has behaviors, or a responder's, with behaviors
-// applied. A nil response and no error means the responder answered on the
-// connection itself.
-func (imp *Imposter) compute(req *message.Request, st *Stub, r *response) (*message.Response, error) {
+// applied. call names the imposter, the request and the stub (nil for
+// none); compute fills in the rest. A nil response and no error means the
+// responder answered on the connection itself.
+func (imp *Imposter) compute(call *Call, r *response) (*message.Response, error) {
+	req := call.Request
 	var resp *message.Response
 	if r.static != nil {
 		resp = r.static.Clone()
 	} else {
-		call := &Call{Imposter: imp, Request: req, Stub: st, FlowID: imp.FlowID(req), behaviors: r.behaviors}
+		call.FlowID, call.behaviors = imp.FlowID(req), r.behaviors
 		var err error
 		if resp, err = r.responder.Respond(imp.ctx, call); err != nil || resp == nil {
 			return nil, err

@@ -20,13 +20,20 @@ func ScenarioKey(name string) string { return "_scenario:" + name }
 // transition race; each loss means another request made progress.
 const maxScenarioRetries = 64
 
-// FlowID returns the request's scoped flow id, or "" when the imposter has no
-// flow store.
+// FlowID returns the request's scoped flow id, as seed 000 §10 says: the
+// value of the imposter's flow header (its port when the header is absent
+// or none is named), prefixed by "i<port>:" or, with contextScope "fleet",
+// by "f:"; or "" when the imposter has no flow store.
 func (imp *Imposter) FlowID(r *message.Request) string {
-	if imp.opts.Flows == nil {
+	if imp.opts.Store == nil {
 		return ""
 	}
-	return imp.opts.Flows.FlowID(&imp.spec.Flow, imp.spec.Port, r)
+	if h := imp.spec.Flow.Header; h != "" {
+		if id, _ := r.Header(h); id != "" {
+			return imp.flowScope + id
+		}
+	}
+	return imp.portFlow
 }
 
 // matchScenario matches r against a table whose stubs take part in

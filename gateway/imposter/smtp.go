@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/meter"
 )
 
 // smtpServer serves an smtp imposter: it accepts every message, as mb's
@@ -199,13 +200,13 @@ func (s *smtpServer) data(ss *smtpSession) bool {
 	s.imp.log.Info(fmt.Sprintf("%s => Envelope from: %q to: %q", ip, mail.From.Address, addressList(mail.To)))
 	start := time.Now()
 	st, r, err := s.imp.choose(req)
-	defer s.imp.observe(st, err, start, time.Now())
+	defer s.imp.observe(st, err, start, meter.Now())
 	if err != nil {
 		s.imp.log.Error("error generating response", "err", err)
 	} else if st != nil && s.imp.opts.RecordMatches {
 		resp := r.static
 		if resp == nil || r.behaviors != nil {
-			resp, err = s.imp.compute(req, st, r)
+			resp, err = s.imp.compute(&Call{Imposter: s.imp, Request: req, Stub: st}, r)
 		}
 		if err == nil && resp != nil {
 			st.recordMatch(s.imp, req, r, resp)

@@ -38,7 +38,9 @@ type Responder interface {
 	Respond(ctx context.Context, call *Call) (*message.Response, error)
 }
 
-// Call is one request on its way through a stub.
+// Call is one request on its way through a stub. It is valid only until
+// Respond returns (the imposter reuses it, as it reuses the request): a
+// responder keeps what it needs, never the Call.
 type Call struct {
 	Imposter *Imposter
 	Request  *message.Request

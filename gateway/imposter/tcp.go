@@ -11,6 +11,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/meter"
 )
 
 // EndOfRequest reports whether the bytes a tcp connection has sent so far
@@ -114,7 +115,7 @@ func (s *tcpServer) respond(conn net.Conn, req *message.Request) bool {
 	imp := s.imp
 	start := time.Now()
 	st, r, err := imp.choose(req)
-	defer imp.observe(st, err, start, time.Now())
+	defer imp.observe(st, err, start, meter.Now())
 	if err != nil {
 		return s.writeError(conn, err)
 	}
@@ -128,7 +129,7 @@ func (s *tcpServer) respond(conn net.Conn, req *message.Request) bool {
 	}
 	resp := r.static
 	if resp == nil || r.behaviors != nil {
-		if resp, err = imp.compute(req, st, r); err != nil {
+		if resp, err = imp.compute(&Call{Imposter: imp, Request: req, Stub: st}, r); err != nil {
 			return s.writeError(conn, err)
 		}
 		if resp == nil {

@@ -114,6 +114,18 @@ func (r *Request) renderAddr() {
 		// One string for both, rendered as net.TCPAddr.String renders it
 		// ("1.2.3.4:5", "[::1]:5"): every computed response needs it, and
 		// two renderings cost about a microsecond.
+		if ip4 := t.IP.To4(); ip4 != nil && t.Zone == "" && t.Port >= 0 {
+			// The usual case, written directly: a third of netip's cost.
+			b := appendOctet(r.addrBuf[:0], ip4[0])
+			for _, o := range ip4[1:] {
+				b = appendOctet(append(b, '.'), o)
+			}
+			end := len(b)
+			b = strconv.AppendUint(append(b, ':'), uint64(t.Port), 10)
+			r.requestFrom = unsafe.String(&r.addrBuf[0], len(b)) // at most 15+1+19 bytes: it fits
+			r.ip = r.requestFrom[:end]
+			return
+		}
 		ap := t.AddrPort()
 		ip := ap.Addr().Unmap()
 		if ip.Zone() == "" {
@@ -144,6 +156,17 @@ func (r *Request) renderAddr() {
 	if host, _, err := net.SplitHostPort(r.requestFrom); err == nil {
 		r.ip = host
 	}
+}
+
+// appendOctet appends o in decimal.
+func appendOctet(b []byte, o byte) []byte {
+	switch {
+	case o >= 100:
+		return append(b, '0'+o/100, '0'+o/10%10, '0'+o%10)
+	case o >= 10:
+		return append(b, '0'+o/10, '0'+o%10)
+	}
+	return append(b, '0'+o)
 }
 
 // Header returns the first value of the named header, ignoring case.

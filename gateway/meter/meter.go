@@ -31,8 +31,12 @@ func (h *Histogram) Observe(d time.Duration) {
 }
 
 // bucket is the index of the first bound at or above d (len(bounds) when
-// none is): a binary search, as the fine histogram has ~50 bounds.
+// none is): a binary search, as the fine histogram has ~50 bounds, after a
+// look at the first, which holds most of a fast imposter's requests.
 func bucket(bounds []time.Duration, d time.Duration) int {
+	if len(bounds) > 0 && d <= bounds[0] {
+		return 0
+	}
 	lo, hi := 0, len(bounds)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -167,6 +171,18 @@ func millis(ms ...time.Duration) []time.Duration {
 	return out
 }
 
+// epoch anchors Now's readings.
+var epoch = time.Now()
+
+// Now reads the monotonic clock alone, as the time since the process
+// started: the request path times itself with it, since time.Now reads the
+// wall clock too, a second clock reading the meters never use.
+func Now() time.Duration { return time.Since(epoch) }
+
+// At is t on Now's scale, for a t that carries a monotonic reading (as
+// time.Now's do), without reading the clock.
+func At(t time.Time) time.Duration { return t.Sub(epoch) }
+
 // Imposter is what one imposter counts. It outlives the imposter: Mountebank
 // keeps a deleted imposter's series until the process exits, and an
 // imposter created again under the same label adds to them.
@@ -174,17 +190,18 @@ type Imposter struct {
 	Requests atomic.Uint64 // mb_request_total
 	NoMatch  atomic.Uint64 // mb_no_match_total
 	Blocked  atomic.Uint64 // mb_blocked_ip_total
-	// Match is the time to select a stub; Response the time from there to
-	// the written response; both in FineBuckets. Their sum per request is
-	// Total, which the traffic page charts.
+	// Match is the time to select a stub, in MatchBuckets; Response the
+	// time from there to the written response, in ResponseBuckets: mb's
+	// metrics, which are all they are read for. Their sum per request is
+	// Total, in FineBuckets, which the traffic page charts.
 	Match, Response, Total *Histogram
 }
 
 // NewImposter returns zeroed meters.
 func NewImposter() *Imposter {
 	return &Imposter{
-		Match:    NewHistogram(FineBuckets),
-		Response: NewHistogram(FineBuckets),
+		Match:    NewHistogram(MatchBuckets),
+		Response: NewHistogram(ResponseBuckets),
 		Total:    NewHistogram(FineBuckets),
 	}
 }

@@ -172,8 +172,8 @@ func (e *engine) unloadUnused(cfg *config.State) {
 // wasmCall is one compiled use of a plugin.
 type wasmCall struct {
 	e      *engine
-	module string // the host's name for it: its moduleKey
-	name   string // as the stub spells it, for messages
+	entry  *plugins.Entry // under the module's moduleKey
+	name   string         // as the stub spells it, for messages
 	export string
 	config []byte
 	// last is the plugin's last response, and head the response built for
@@ -232,7 +232,7 @@ func (e *engine) compileWasm(raw json.RawMessage, defaultExport string, b impost
 	if len(s.Config) > 0 {
 		cfg = bytes.Clone(s.Config)
 	}
-	return &wasmCall{e: e, module: key, name: s.Module, export: s.Export, config: cfg}, nil
+	return &wasmCall{e: e, entry: e.plugins.Entry(key, s.Export), name: s.Module, export: s.Export, config: cfg}, nil
 }
 
 func (e *engine) wasmResponder(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
@@ -339,7 +339,7 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		c.resp = plugins.Response{Status: resp.StatusCode, Headers: pairs(resp.Headers), Body: resp.Body}
 		c.in.Response = &c.resp
 	}
-	out, err := w.e.plugins.Call(ctx, w.module, w.export, &c.in)
+	out, err := w.entry.Call(ctx, &c.in)
 	*c = callInput{} // drop every reference to this request
 	inputPool.Put(c)
 	return out, err

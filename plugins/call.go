@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -82,6 +83,9 @@ type version struct {
 	// refs counts calls in flight, plus one while the version is
 	// registered; the version closes when it reaches zero.
 	refs atomicRefs
+	// retired is set once the version is no longer registered, so that an
+	// Entry that found it looks its name up again.
+	retired atomic.Bool
 }
 
 func (h *Host) newVersion(info ModuleInfo, lim Limits, c *compiledModule, rt wazero.Runtime, st *stats) *version {
@@ -264,20 +268,76 @@ func (i *instance) atCeiling() bool {
 // of another type (such as *fasthttp.RequestCtx) makes context.WithTimeout
 // start a goroutine per call.
 func (h *Host) Call(ctx context.Context, module, export string, in *Input) (Output, error) {
+	r, err := h.resolve(module, export)
+	if err != nil {
+		return Output{}, err
+	}
+	return r.v.run(ctx, r.idx, export, in)
+}
+
+// Entry is the entry point export of the module registered as module,
+// found once: its Call skips finding both by name on every call (two map
+// lookups, one under a 71-byte content key for the engine's modules). It
+// follows the name to the module registered under it now.
+type Entry struct {
+	h              *Host
+	module, export string
+	found          atomic.Pointer[entryRef]
+}
+
+// entryRef is an entry point found: idx is -1 when the module has no such
+// export.
+type entryRef struct {
+	v   *version
+	idx int
+}
+
+// Entry returns the entry point export of the module registered as module.
+// Whether they exist is found when it is called, as Call finds it.
+func (h *Host) Entry(module, export string) *Entry {
+	return &Entry{h: h, module: module, export: export}
+}
+
+// Call runs the entry point, as Host.Call does.
+func (e *Entry) Call(ctx context.Context, in *Input) (Output, error) {
+	r := e.found.Load()
+	if r == nil || r.v.retired.Load() || !r.v.refs.tryAcquire() {
+		found, err := e.h.resolve(e.module, e.export)
+		if err != nil {
+			return Output{}, err
+		}
+		r = &found
+		e.found.Store(r)
+	}
+	return r.v.run(ctx, r.idx, e.export, in)
+}
+
+// resolve finds the version registered as module, with a reference taken,
+// and its entry point export.
+func (h *Host) resolve(module, export string) (entryRef, error) {
 	v := h.acquire(module)
 	if v == nil {
 		if h.shut.Load() {
-			return Output{}, &Error{Kind: KindClosed, Module: module, Export: export, Err: ErrClosed}
+			return entryRef{}, &Error{Kind: KindClosed, Module: module, Export: export, Err: ErrClosed}
 		}
-		return Output{}, &Error{Kind: KindNoModule, Module: module, Export: export, Err: ErrUnknownModule}
+		return entryRef{}, &Error{Kind: KindNoModule, Module: module, Export: export, Err: ErrUnknownModule}
 	}
+	idx, ok := v.entry[export]
+	if !ok {
+		idx = -1
+	}
+	return entryRef{v, idx}, nil
+}
+
+// run calls entry point idx, named export, on one of v's instances, and
+// releases the reference to v that its caller took.
+func (v *version) run(ctx context.Context, idx int, export string, in *Input) (Output, error) {
 	defer v.release()
 	v.stats.calls.Add(1)
 	if in == nil {
 		in = &Input{}
 	}
-	idx, ok := v.entry[export]
-	if !ok {
+	if idx < 0 {
 		return Output{}, v.fail(KindNoExport, export, fmt.Errorf("not an entry point (i32) -> i32 of this module; it has %s", strings.Join(v.c.entry, ", ")))
 	}
 

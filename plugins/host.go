@@ -375,6 +375,9 @@ func (h *Host) swap(name string, v *version) *version {
 		next[name] = v
 	}
 	h.modules.Store(&next)
+	if old != nil {
+		old.retired.Store(true)
+	}
 	return old
 }
 
@@ -437,6 +440,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.modules.Store(&empty)
 	h.mu.Unlock()
 	for _, v := range cur {
+		v.retired.Store(true)
 		v.release()
 	}
 

@@ -360,8 +360,9 @@ func TestSwapWhileInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	var slowOut Output
 	var slowErr error
+	e := h.Entry("m", "handle") // finds the slow version first
 	wg.Go(func() {
-		slowOut, slowErr = h.Call(context.Background(), "m", "handle", sampleInput(nil))
+		slowOut, slowErr = e.Call(context.Background(), sampleInput(nil))
 	})
 	// Wait until the slow call holds the only instance.
 	old := (*h.modules.Load())["m"]
@@ -372,6 +373,11 @@ func TestSwapWhileInFlight(t *testing.T) {
 	out, err := h.Call(context.Background(), "m", "handle", sampleInput(nil))
 	if err != nil || out.Response.Status != 202 {
 		t.Fatalf("new version: %+v, %v", out, err)
+	}
+	// The entry moves to the new version at once, rather than wait for the
+	// old one's only instance.
+	if out, err := e.Call(context.Background(), sampleInput(nil)); err != nil || out.Response.Status != 202 {
+		t.Fatalf("entry after the swap: %+v, %v", out, err)
 	}
 	if old.refs.n.Load() == 0 {
 		t.Fatal("old version closed while its call was in flight")
@@ -386,6 +392,47 @@ func TestSwapWhileInFlight(t *testing.T) {
 	if st := statsOf(t, h, "m"); st.InstancesLive != 1 {
 		t.Fatalf("%d instances live, want the new version's one", st.InstancesLive)
 	}
+}
+
+// TestEntryFollowsItsName: an Entry found once calls whatever module its
+// name holds now: none, one, its replacement, none again once
+// unregistered, and nothing once the host closes; it never keeps a
+// replaced version alive.
+func TestEntryFollowsItsName(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	ctx := context.Background()
+	e, missing := h.Entry("m", "handle"), h.Entry("m", "nope")
+	call := func(e *Entry) (Output, error) { return e.Call(ctx, sampleInput(nil)) }
+	_, err := call(e)
+	wantKind(t, err, KindNoModule)
+	register(t, h, "m", "tiny_a", Limits{})
+	if out, err := call(e); err != nil || out.Response.Status != 200 {
+		t.Fatalf("first module: %+v, %v", out, err)
+	}
+	_, err = call(missing)
+	wantKind(t, err, KindNoExport)
+	old := (*h.modules.Load())["m"]
+	register(t, h, "m", "tiny_b", Limits{})
+	if out, err := call(e); err != nil || out.Response.Status != 202 {
+		t.Fatalf("after the swap: %+v, %v", out, err)
+	}
+	if n := old.refs.n.Load(); n != 0 {
+		t.Fatalf("the replaced version has %d references", n)
+	}
+	if err := h.Unregister(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(e)
+	wantKind(t, err, KindNoModule)
+	register(t, h, "m", "tiny_a", Limits{})
+	if out, err := call(e); err != nil || out.Response.Status != 200 {
+		t.Fatalf("registered again: %+v, %v", out, err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(e)
+	wantKind(t, err, KindClosed)
 }
 
 func TestPoolBoundsConcurrency(t *testing.T) {

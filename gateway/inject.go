@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 
 	"github.com/riftgate/riftgate/gateway/behavior"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -26,6 +28,7 @@ type injectResponder struct {
 	p        *inject.Program
 	imp      *imposter.Imposter
 	defaults message.ResponseFields // the imposter's defaultResponse
+	heads    heads
 }
 
 // Scripts that do not compile are taken, as mb takes them, and fail each
@@ -88,7 +91,34 @@ func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*me
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error())
 	}
-	return resp, nil
+	return r.heads.share(resp), nil
+}
+
+// heads renders the status and headers of a responder's answers once they
+// repeat: an answer with the status, headers and mode of the one before
+// shares its rendered header (message.Response.Rendered), and is written
+// as a static `is` is, without setting each header again (which fasthttp
+// validates). A script's counter answers the same head with a new body
+// every time. (A call that finds another sharing does not wait.)
+type heads struct {
+	mu   sync.Mutex
+	last *message.Response // the previous answer's head, without its body
+}
+
+func (h *heads) share(r *message.Response) *message.Response {
+	if !h.mu.TryLock() {
+		return r
+	}
+	defer h.mu.Unlock()
+	if l := h.last; l != nil && l.StatusCode == r.StatusCode && l.Binary == r.Binary && slices.Equal(l.Headers, r.Headers) {
+		if l.Rendered == nil {
+			l.Rendered = imposter.RenderHeader(l)
+		}
+		r.Rendered = l.Rendered
+		return r
+	}
+	h.last = &message.Response{StatusCode: r.StatusCode, Binary: r.Binary, Headers: slices.Clone(r.Headers)}
+	return r
 }
 
 // injectError turns a flow store outage inside a script into the 503 every

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 
 	"github.com/dop251/goja"
@@ -62,34 +63,42 @@ const (
 )
 
 // scalar is x as its JSON reads back: the text of a number, a boolean or
-// null, a string's own value.
+// null, a string's own value. It reads the value's type rather than
+// exporting it, which would box a string or a number for nothing.
 func scalar(x goja.Value) (string, scalarKind) {
-	if x == nil { // no such property
+	switch x.(type) {
+	case nil: // no such property
 		return "", kindOmitted
-	}
-	if _, isObj := x.(*goja.Object); isObj {
+	case *goja.Object, *goja.Symbol:
 		return "", kindOther
 	}
-	switch e := x.Export().(type) {
+	switch x.ExportType() {
 	case nil:
 		if goja.IsNull(x) {
 			return "null", kindNull
 		}
 		return "", kindOmitted
-	case bool:
-		return strconv.FormatBool(e), kindBool
-	case int64:
-		return strconv.FormatInt(e, 10), kindNumber
-	case float64:
-		if math.IsNaN(e) || math.IsInf(e, 0) {
+	case boolType:
+		return strconv.FormatBool(x.ToBoolean()), kindBool
+	case intType:
+		return strconv.FormatInt(x.ToInteger(), 10), kindNumber
+	case floatType:
+		if f := x.ToFloat(); math.IsNaN(f) || math.IsInf(f, 0) {
 			return "null", kindNull
 		}
 		return x.String(), kindNumber // JavaScript's number text
-	case string:
-		return e, kindString
+	case stringType:
+		return x.String(), kindString
 	}
-	return "", kindOther
+	return "", kindOther // a BigInt
 }
+
+var (
+	boolType   = reflect.TypeFor[bool]()
+	intType    = reflect.TypeFor[int64]()
+	floatType  = reflect.TypeFor[float64]()
+	stringType = reflect.TypeFor[string]()
+)
 
 // falsy reports whether a scalar's JSON is one mb's `||` passes over.
 func falsy(s string, k scalarKind) bool {

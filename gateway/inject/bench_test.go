@@ -3,6 +3,8 @@ package inject
 import (
 	"context"
 	"testing"
+
+	"github.com/dop251/goja"
 )
 
 // BenchmarkCounterInject is one call of mb's documented counter inject on
@@ -49,4 +51,25 @@ func BenchmarkCounterInjectParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkScriptAlone is the floor under BenchmarkServe/inject: the bench's
+// counter function called on one goja runtime, with a plain config and
+// state made once, and nothing else (no flow, no views, no answer read):
+// the script's own work, which no change to riftgate can take away.
+func BenchmarkScriptAlone(b *testing.B) {
+	rt := goja.New()
+	v, err := rt.RunString(`(function (config) { config.state.count = (config.state.count || 0) + 1; return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; })`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fn, _ := goja.AssertFunction(v)
+	config := rt.NewObject()
+	_ = config.Set("state", rt.NewObject())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := fn(goja.Undefined(), config); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -171,17 +171,24 @@ func (e *Engine) compile(src string) (*goja.Program, error) {
 	return p, nil
 }
 
-// lockFlow serializes scripts on one flow. It returns the unlock function.
-func (e *Engine) lockFlow(ctx context.Context, flowID string) (func(), error) {
+// lockFlow serializes scripts on one flow: it returns the flow's lock,
+// taken, for unlockFlow (nil when there is no flow to lock).
+func (e *Engine) lockFlow(ctx context.Context, flowID string) (chan struct{}, error) {
 	if flowID == "" || e.flows == nil {
-		return func() {}, nil
+		return nil, nil
 	}
 	l := e.locks[xxhash.Sum64String(flowID)%stripes]
 	select {
 	case l <- struct{}{}:
-		return func() { <-l }, nil
+		return l, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+func unlockFlow(l chan struct{}) {
+	if l != nil {
+		<-l
 	}
 }
 

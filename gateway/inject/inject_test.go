@@ -550,16 +550,19 @@ func TestGlobalsDoNotLeak(t *testing.T) {
 		Function('return this')().sloppy = 'this of a sloppy function';
 		(0, eval)('var declared = "indirect eval"');
 		globalThis.JSON = 'shadowed';
-		return { body: [typeof leak, typeof sloppy, typeof declared, typeof JSON].join(',') };
+		const same = [globalThis === Function('return this')(), globalThis.globalThis === globalThis];
+		Function('globalThis = "replaced"')();
+		return { body: [typeof leak, typeof sloppy, typeof declared, typeof JSON, typeof globalThis].concat(same).join(',') };
 	}`
 	read := `function () {
-		return { body: [typeof leak, typeof sloppy, typeof declared, typeof JSON.parse, typeof globalThis.Math].join(',') };
+		return { body: [typeof leak, typeof sloppy, typeof declared, typeof JSON.parse, typeof globalThis.Math,
+			globalThis === Function('return this')()].join(',') };
 	}`
 	for range 3 {
-		if got := respond(t, e, write, Env{Request: testRequest()}); got["body"] != "string,string,string,string" {
+		if got := respond(t, e, write, Env{Request: testRequest()}); got["body"] != "string,string,string,string,string,true,true" {
 			t.Fatalf("within the run: %v", got["body"])
 		}
-		if got := respond(t, e, read, Env{Request: testRequest()}); got["body"] != "undefined,undefined,undefined,function,object" {
+		if got := respond(t, e, read, Env{Request: testRequest()}); got["body"] != "undefined,undefined,undefined,function,object,true" {
 			t.Fatalf("the next request sees %v", got["body"])
 		}
 	}

@@ -119,6 +119,15 @@ func TestAgainstMountebank(t *testing.T) {
     state.calls = (state.calls || 0) + 1;
     return { body: request.method + ' ' + request.path + ' ' + request.query.x + ' ' + state.calls };
 }`, []call{get("/p?x=1"), {method: "PUT", target: "/q?x=2"}}},
+		{"state as a plain object", `function (config) {
+    const s = config.state;
+    s.n = (s.n || 0) + 1;
+    if (s.n === 1) { s['10'] = 'ten'; s['9'] = 'nine'; s.b = 'b'; s.a = { list: [1] }; }
+    else { s.a.list.push(s.n); delete s['9']; s[s.n] = true; }
+    return { body: [Object.keys(s).filter(function (k) { return /^[0-9]+$/.test(k); }).join(','), 'a' in s, s.hasOwnProperty('9'),
+        JSON.stringify(s.a), Object.entries(s).length, typeof s.missing, Object.getOwnPropertyNames(s).length,
+        JSON.stringify(Object.getOwnPropertyDescriptor(s, 'b')), Object.keys(Object.assign({}, s)).length].join('|') };
+}`, []call{get("/"), get("/"), get("/")}},
 		{"callback", `function (config) { config.callback({ statusCode: 418, body: config.request.body.toUpperCase() }); }`,
 			[]call{{method: "POST", target: "/", body: "tea"}}},
 		{"form", `function (config) { return { body: config.request.form.a + '|' + config.request.form.b }; }`,

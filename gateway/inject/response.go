@@ -62,6 +62,12 @@ func script(err error) error {
 	return scriptErr{err}
 }
 
+// isException reports whether err is a JavaScript exception.
+func isException(err error) bool {
+	var ex *goja.Exception
+	return errors.As(err, &ex)
+}
+
 // jsError is a JavaScript error's text and message, keeping goja's error
 // beneath it.
 type jsError struct {
@@ -158,8 +164,7 @@ func (p *Program) respond(ctx context.Context, env Env, read func(v *vm, o *goja
 		}
 		config := v.config(env.Request, state, v.callback, nil)
 		ret, err := fn(goja.Undefined(), config, state, v.logger, v.callback, state)
-		var ex *goja.Exception
-		if err != nil && !(v.answered && errors.As(err, &ex)) {
+		if err != nil && !(v.answered && isException(err)) {
 			// A throw after the callback answered does not undo the
 			// answer, as a Promise resolved before it is rejected.
 			return script(err)

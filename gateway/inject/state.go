@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
@@ -35,7 +35,8 @@ var ErrContended = errors.New("inject: the flow changed under every run of the s
 
 // loaded is a flow as a script's state starts from: per key, in the
 // snapshot's order, the JSON text the script sees and the value made of
-// it, to tell afterwards what the script changed.
+// it when the script first read it (nil until then), to tell afterwards
+// what the script changed.
 type loaded struct {
 	snap  flow.Snapshot
 	keys  []string
@@ -58,36 +59,71 @@ func valueText(raw []byte) string {
 // see it, so they can neither change nor delete it.
 func (l *loaded) reset(snap flow.Snapshot) {
 	l.snap = snap
-	l.keys, l.texts = l.keys[:0], l.texts[:0]
+	l.keys, l.texts, l.vals = l.keys[:0], l.texts[:0], l.vals[:0]
 	for _, en := range snap {
 		if utf8.ValidString(en.Key) {
 			l.keys = append(l.keys, en.Key)
 			l.texts = append(l.texts, valueText(en.Value))
+			l.vals = append(l.vals, nil)
 		}
 	}
 }
 
-// stateObject builds the script's state: one property per key, its value
-// made from the key's JSON. A value Go accepts as JSON but JavaScript's
-// JSON.parse refuses (a number past float64, 1e400) reaches the script as
-// its text, like any value that is not JSON.
-func (v *vm) stateObject(l *loaded) (*goja.Object, error) {
-	o := v.rt.NewObject()
-	l.vals = l.vals[:0]
-	for i, text := range l.texts {
-		x, err := v.jsonValue(text)
-		if err != nil {
-			l.texts[i] = string(message.AppendJSONString(nil, text))
-			x = v.rt.ToValue(text)
-		}
-		l.vals = append(l.vals, x)
-		// Defined, not assigned: a key such as __proto__ is an own
-		// property, as JSON.parse makes it.
-		if err := o.DefineDataProperty(l.keys[i], x, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
-			return nil, fmt.Errorf("inject: build state: %w", err)
-		}
+// stateView is the script's state: one property per loaded key, whose
+// value is made from the key's JSON when the script first reads it, and
+// the properties the script adds. Since the view sees every write and
+// delete, what changed is known without enumerating the object afterwards,
+// and keys the script never reads cost nothing. Building a plain object
+// per run and enumerating it again were a fifth of a counter's request: a
+// goja object costs a map as soon as it has a property. The view behaves
+// as the plain object JSON.parse would make for reads, writes, deletes,
+// enumeration (in a plain object's order) and JSON.stringify; like the
+// config views it refuses accessor and read-only properties and cannot be
+// frozen (docs/mountebank-differences.md). Values are plain objects.
+type stateView struct {
+	v *vm
+	l loaded
+	p props
+}
+
+func (s *stateView) reset(v *vm, snap flow.Snapshot) {
+	s.v = v
+	s.l.reset(snap)
+	s.p.init(s.l.keys)
+}
+
+// drop lets go of what the run made.
+func (s *stateView) drop() {
+	s.l.snap = nil
+	clear(s.l.vals)
+	s.p.drop()
+}
+
+// field makes loaded key i's value. A value Go accepts as JSON but
+// JavaScript's JSON.parse refuses (a number past float64, 1e400) reaches
+// the script as its text, like any value that is not JSON.
+func (s *stateView) field(i int) goja.Value {
+	l := &s.l
+	text := l.texts[i]
+	x, err := s.v.jsonValue(text)
+	if err != nil {
+		l.texts[i] = string(message.AppendJSONString(nil, text))
+		x = s.v.rt.ToValue(text)
 	}
-	return o, nil
+	l.vals[i] = x
+	return x
+}
+
+func (s *stateView) Get(key string) goja.Value           { return s.p.get(key, s.field) }
+func (s *stateView) Set(key string, val goja.Value) bool { return s.p.set(key, val) }
+func (s *stateView) Has(key string) bool                 { return s.p.has(key) }
+func (s *stateView) Delete(key string) bool              { return s.p.delete(key) }
+func (s *stateView) Keys() []string                      { return s.p.keys() }
+
+// state returns the run's state object over snap.
+func (v *vm) state(snap flow.Snapshot) *goja.Object {
+	v.st.reset(v, snap)
+	return v.stObj
 }
 
 // jsonValue is JSON.parse(text), with the common scalars made in Go.
@@ -122,86 +158,115 @@ func plainString(s string) bool {
 	return true
 }
 
-// diff lists what the script changed: properties whose JSON differs from
-// what was loaded, new properties, and removed ones. A property whose
-// JSON is undefined (a function, undefined) counts as removed. A loaded
-// value the script did not replace is compared without stringifying it
-// when it is a scalar, which cannot have changed.
-func (v *vm) diff(l *loaded, state *goja.Object) ([]flow.Write, error) {
-	var ws []flow.Write
-	keys := state.Keys()
-	for _, k := range keys {
-		x := state.Get(k)
-		i := l.index(k)
-		if _, isObj := x.(*goja.Object); i >= 0 && !isObj && x.SameAs(l.vals[i]) {
+// diff adds to w what the script changed in the run's state: loaded keys
+// it deleted, or whose value's JSON now differs from what was loaded, and
+// the keys it added. A property whose JSON is undefined (a function,
+// undefined) counts as removed. Keys never read are unchanged; a scalar
+// read and not replaced cannot have changed; an object read may have been
+// changed inside, and is compared by its JSON.
+func (v *vm) diff(w *writes) error {
+	l, p := &v.st.l, &v.st.p
+	for i, k := range l.keys {
+		x := p.vals[i]
+		switch {
+		case p.gone[i]:
+			w.delete(k)
+			continue
+		case x == nil:
+			continue
+		}
+		if _, isObj := x.(*goja.Object); !isObj && l.vals[i] != nil && x.SameAs(l.vals[i]) {
 			continue
 		}
 		text, ok, err := v.propertyJSON(x)
 		if err != nil {
-			return nil, fmt.Errorf("state.%s: %w", k, err)
+			return fmt.Errorf("state.%s: %w", k, err)
 		}
-		if !ok {
-			if i >= 0 {
-				ws = append(ws, flow.Write{Key: k, Delete: true})
-			}
-			continue
-		}
-		if i >= 0 && l.texts[i] == text {
-			continue
-		}
-		ws = append(ws, flow.Write{Key: k, Value: []byte(text)})
-	}
-	for _, k := range l.keys {
-		if !contains(keys, k) {
-			ws = append(ws, flow.Write{Key: k, Delete: true})
+		switch {
+		case !ok:
+			w.delete(k)
+		case l.texts[i] != text:
+			w.put(k, text)
 		}
 	}
-	return ws, nil
+	for _, k := range p.extra {
+		text, ok, err := v.propertyJSON(p.xvals[k])
+		if err != nil {
+			return fmt.Errorf("state.%s: %w", k, err)
+		}
+		if ok {
+			w.put(k, text)
+		}
+	}
+	return nil
 }
 
-func (l *loaded) index(key string) int {
-	for i, k := range l.keys {
-		if k == key {
-			return i
-		}
-	}
-	return -1
+// writes is what one request's script changed in its flow, and the
+// versions the change is based on: recycled, as a counter's run would
+// otherwise allocate both per request. Values are slices of buf.
+type writes struct {
+	ws   []flow.Write
+	buf  []byte
+	base []flow.KeyVersion
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
+var writesPool = sync.Pool{New: func() any { return new(writes) }}
+
+func (w *writes) reset() { clear(w.ws); w.ws, w.buf = w.ws[:0], w.buf[:0] }
+
+func (w *writes) delete(k string) { w.ws = append(w.ws, flow.Write{Key: k, Delete: true}) }
+
+// put adds a write of text. A value's slice is set once buf stops growing
+// (a grown buf would leave earlier values behind), in values.
+func (w *writes) put(k, text string) {
+	w.buf = append(w.buf, text...)
+	w.ws = append(w.ws, flow.Write{Key: k, Value: w.buf[len(w.buf)-len(text):]})
+}
+
+// values points every write's value into buf as it is now.
+func (w *writes) values() []flow.Write {
+	at := 0
+	for i := range w.ws {
+		if !w.ws[i].Delete {
+			n := len(w.ws[i].Value)
+			w.ws[i].Value = w.buf[at : at+n : at+n]
+			at += n
 		}
 	}
-	return false
+	return w.ws
+}
+
+// versions is base's keys and versions, which a commit expects.
+func (w *writes) versions(base flow.Snapshot) []flow.KeyVersion {
+	w.base = w.base[:0]
+	for _, e := range base {
+		w.base = append(w.base, flow.KeyVersion{Key: e.Key, V: e.Version.V})
+	}
+	return w.base
+}
+
+func (w *writes) free() {
+	w.reset()
+	clear(w.base)
+	w.base = w.base[:0]
+	if cap(w.buf) > 64<<10 {
+		w.buf = nil // do not keep a huge state's room
+	}
+	writesPool.Put(w)
 }
 
 // propertyJSON is JSON.stringify of one state value; ok is false when the
 // result is undefined. A throw (a cycle, a BigInt) is an error. Scalars
 // are rendered in Go, as JSON.stringify renders them.
 func (v *vm) propertyJSON(x goja.Value) (string, bool, error) {
-	if _, isObj := x.(*goja.Object); isObj {
-		return v.objectJSON(x)
-	}
-	switch e := x.Export().(type) {
-	case nil:
-		if goja.IsNull(x) {
-			return "null", true, nil
-		}
-		return "", false, nil // undefined
-	case bool:
-		return strconv.FormatBool(e), true, nil
-	case int64:
-		return strconv.FormatInt(e, 10), true, nil
-	case float64:
-		if math.IsNaN(e) || math.IsInf(e, 0) {
-			return "null", true, nil
-		}
-		return x.String(), true, nil // JavaScript's number text
-	case string:
-		if isASCII(e) { // a lone surrogate, which Go cannot hold, is not
-			return string(message.AppendJSONString(nil, e)), true, nil
+	switch s, k := scalar(x); k {
+	case kindOmitted:
+		return "", false, nil
+	case kindNull, kindBool, kindNumber:
+		return s, true, nil
+	case kindString:
+		if isASCII(s) { // a lone surrogate, which Go cannot hold, is not
+			return string(message.AppendJSONString(nil, s)), true, nil
 		}
 	}
 	return v.objectJSON(x)
@@ -243,11 +308,11 @@ func (e *Engine) load(ctx context.Context, flowID string) (flow.Snapshot, error)
 // commit applies a script's changes to its flow, all or none, only if
 // the flow is still the snapshot the script started from. On a conflict it
 // returns the flow as it is now, and ok false.
-func (e *Engine) commit(ctx context.Context, env Env, l *loaded, ws []flow.Write) (now flow.Snapshot, ok bool, err error) {
-	if env.FlowID == "" || e.flows == nil || len(ws) == 0 {
+func (e *Engine) commit(ctx context.Context, env Env, base flow.Snapshot, w *writes) (now flow.Snapshot, ok bool, err error) {
+	if env.FlowID == "" || e.flows == nil || len(w.ws) == 0 {
 		return nil, true, nil
 	}
-	now, err = e.flows.Commit(ctx, env.FlowID, l.snap.Versions(), ws, env.Policy)
+	now, err = e.flows.Commit(ctx, env.FlowID, w.versions(base), w.values(), env.Policy)
 	switch {
 	case err == nil:
 		return nil, true, nil
@@ -273,39 +338,34 @@ func (e *Engine) commit(ctx context.Context, env Env, l *loaded, ws []flow.Write
 // Scripts on one flow also take turns on this node (lockFlow), so that
 // they do not make each other run again; correctness does not rest on it.
 func (e *Engine) withState(ctx context.Context, env Env, body func(v *vm, state *goja.Object) error) error {
-	unlock, err := e.lockFlow(ctx, env.FlowID)
+	lock, err := e.lockFlow(ctx, env.FlowID)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer unlockFlow(lock)
 	snap, err := e.load(ctx, env.FlowID)
 	if err != nil {
 		return err
 	}
-	var l loaded
+	w := writesPool.Get().(*writes)
+	defer w.free()
 	for range maxAttempts {
-		var ws []flow.Write
-		var bodyErr error
+		w.reset()
+		base := snap
 		err = e.run(ctx, func(v *vm) error {
-			l.reset(snap)
-			state, err := v.stateObject(&l)
-			if err != nil {
-				return err
-			}
-			bodyErr = body(v, state)
-			var ie *goja.InterruptedError
-			if errors.As(bodyErr, &ie) {
+			bodyErr := body(v, v.state(base))
+			if interrupted(bodyErr) != nil {
 				return bodyErr
 			}
-			if ws, err = v.diff(&l, state); err != nil {
+			if err := v.diff(w); err != nil {
 				return scriptErr{err}
 			}
 			return bodyErr
 		})
-		if len(ws) == 0 {
+		if len(w.ws) == 0 {
 			return err
 		}
-		now, ok, cerr := e.commit(ctx, env, &l, ws)
+		now, ok, cerr := e.commit(ctx, env, base, w)
 		if cerr != nil {
 			return cerr
 		}

@@ -32,8 +32,8 @@ func FuzzStateRoundTrip(f *testing.F) {
 	}
 	v := newVM(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.Fuzz(func(t *testing.T, key string, value []byte) {
-		var l loaded
-		l.reset(flow.Snapshot{{Key: key, Entry: flow.Entry{Value: value, Version: flow.Version{V: 1}}}})
+		state := v.state(flow.Snapshot{{Key: key, Entry: flow.Entry{Value: value, Version: flow.Version{V: 1}}}})
+		l := &v.st.l
 		if len(l.keys) == 0 {
 			if utf8.ValidString(key) {
 				t.Fatalf("key %q dropped", key)
@@ -44,16 +44,21 @@ func FuzzStateRoundTrip(f *testing.F) {
 			t.Fatalf("valueText(%q) = %q is not JSON", value, l.texts[0])
 		}
 		loadedText := l.texts[0]
-		state, err := v.stateObject(&l)
-		if err != nil {
-			t.Fatalf("stateObject: %v", err)
-		}
-		ws, err := v.diff(&l, state)
-		if err != nil {
+		state.Get(key) // as a script that reads it
+		w := &writes{}
+		if err := v.diff(w); err != nil {
 			t.Fatalf("diff: %v", err)
 		}
+		ws := w.values()
 		if len(ws) > 1 {
 			t.Fatalf("writes %+v", ws)
+		}
+		// What the script sees is what JSON.parse makes of the text.
+		parsed, err := v.fromJSON(l.texts[0])
+		if err == nil {
+			if got, want := mustJSON(t, v, state.Get(key)), mustJSON(t, v, parsed); got != want {
+				t.Fatalf("state.%s is %s, JSON.parse gives %s", key, got, want)
+			}
 		}
 		final := l.texts[0]
 		if len(ws) == 1 {
@@ -68,27 +73,16 @@ func FuzzStateRoundTrip(f *testing.F) {
 			}
 		}
 		// Stable from then on.
-		var l2 loaded
-		l2.reset(flow.Snapshot{{Key: key, Entry: flow.Entry{Value: []byte(final), Version: flow.Version{V: 2}}}})
-		state2, err := v.stateObject(&l2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ws2, err := v.diff(&l2, state2); err != nil || len(ws2) != 0 {
-			t.Fatalf("second round wrote %+v, %v (from %q)", ws2, err, final)
+		v.state(flow.Snapshot{{Key: key, Entry: flow.Entry{Value: []byte(final), Version: flow.Version{V: 2}}}}).Get(key)
+		w2 := &writes{}
+		if err := v.diff(w2); err != nil || len(w2.ws) != 0 {
+			t.Fatalf("second round wrote %+v, %v (from %q)", w2.ws, err, final)
 		}
 		// A value that is not JSON reaches the script as that text.
 		if !json.Valid(value) {
 			var s string
 			if err := json.Unmarshal([]byte(final), &s); err != nil {
 				t.Fatalf("non-JSON value %q stored as %s", value, final)
-			}
-		}
-		// What the script sees is what JSON.parse makes of the text.
-		parsed, err := v.fromJSON(l.texts[0])
-		if err == nil {
-			if got, want := mustJSON(t, v, state.Get(key)), mustJSON(t, v, parsed); got != want {
-				t.Fatalf("state.%s is %s, JSON.parse gives %s", key, got, want)
 			}
 		}
 	})

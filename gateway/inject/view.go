@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -23,7 +25,13 @@ type props struct {
 	gone  []bool       // deleted by the script, or absent
 	extra []string     // added by the script, in order
 	xvals map[string]goja.Value
+	// byName indexes names when there are many (a large state).
+	byName map[string]int
 }
+
+// indexAbove is how many fixed names are searched in turn before they
+// are looked up in a map instead.
+const indexAbove = 16
 
 func (p *props) init(names []string) {
 	p.names = names
@@ -35,6 +43,15 @@ func (p *props) init(names []string) {
 	}
 	p.extra = p.extra[:0]
 	clear(p.xvals)
+	clear(p.byName)
+	if len(names) > indexAbove {
+		if p.byName == nil {
+			p.byName = make(map[string]int, len(names))
+		}
+		for i, n := range names {
+			p.byName[n] = i
+		}
+	}
 }
 
 // drop lets go of the values, keeping the room.
@@ -44,6 +61,12 @@ func (p *props) drop() {
 }
 
 func (p *props) index(key string) int {
+	if len(p.names) > indexAbove {
+		if i, ok := p.byName[key]; ok {
+			return i
+		}
+		return -1
+	}
 	for i, n := range p.names {
 		if n == key {
 			return i
@@ -106,14 +129,54 @@ func (p *props) delete(key string) bool {
 	return true
 }
 
+// keys lists the properties in a plain object's order: array indexes
+// first, ascending, then the other names in the order they came.
 func (p *props) keys() []string {
 	out := make([]string, 0, len(p.names)+len(p.extra))
+	indexes := false
 	for i, n := range p.names {
 		if !p.gone[i] {
 			out = append(out, n)
+			indexes = indexes || isArrayIndex(n)
 		}
 	}
-	return append(out, p.extra...)
+	for _, n := range p.extra {
+		out = append(out, n)
+		indexes = indexes || isArrayIndex(n)
+	}
+	if indexes {
+		slices.SortStableFunc(out, func(a, b string) int {
+			ia, ib := isArrayIndex(a), isArrayIndex(b)
+			switch {
+			case ia && ib && len(a) != len(b):
+				return cmp.Compare(len(a), len(b))
+			case ia && ib:
+				return strings.Compare(a, b)
+			case ia:
+				return -1
+			case ib:
+				return 1
+			}
+			return 0
+		})
+	}
+	return out
+}
+
+// isArrayIndex reports whether s names an array index (a canonical
+// integer below 2³²-1), which an object enumerates before its other keys.
+func isArrayIndex(s string) bool {
+	if s == "" || len(s) > 10 || s[0] == '0' && len(s) > 1 {
+		return false
+	}
+	n := uint64(0)
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		n = n*10 + uint64(s[i]-'0')
+	}
+	return n < 1<<32-1
 }
 
 // The fields of mb's request object, in the order message.Request's JSON

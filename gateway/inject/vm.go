@@ -28,14 +28,16 @@ type vm struct {
 	callback  goja.Value
 	bufferFn  goja.Callable // tcp.go's Buffer shim, made on first use
 	// global is the runtime's own global object. Each run gets a fresh one
-	// in front of it (see run), so that what a script writes to globalThis
-	// is gone for the next.
-	global *goja.Object
+	// in front of it, scope (see run), so that what a script writes to
+	// globalThis is gone for the next.
+	global, scopeObj *goja.Object
 	// The views of the current run's config and request.
 	req    requestView
 	cfg    configView
+	st     stateView
 	reqObj *goja.Object
 	cfgObj *goja.Object
+	stObj  *goja.Object
 
 	w watch // the watchdog's hold on the runtime
 
@@ -94,10 +96,23 @@ func newVM(log *slog.Logger) *vm {
 		return v.setTimeout(goja.FunctionCall{This: c.This, Arguments: append([]goja.Value{c.Argument(0), v.rt.ToValue(0)}, c.Arguments[min(1, len(c.Arguments)):]...)})
 	})
 	v.global = rt.GlobalObject()
+	v.scopeObj = v.global
+	// globalThis is the run's scope, found through an accessor on the
+	// runtime's global, so that a scope needs no property of its own: a
+	// goja object with one costs a map, most of what a scope cost. Setting
+	// it gives the scope its own, as Node's writable globalThis does.
+	_ = v.global.DefineAccessorProperty("globalThis",
+		rt.ToValue(func(goja.FunctionCall) goja.Value { return v.scopeObj }),
+		rt.ToValue(func(c goja.FunctionCall) goja.Value {
+			_ = v.scopeObj.DefineDataProperty("globalThis", c.Argument(0), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+			return goja.Undefined()
+		}),
+		goja.FLAG_TRUE, goja.FLAG_FALSE)
 	v.reqObj = rt.NewDynamicObject(&v.req)
 	v.req.self = v.reqObj
 	v.cfgObj = rt.NewDynamicObject(&v.cfg)
 	installNode(v)
+	v.stObj = rt.NewDynamicObject(&v.st)
 	return v
 }
 
@@ -131,10 +146,14 @@ func (v *vm) request(r *message.Request) *goja.Object {
 // dropped with it. Built-in objects themselves (Math, JSON, Array.prototype)
 // are shared, as they are in mb's one Node process.
 func (v *vm) scope() {
-	g := v.rt.NewObject()
-	_ = g.SetPrototype(v.global)
-	_ = g.DefineDataProperty("globalThis", g, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE)
-	v.rt.SetGlobalObject(g)
+	v.scopeObj = v.rt.CreateObject(v.global)
+	v.rt.SetGlobalObject(v.scopeObj)
+}
+
+// unscope puts the runtime's own global object back.
+func (v *vm) unscope() {
+	v.scopeObj = v.global
+	v.rt.SetGlobalObject(v.global)
 }
 
 // setTimeout queues fn; timers run, in due order, after the script's
@@ -342,9 +361,10 @@ func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 			discard = true // interrupted, perhaps just as it returned
 		}
 		v.ctx, v.answer, v.timers = nil, nil, v.timers[:0]
-		v.rt.SetGlobalObject(v.global)
+		v.unscope()
 		v.req.drop()
 		v.cfg.drop()
+		v.st.drop()
 		e.release(v, discard)
 	}()
 	defer func() {
@@ -352,9 +372,11 @@ func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 			err = script(fmt.Errorf("runtime panic: %v", p))
 		}
 	}()
-	err = body(v)
-	var ie *goja.InterruptedError
-	if errors.As(err, &ie) {
+	if err = body(v); err == nil {
+		discard = false
+		return nil
+	}
+	if ie := interrupted(err); ie != nil {
 		if r, ok := ie.Value().(error); ok {
 			return r
 		}
@@ -364,4 +386,18 @@ func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 	var so *goja.StackOverflowError
 	discard = errors.As(err, &so)
 	return err
+}
+
+// interrupted returns the interruption err is, or nil. (Declared only once
+// there is an error, the target of errors.As costs no allocation on the
+// way of a script that succeeds.)
+func interrupted(err error) *goja.InterruptedError {
+	if err == nil {
+		return nil
+	}
+	var ie *goja.InterruptedError
+	if errors.As(err, &ie) {
+		return ie
+	}
+	return nil
 }

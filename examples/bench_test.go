@@ -44,7 +44,7 @@ func BenchmarkExamples(b *testing.B) {
 				}
 				f := seamFlow{newStore(b), "i1:bench"}
 				in := &plugins.Input{
-					Method: "GET", Path: "/greet", FlowID: "i1:bench", RequestFrom: "127.0.0.1:1",
+					Method: "GET", Path: "/greet", FlowID: "i1:bench", RequestFrom: plugins.Str("127.0.0.1:1"),
 					Query:   []plugins.Pair{{Name: "name", Value: "Ada"}},
 					Headers: []plugins.Pair{{Name: "X-Flow-Id", Value: "bench"}, {Name: "User-Agent", Value: "bench"}},
 					Config:  []byte(c.config), Flow: f,

@@ -38,7 +38,7 @@ func header(r plugins.Response, name string) string {
 
 func request(method, path string, f plugins.Flow, config string) *plugins.Input {
 	return &plugins.Input{
-		Method: method, Path: path, FlowID: "i4600:test", RequestFrom: "127.0.0.1:40000",
+		Method: method, Path: path, FlowID: "i4600:test", RequestFrom: plugins.Str("127.0.0.1:40000"),
 		Config: []byte(config), Flow: f,
 	}
 }
@@ -231,7 +231,7 @@ func TestEchoC(t *testing.T) {
 		{"header any case", "{{header.x-user}}|{{header.X-USER}}",
 			plugins.Input{Headers: []plugins.Pair{{Name: "X-User", Value: "bob"}}}, "bob|bob"},
 		{"request parts", "{{method}} {{body}} {{flow}} {{requestFrom}}",
-			plugins.Input{Method: "POST", Body: []byte("b0dy"), FlowID: "i1:f", RequestFrom: "1.2.3.4:5"}, "POST b0dy i1:f 1.2.3.4:5"},
+			plugins.Input{Method: "POST", Body: []byte("b0dy"), FlowID: "i1:f", RequestFrom: plugins.Str("1.2.3.4:5")}, "POST b0dy i1:f 1.2.3.4:5"},
 		{"unknown name", "[{{nope}}]", plugins.Input{}, "[]"},
 		{"unterminated", "a {{path", plugins.Input{Path: "/x"}, "a {{path"},
 		{"escapes", `tab\there \u00e9 \ud83d\ude00 \"q\"`, plugins.Input{}, "tab\there é 😀 \"q\""},

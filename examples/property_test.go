@@ -21,7 +21,7 @@ func genInput(t *rapid.T) *plugins.Input {
 		Path:        "/" + rapid.String().Draw(t, "path"),
 		Body:        rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, "body"),
 		FlowID:      "i1:" + rapid.String().Draw(t, "flow"),
-		RequestFrom: "127.0.0.1:" + rapid.StringMatching(`[0-9]{1,5}`).Draw(t, "port"),
+		RequestFrom: plugins.Str("127.0.0.1:" + rapid.StringMatching(`[0-9]{1,5}`).Draw(t, "port")),
 	}
 	seen := map[string]bool{}
 	for _, n := range rapid.SliceOfN(name, 0, 30).Draw(t, "query") {
@@ -52,7 +52,7 @@ func echoModel(in *plugins.Input, name string) string {
 	case "flow":
 		return in.FlowID
 	case "requestFrom":
-		return in.RequestFrom
+		return in.RequestFrom.String()
 	}
 	if q, ok := strings.CutPrefix(name, "query."); ok {
 		for _, p := range in.Query {
@@ -150,7 +150,7 @@ func FuzzEchoC(f *testing.F) {
 	f.Add("/x", "a", strings.Repeat("v", 70000), "b", "w", []byte("z"), "{{query.a}}")
 	h := register(f, "echo-c")
 	f.Fuzz(func(t *testing.T, path, qn, qv, hn, hv string, body []byte, tpl string) {
-		in := &plugins.Input{Method: "GET", Path: path, Body: body, FlowID: "i1:f", RequestFrom: "127.0.0.1:1"}
+		in := &plugins.Input{Method: "GET", Path: path, Body: body, FlowID: "i1:f", RequestFrom: plugins.Str("127.0.0.1:1")}
 		if qn != "" {
 			in.Query = []plugins.Pair{{Name: qn, Value: qv}}
 		}

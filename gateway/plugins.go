@@ -328,7 +328,7 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		Headers:     pairs(r.Headers),
 		Body:        r.Body,
 		FlowID:      flowID,
-		RequestFrom: r.RequestFrom(),
+		RequestFrom: remote{r},
 		Config:      w.config,
 	}
 	if imp != nil && flowID != "" {
@@ -344,6 +344,13 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 	inputPool.Put(c)
 	return out, err
 }
+
+// remote is the request's client address as the plugin host reads it:
+// rendered only if the guest reads the request.
+type remote struct{ r *message.Request }
+
+func (a remote) Len() int       { return a.r.RequestFromLen() }
+func (a remote) String() string { return a.r.RequestFrom() }
 
 // A message.KV is a plugins.Pair (this conversion compiles only while the
 // two have the same fields), so pairs views one as the other instead of

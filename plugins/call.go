@@ -38,13 +38,44 @@ type Input struct {
 	Headers     []Pair // in order received; repeated names are joined with ", "
 	Body        []byte
 	FlowID      string // the scoped flow id
-	RequestFrom string // ip:port of the client
+	RequestFrom Text   // ip:port of the client; nil reads as ""
 	// Config is the stub's "config" as JSON text; nil reads as null.
 	Config []byte
 	// Response is the response being decorated, for decorate calls only.
 	Response *Response
 	// Flow serves the flow imports; nil answers them UNAVAILABLE.
 	Flow Flow
+}
+
+// Text is a text of the request envelope that costs something to make:
+// the host asks for its length on every call (the envelope's length is
+// the entry point's argument), and for the text only when the guest reads
+// the request, which many guests never do.
+type Text interface {
+	Len() int
+	String() string
+}
+
+// Str is a Text already made.
+type Str string
+
+func (s Str) Len() int       { return len(s) }
+func (s Str) String() string { return string(s) }
+
+// text is t's text, "" for none.
+func text(t Text) string {
+	if t == nil {
+		return ""
+	}
+	return t.String()
+}
+
+// textLen is t's length, 0 for none.
+func textLen(t Text) int {
+	if t == nil {
+		return 0
+	}
+	return t.Len()
 }
 
 // Output is what a call produced.

@@ -167,7 +167,7 @@ func (e *encoder) encodeRequest(in *Input) []byte {
 	b = e.appendTextMap(append(b, reqHeaders), in.Headers, ", ")
 	b = appendBytes(append(b, reqBody), in.Body)
 	b = appendText(append(b, reqFlow), in.FlowID)
-	b = appendText(append(b, reqRequestFrom), in.RequestFrom)
+	b = appendText(append(b, reqRequestFrom), text(in.RequestFrom))
 	if in.Response != nil {
 		b = e.appendResponse(append(b, reqResponse), in.Response)
 	}
@@ -188,7 +188,7 @@ func requestSize(in *Input) (int, bool) {
 	}
 	n := 1 + 7 // the map's head and seven one-byte keys
 	n += textSize(len(in.Method)) + textSize(len(in.Path)) + textSize(len(in.Body)) +
-		textSize(len(in.FlowID)) + textSize(len(in.RequestFrom))
+		textSize(len(in.FlowID)) + textSize(textLen(in.RequestFrom))
 	n += textMapSize(in.Query, len(",")) + textMapSize(in.Headers, len(", "))
 	return n, true
 }

@@ -53,7 +53,7 @@ func TestGoldenRequest(t *testing.T) {
 		{
 			name: "plain",
 			in: Input{Method: "GET", Path: "/a", Query: []Pair{{"x", "1"}}, Headers: []Pair{{"Host", "h"}},
-				Body: []byte("hi"), FlowID: "i1:f", RequestFrom: "1.2.3.4:5"},
+				Body: []byte("hi"), FlowID: "i1:f", RequestFrom: Str("1.2.3.4:5")},
 			want: "a7" +
 				"01 63 474554" + // 1: "GET"
 				"02 62 2f61" + // 2: "/a"
@@ -192,7 +192,7 @@ func TestRequestEnvelopeProperty(t *testing.T) {
 			Method: genText(t, "method"), Path: genText(t, "path"),
 			Query: genPairs(t, "query"), Headers: genPairs(t, "headers"),
 			Body:   rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "body"),
-			FlowID: genText(t, "flow"), RequestFrom: genText(t, "from"),
+			FlowID: genText(t, "flow"), RequestFrom: Str(genText(t, "from")),
 		}
 		if rapid.Bool().Draw(t, "decorate") {
 			in.Response = &Response{Status: rapid.IntRange(100, 599).Draw(t, "status"), Headers: genPairs(t, "rh"), Body: []byte(genText(t, "rb"))}
@@ -213,7 +213,7 @@ func TestRequestEnvelopeProperty(t *testing.T) {
 		want := map[any]any{
 			uint64(1): in.Method, uint64(2): in.Path,
 			uint64(3): joined(in.Query, ","), uint64(4): joined(in.Headers, ", "),
-			uint64(5): in.Body, uint64(6): in.FlowID, uint64(7): in.RequestFrom,
+			uint64(5): in.Body, uint64(6): in.FlowID, uint64(7): text(in.RequestFrom),
 		}
 		if in.Body == nil {
 			want[uint64(5)] = []byte{}
@@ -332,7 +332,7 @@ func TestRequestSizeProperty(t *testing.T) {
 		in := Input{
 			Method: sized(t, "method"), Path: sized(t, "path"),
 			Query: pairs(t, "query"), Headers: pairs(t, "headers"),
-			Body: []byte(sized(t, "body")), FlowID: sized(t, "flow"), RequestFrom: sized(t, "from"),
+			Body: []byte(sized(t, "body")), FlowID: sized(t, "flow"), RequestFrom: Str(sized(t, "from")),
 		}
 		if rapid.Bool().Draw(t, "decorate") {
 			in.Response = &Response{Status: 200, Body: []byte("x")}

@@ -25,7 +25,7 @@ func sampleInput(f Flow) *Input {
 		Headers:     []Pair{{"Host", "example.test"}, {"Accept", "a/b"}, {"Accept", "c/d"}},
 		Body:        []byte(`{"id":1}`),
 		FlowID:      "i4545:abc",
-		RequestFrom: "127.0.0.1:50000",
+		RequestFrom: Str("127.0.0.1:50000"),
 		Config:      []byte(`{"greeting":"hi"}`),
 		Flow:        f,
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // TestRequestFromRendersAsNet: the one-pass rendering of the client's
-// address matches net.TCPAddr's two, for every address family.
+// address matches net.TCPAddr's two, for every address family, and so
+// does its length worked out without rendering.
 func TestRequestFromRendersAsNet(t *testing.T) {
 	for _, a := range []*net.TCPAddr{
 		{IP: net.IPv4(127, 0, 0, 1), Port: 5000},
@@ -31,8 +32,14 @@ func TestRequestFromRendersAsNet(t *testing.T) {
 
 func checkAddr(t interface{ Errorf(string, ...any) }, a *net.TCPAddr) {
 	r := &Request{addr: a}
+	if got, want := r.RequestFromLen(), len(a.String()); got != want {
+		t.Errorf("RequestFromLen %d, want %d (%s)", got, want, a)
+	}
 	if got, want := r.RequestFrom(), a.String(); got != want {
 		t.Errorf("RequestFrom %q, want %q", got, want)
+	}
+	if got, want := r.RequestFromLen(), len(a.String()); got != want {
+		t.Errorf("RequestFromLen %d once rendered, want %d (%s)", got, want, a)
 	}
 	r = &Request{addr: a}
 	if got, want := r.IP(), a.IP.String(); got != want {

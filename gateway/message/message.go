@@ -92,6 +92,30 @@ func (r *Request) RequestFrom() string {
 	return r.requestFrom
 }
 
+// RequestFromLen is len(r.RequestFrom()), worked out without rendering
+// the address when it is an IPv4 one (the usual case), for a caller that
+// needs its length on every request and its text on few.
+func (r *Request) RequestFromLen() int {
+	if t, ok := r.addr.(*net.TCPAddr); ok {
+		if ip4 := t.IP.To4(); ip4 != nil && t.Zone == "" && t.Port >= 0 {
+			n := len("...:") + decimalLen(uint64(t.Port))
+			for _, o := range ip4 {
+				n += decimalLen(uint64(o))
+			}
+			return n
+		}
+	}
+	return len(r.RequestFrom())
+}
+
+func decimalLen(n uint64) int {
+	l := 1
+	for ; n >= 10; n /= 10 {
+		l++
+	}
+	return l
+}
+
 // IP returns the client's IP address.
 func (r *Request) IP() string {
 	r.renderAddr()

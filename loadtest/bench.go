@@ -23,7 +23,10 @@ type benchConfig struct {
 	rounds, conns, slices      int
 	duration, warmup           time.Duration
 	serverCPU                  string
-	only                       *regexp.Regexp
+	// inProcess names a file of `go test -bench` output to report beside
+	// the load ("" for none).
+	inProcess string
+	only      *regexp.Regexp
 	// helloCmd starts the raw server; it is this very program, `hello`.
 	helloCmd []string
 }
@@ -50,6 +53,7 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measurement")
 	fs.IntVar(&c.slices, "slices", 5, "closed loop: the systems take turns in this many slices of -d each (1: one after another)")
 	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU list the servers are pinned to with taskset (\"\" not to pin); run the bench itself on another")
+	fs.StringVar(&c.inProcess, "inprocess", "", "a file of `go test -bench -benchmem` output (BenchmarkServe) to report beside the load")
 	only := fs.String("only", "", "regexp: run only the cases whose id matches")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -35,6 +35,8 @@ type bench struct {
 	rpcN    uint64
 	rpcNote string
 	pauses  []pause
+	// inProcess is the -inprocess file's benchmarks (nil without one).
+	inProcess *inProcess
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -70,6 +72,17 @@ const benchTimeout = 15 * time.Second
 func (b *bench) run(ctx context.Context) (string, error) {
 	b.start = time.Now().UTC()
 	b.info = machineInfo()
+	if b.cfg.inProcess != "" {
+		f, err := os.Open(b.cfg.inProcess)
+		if err != nil {
+			return "", fmt.Errorf("bench: %w", err)
+		}
+		b.inProcess, err = readInProcess(f)
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("bench: %w", err)
+		}
+	}
 	total0, steal0, ticksOK := cpuTicks()
 	dir, err := os.MkdirTemp("", "riftload-bench-")
 	if err != nil {
@@ -566,6 +579,7 @@ func (b *bench) report() string {
 	}
 
 	b.clusterReport(p)
+	b.inProcess.report(p)
 
 	p("\n## Every round\n\n")
 	p("| case | system | req/s per round |\n|---|---|---|\n")

@@ -19,4 +19,12 @@ if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
 else
 	SERVER_CPU=""
 fi
-exec $PIN bin/riftload bench -server-cpu "$SERVER_CPU" -out docs/benchmarks.md "$@"
+# The in-process benchmarks first, on the servers' CPU, while nothing else
+# of the bench runs: issue #16's per-request costs, reported with the load.
+INPROC=build/bench-inprocess.txt
+mkdir -p build
+SPIN=""
+[ -n "$SERVER_CPU" ] && SPIN="taskset -c $SERVER_CPU"
+RIFTGATE_WASM_DIR=${RIFTGATE_WASM_DIR:-build/wasm} $SPIN "$GO" test -run '^$' -bench '^BenchmarkServe$' \
+	-benchmem -count 5 ./gateway/ | tee "$INPROC"
+exec $PIN bin/riftload bench -server-cpu "$SERVER_CPU" -inprocess "$INPROC" -out docs/benchmarks.md "$@"

@@ -185,8 +185,13 @@ func writeUntil(t *testing.T, n *clustertest.Node, port int, body string, within
 	for {
 		code, resp := n.Do("POST", "/imposters", map[string]any{"protocol": "http", "port": port,
 			"stubs": []any{map[string]any{"responses": []any{map[string]any{"is": map[string]any{"body": body}}}}}})
+		// A retry after an answer the network lost finds the first attempt
+		// applied: in the configuration ("already in use") or, while the
+		// node is applying it, on the node's socket (EADDRINUSE). The
+		// callers' waitServed checks that the imposter is the one written.
+		inUse := strings.Contains(string(resp), "already in use") || strings.Contains(string(resp), "EADDRINUSE")
 		switch {
-		case code == http.StatusCreated, code == http.StatusBadRequest && strings.Contains(string(resp), "already in use"):
+		case code == http.StatusCreated, code == http.StatusBadRequest && inUse:
 			return time.Since(start)
 		case code != http.StatusServiceUnavailable:
 			t.Fatalf("POST /imposters on %s: %d %s", n.Name, code, resp)

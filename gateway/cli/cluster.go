@@ -102,6 +102,7 @@ func startCluster(ctx context.Context, opts cluster.Options, maxFlows int, logge
 		return nil, nil, err
 	}
 	node.Handle("/flows/", flows.Handler())
+	node.CountFlows(flows.Count)
 	stop := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -120,12 +120,14 @@ const removeTimeout = 30 * time.Second
 // API:
 //
 //	GET    /cluster                the group as this node sees it (Status)
+//	GET    /cluster/flows          the flows each member holds (Ownership)
 //	DELETE /cluster/members/:name  remove a member for good
 func (n *Node) Admin() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cluster", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
+	mux.HandleFunc("GET /cluster/flows", n.serveOwnership)
 	mux.HandleFunc("DELETE /cluster/members/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		id := raftnode.NodeIDFromName(name)

@@ -62,6 +62,7 @@ type Node struct {
 
 	reach   reachability
 	metrics metrics
+	counter atomic.Pointer[flowCounter] // the flow runtime's count (CountFlows)
 
 	ctx      context.Context // the node's own, cancelled by Close
 	cancel   context.CancelFunc

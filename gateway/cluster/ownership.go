@@ -23,8 +23,9 @@ const pathFlowCounts = "/app/v1/flowcounts"
 const flowCountsTimeout = 2 * time.Second
 
 // FlowCount is what one member holds in its flowshard, each flow placed on
-// the ring of the membership that member runs: the flow runtime's answer
-// to the flow-counts peer route (version 1, pinned by golden tests).
+// the ring of the membership that member runs, and whether the member is
+// isolated (it then refuses owner-side operations): its answer to the
+// flow-counts peer route (version 1, pinned by golden tests).
 type FlowCount struct {
 	MembershipIndex uint64 `cbor:"1,keyasint" json:"membershipIndex"`
 	// Owned are the flows the member holds and owns.
@@ -34,6 +35,8 @@ type FlowCount struct {
 	// Other are flows it holds and neither owns nor replicates: copies
 	// left from an earlier membership, kept until their TTL.
 	Other int64 `cbor:"4,keyasint" json:"other"`
+	// Isolated: the member sees no leader a quorum acknowledged.
+	Isolated bool `cbor:"5,keyasint" json:"isolated"`
 }
 
 // Count counts the flows this node's shard holds (those with a live
@@ -68,7 +71,7 @@ type flowCounter = func(context.Context) (FlowCount, error)
 func (n *Node) CountFlows(count flowCounter) {
 	n.counter.Store(&count)
 	n.group.HandlePeer(pathFlowCounts, 0, func(ctx context.Context, _ uint64, _ []byte) ([]byte, error) {
-		c, err := count(ctx)
+		c, err := n.ownCount(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -76,12 +79,15 @@ func (n *Node) CountFlows(count flowCounter) {
 	})
 }
 
-// counterOf is the count CountFlows lent n, or nil.
-func (n *Node) counterOf() flowCounter {
-	if p := n.counter.Load(); p != nil {
-		return *p
+// ownCount is this member's FlowCount.
+func (n *Node) ownCount(ctx context.Context) (FlowCount, error) {
+	p := n.counter.Load()
+	if p == nil {
+		return FlowCount{}, errors.New("this node runs no flow runtime")
 	}
-	return nil
+	c, err := (*p)(ctx)
+	c.Isolated = n.IsIsolated()
+	return c, err
 }
 
 // Ownership is GET /cluster/flows: how many flows each member holds, as
@@ -128,14 +134,10 @@ func (n *Node) Ownership(ctx context.Context) Ownership {
 
 // countOf is member id's flow count: this node's own, or one peer call.
 func (n *Node) countOf(ctx context.Context, id uint64) (FlowCount, error) {
-	var c FlowCount
 	if id == n.Self() {
-		count := n.counterOf()
-		if count == nil {
-			return c, errors.New("this node runs no flow runtime")
-		}
-		return count(ctx)
+		return n.ownCount(ctx)
 	}
+	var c FlowCount
 	out, err := n.group.CallPeer(ctx, id, pathFlowCounts, nil, 1<<10)
 	if err == nil {
 		err = raftnode.UnmarshalCBOR(out, &c)

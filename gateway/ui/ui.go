@@ -1,18 +1,17 @@
 // Package ui is riftgate's web UI on the admin port. A browser that asks for
-// HTML at /, /imposters, /imposters/:id, /logs, /config or /plugins gets a
-// page; an API client gets the JSON it always got (with Vary: Accept), as
-// Mountebank negotiates. A page is a static shell: the script under
-// /ui/ fetches everything it shows from the admin API, with the same calls
-// any client makes, so that the UI holds no data of its own and needs no
-// privilege the API does not grant.
+// HTML at /, /imposters, /imposters/:id, /logs, /config, /plugins or
+// /cluster gets a page; an API client gets the JSON it always got (with
+// Vary: Accept), as Mountebank negotiates. A page is a static shell: the
+// script under /ui/ fetches everything it shows from the admin API, with
+// the same calls any client makes, so that the UI holds no data of its own
+// and needs no privilege the API does not grant.
 //
 // The assets are embedded (go:embed), so the binary serves the UI offline.
 // Every page carries a strict Content-Security-Policy with Trusted Types:
 // the scripts build the DOM from text nodes only, and the browser refuses
 // any HTML sink, so a hostile imposter name stays text.
 //
-// A page is one entry in pages and one module under assets/; a cluster
-// page, once the cluster runtime exists, is one more of each.
+// A page is one entry in pages and one module under assets/pages/.
 package ui
 
 import (
@@ -46,6 +45,7 @@ var pages = []struct {
 	{regexp.MustCompile(`^/plugins$`), "plugins", true},
 	{regexp.MustCompile(`^/logs$`), "logs", true},
 	{regexp.MustCompile(`^/config$`), "config", true},
+	{regexp.MustCompile(`^/cluster$`), "cluster", true}, // JSON only in a cluster; a page everywhere
 	{regexp.MustCompile(`^/traffic$`), "traffic", false},
 }
 

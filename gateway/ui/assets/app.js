@@ -8,14 +8,16 @@ import { plugins } from "./pages/plugins.js";
 import { logs } from "./pages/logs.js";
 import { traffic } from "./pages/traffic.js";
 import { config } from "./pages/config.js";
+import { cluster } from "./pages/cluster.js";
 
-// The pages, in the order the navigation shows them. A cluster page is one
-// more entry here and one more module.
+// The pages, in the order the navigation shows them. A page is one entry
+// here and one module under pages/ (and its path in ui.go's pages).
 const routes = [
   { path: /^\/(imposters)?$/, nav: "/imposters", title: "Imposters", draw: home },
   { path: /^\/imposters\/(\d+)$/, draw: imposter },
   { path: /^\/traffic$/, nav: "/traffic", title: "Traffic", draw: traffic },
   { path: /^\/plugins$/, nav: "/plugins", title: "Plugins", draw: plugins },
+  { path: /^\/cluster$/, nav: "/cluster", title: "Cluster", draw: cluster },
   { path: /^\/logs$/, nav: "/logs", title: "Logs", draw: logs },
   { path: /^\/config$/, nav: "/config", title: "Config", draw: config },
 ];

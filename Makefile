@@ -11,7 +11,7 @@ export RIFTGATE_WASM_DIR := $(WASMDIR)
 export RIFTGATE_MB       := $(NODEDIR)/node_modules/.bin/mb
 export RIFTGATE_ASC      := $(NODEDIR)/node_modules/.bin/asc
 
-GOSRC := $(shell find . -name '*.go' -not -path './build/*' -not -path './sdk/*' -not -path './examples/*') $(wildcard examples/demo/*) go.mod go.sum
+GOSRC := $(shell find . -name '*.go' -not -path './build/*' -not -path './sdk/*' -not -path './examples/*') $(shell find gateway/ui/assets -type f) $(wildcard examples/demo/*) go.mod go.sum
 
 # Fragments add their modules to WASM (the list of .wasm files to build).
 WASM :=

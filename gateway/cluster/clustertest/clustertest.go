@@ -45,6 +45,12 @@ type Options struct {
 	Args []string
 	// Faults puts a fault proxy in front of every node's peer listener.
 	Faults bool
+	// Hosts are the nodes' loopback addresses, in order (default Host(i)):
+	// a package whose tests run while the cluster tests do picks others.
+	Hosts []string
+	// Names are the nodes' --cluster-node-name, in order (default n1, n2,
+	// ...).
+	Names []string
 }
 
 // Cluster is a running test cluster.
@@ -94,7 +100,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	hosts := make([]string, opts.Nodes)
 	for i := range hosts {
-		hosts[i] = Host(i + 1)
+		hosts[i] = c.host(i + 1)
 	}
 	c.adminPort, c.peerPort = FreePort(t, hosts...), FreePort(t, hosts...)
 	if opts.Faults {
@@ -118,12 +124,23 @@ func Start(t testing.TB, opts Options) *Cluster {
 // keeps 127.0.0.1-3).
 func Host(i int) string { return "127.0.0." + strconv.Itoa(10+i) }
 
+// host is node i's address (from 1), Options.Hosts' when given.
+func (c *Cluster) host(i int) string {
+	if i <= len(c.opts.Hosts) {
+		return c.opts.Hosts[i-1]
+	}
+	return Host(i)
+}
+
 // Add starts one more node, which joins through n1 (or bootstraps, when it
 // is the first), and returns it once its admin API answers.
 func (c *Cluster) Add() *Node {
 	c.t.Helper()
 	i := len(c.Nodes) + 1
-	n := &Node{Name: "n" + strconv.Itoa(i), Host: Host(i)}
+	n := &Node{Name: "n" + strconv.Itoa(i), Host: c.host(i)}
+	if i <= len(c.opts.Names) {
+		n.Name = c.opts.Names[i-1]
+	}
 	listen := net.JoinHostPort(n.Host, strconv.Itoa(c.peerPort))
 	n.PeerURL = "http://" + listen
 	if c.Faults != nil {
@@ -133,7 +150,7 @@ func (c *Cluster) Add() *Node {
 		}
 		n.PeerURL = "http://" + proxy
 	}
-	dataDir := filepath.Join(c.t.TempDir(), n.Name)
+	dataDir := filepath.Join(c.t.TempDir(), "data") // a name may hold any character
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}

@@ -73,9 +73,12 @@ export class APIError extends Error {
 export async function api(method, path, body) {
   const res = await send(method, path, body, "application/json");
   const text = await res.text();
-  const data = text ? JSON.parse(text) : {};
-  if (!res.ok) throw new APIError(res.status, data);
-  return data;
+  if (!res.ok) {
+    let data = null;
+    try { data = JSON.parse(text); } catch { /* a route no handler serves answers plain text */ }
+    throw new APIError(res.status, data);
+  }
+  return text ? JSON.parse(text) : {};
 }
 
 // send makes one admin request; on 401 it asks for the API key and

@@ -142,11 +142,13 @@ function drawRing(svg, note, flows) {
     at += frac;
   });
   kids.push(svgEl("text", { x: C, y: C - 2, "text-anchor": "middle", class: "ring-total", id: "ring-total" }, String(total)));
+  const silent = ms.filter(m => !m.answered).length;
   kids.push(svgEl("text", { x: C, y: C + 16, "text-anchor": "middle", class: "axis" }, total === 1 ? "flow owned" : "flows owned"));
+  if (silent) kids.push(svgEl("text", { x: C, y: C + 30, "text-anchor": "middle", class: "axis error" }, `${silent} member${silent === 1 ? "" : "s"} not counted`));
   svg.replaceChildren(...kids);
   fill(note, ms.length === 0 ? "No member reported its flows." : h("ul", { class: "ring-legend" }, ms.map((m, i) =>
     h("li", { class: "ring-member" }, h("span", { class: `swatch c${i % 5}` }), h("span", { class: "name" }, m.name), ": ",
-      m.answered ? `${m.owned} owned, ${m.replicas} replicas` : `did not answer (${m.error})`))),
+      m.answered ? `${m.owned} owned, ${m.replicas} replicas` : h("span", { class: "error", title: m.error }, "did not answer: its flows are not counted")))),
   h("p", { class: "muted" }, "Each member counts the flows in its own shard on the ring of the membership it runs; response-cycle positions of stubs count as flows."));
 }
 

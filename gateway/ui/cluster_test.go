@@ -15,6 +15,8 @@ import (
 	"github.com/riftgate/riftgate/gateway/cluster"
 	"github.com/riftgate/riftgate/gateway/cluster/clustertest"
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
+	"github.com/riftgate/riftgate/raftnode"
+	"github.com/riftgate/riftgate/ring"
 )
 
 // The UI's cluster runs on addresses of its own: the cluster tests'
@@ -86,17 +88,31 @@ func TestClusterPage(t *testing.T) {
 	noScript(t, p)
 	p.shot("cluster")
 
-	// Through the JSON every client gets: the same counts.
+	// Each member owns what the ring, computed here from the names alone,
+	// gives it: in the JSON every client gets, and on the page.
+	want := map[string]int64{}
+	ids := []uint64{}
+	for _, n := range c.Nodes {
+		ids = append(ids, raftnode.NodeIDFromName(n.Name))
+	}
+	r, _ := ring.New(0, ids)
+	for i := range flows {
+		owner := r.Owner(ring.ClassFlow, fmt.Sprintf("i%d:flow-%d", port, i))
+		want[c.Nodes[slices.Index(ids, owner)].Name]++
+	}
 	var own cluster.Ownership
 	if status, body := n1.Do("GET", "/cluster/flows", nil); status != 200 || json.Unmarshal(body, &own) != nil {
 		t.Fatalf("GET /cluster/flows: %d %s", status, body)
 	}
-	total := int64(0)
+	got := map[string]int64{}
 	for _, m := range own.Members {
-		total += m.Owned
+		got[m.Name] = m.Owned
 	}
-	if total != flows || len(own.Members) != 3 {
-		t.Fatalf("GET /cluster/flows: %+v, want %d flows owned in all", own, flows)
+	shown := eval[map[string]float64](p, `Object.fromEntries([...document.querySelectorAll("#members tr.member")].map(r => [r.querySelector(".name").textContent, Number(r.querySelector("td.owned").textContent)]))`)
+	for name, n := range want {
+		if got[name] != n || int64(shown[name]) != n {
+			t.Errorf("%s owns %d flows by the ring; GET /cluster/flows says %d, the page %v", name, n, got[name], shown[name])
+		}
 	}
 
 	victim := c.Node("n2")

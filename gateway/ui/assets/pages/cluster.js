@@ -75,7 +75,14 @@ export async function cluster(main, _match, signal) {
     }
   }
   await draw();
-  const timer = setInterval(() => draw().catch(err => fill(summary, errorBox(err))), EVERY);
+  // A member that does not answer holds GET /cluster/flows up to 2 s: a
+  // tick that finds the last draw still waiting skips.
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    draw().catch(err => fill(summary, errorBox(err))).finally(() => { busy = false; });
+  }, EVERY);
   signal.addEventListener("abort", () => clearInterval(timer));
 }
 

@@ -108,7 +108,11 @@ func TestFixedDelayPercentiles(t *testing.T) {
 				if res.Throughput > 205 || res.Throughput < 50 {
 					t.Errorf("throughput %v req/s, want close to 200", res.Throughput)
 				}
-			} else if res.Throughput < 70 || res.Throughput > 110 {
+			} else if res.Throughput < 40 || res.Throughput > 110 {
+				// Never faster than the schedule; slower only when the
+				// shared machine starves the pacer (58 req/s was seen
+				// under -race with three test runs beside it), so the
+				// floor catches only a unit mix-up or a stalled pacer.
 				t.Errorf("throughput %v req/s, want 100", res.Throughput)
 			}
 		})

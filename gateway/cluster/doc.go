@@ -61,4 +61,7 @@ type Membership interface {
 	// IsIsolated reports the isolated-owner rule (seed 000 §11): true
 	// unless this node sees a leader that a quorum acknowledged recently.
 	IsIsolated() bool
+	// LeaderChanged returns a channel closed when the leader this node
+	// knows next changes: an owner waiting out an election wakes on it.
+	LeaderChanged() <-chan struct{}
 }

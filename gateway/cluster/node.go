@@ -264,6 +264,9 @@ func (n *Node) Current() raftnode.Membership { return n.members.Load().Clone() }
 // IsIsolated implements Membership.
 func (n *Node) IsIsolated() bool { return n.group.IsIsolated() }
 
+// LeaderChanged implements Membership.
+func (n *Node) LeaderChanged() <-chan struct{} { return n.group.LeaderChanged() }
+
 // MembershipChanged returns a channel closed at the next change of the
 // applied membership: read Current after it closes, then wait again.
 func (n *Node) MembershipChanged() <-chan struct{} {

@@ -415,14 +415,30 @@ func (f *Flows) isolatedFor(ctx *opCtx) bool {
 	if ctx.deadline.Before(until) {
 		until = ctx.deadline
 	}
-	for time.Now().Before(until) {
-		time.Sleep(2 * time.Millisecond)
+	// A new leader ends the wait the moment this node learns of it; the
+	// poll catches the rest (a leader heard from again, a quorum back).
+	poll := time.NewTimer(isolationPoll)
+	defer poll.Stop()
+	for {
+		changed := f.cfg.Membership.LeaderChanged()
 		if !f.cfg.Membership.IsIsolated() {
 			return false
 		}
+		left := time.Until(until)
+		if left <= 0 {
+			return true
+		}
+		poll.Reset(min(left, isolationPoll))
+		select {
+		case <-changed:
+		case <-poll.C:
+		}
 	}
-	return true
 }
+
+// isolationPoll is how often an owner waiting for a leader looks again
+// without being told of one.
+const isolationPoll = 5 * time.Millisecond
 
 // appendSnapshot is a flowshard flow (sorted by key) as the seam's.
 func appendSnapshot(out flow.Snapshot, es []flowshard.KeyEntry) flow.Snapshot {

@@ -168,12 +168,13 @@ func walk(doc any, steps []spec.Selector) []any {
 }
 
 // XMLDoc is text parsed as XML for XPath: parse a body once, and evaluate
-// every selector on it. Like mb's lenient DOM parser, text that is not XML
-// is an empty document, where count(//a) is 0; only the empty string has no
-// document at all (a nil *XMLDoc).
+// every selector on it. Text is read as mb's DOM parser reads it, malformed
+// or not (parseXMLLikeMB); only the empty string has no document at all (a
+// nil *XMLDoc).
 type XMLDoc struct{ root *xmlquery.Node }
 
-// ParseXML parses text for Eval.
+// ParseXML parses text for Eval: XML of the usual kind with a parser made
+// for it, anything else as mb's parser would.
 func ParseXML(text string) *XMLDoc {
 	if text == "" {
 		return nil
@@ -181,8 +182,9 @@ func ParseXML(text string) *XMLDoc {
 	if doc, ok := parseXMLQuick(text); ok {
 		return &XMLDoc{doc}
 	}
-	doc, err := xmlquery.Parse(strings.NewReader(text))
-	if err != nil {
+	doc, ok := parseXMLLikeMB(text)
+	if !ok {
+		// Where mb's parser throws, mb's xpath fails; nothing is selected.
 		doc = &xmlquery.Node{Type: xmlquery.DocumentNode}
 	}
 	return &XMLDoc{doc}

@@ -1,0 +1,96 @@
+package selector
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileUnits are texts that, repeated, make a reader that rescans its
+// input cost its length squared: tags, end tags, declarations and quotes
+// that never end, or end only at the very end.
+var hostileUnits = []string{
+	"<", "</", "</ ", "</ <", "\n</ <", "</ \n<", "</\n<", "<a", "<a>", "</a>", "<a/>", "<a b", "<a b=", `<a x="`,
+	"<a '", "<a b=<", "<a b=<a/", "<a b='<a b=\"", "<?", "<?a", "<? ", "<?<", "<!", "<!-", "<!--", "<!x", "<!D",
+	"<!DOCTYPE", "<!DOCTYPE ", "<!DOCTYPE '", "<!DOCTYPE '<", "<!x '<", "<![CDATA[", "<r>", "<a><b>", "<r>x</r>",
+	"&#1;", "&", "<x:a xmlns:x='u'>", "<script xmlns='http://www.w3.org/1999/xhtml'>", "<r/><a b=<a", "\u00e9</ <",
+	"</\u00e9 <", "</ <\u2028", "<a b=\"\n",
+}
+
+// hostileTail ends the units' texts, so that what never ended ends at the
+// very end, after the reader has looked for it from everywhere.
+const hostileTail = ">?>-->]]>'\"</a>\n>"
+
+// parseTime is the least of a few parses of s.
+func parseTime(s string) time.Duration {
+	best := time.Duration(1<<63 - 1)
+	for range 2 {
+		runtime.GC() // not the last parse's garbage
+		start := time.Now()
+		parseXMLLikeMB(s)
+		best = min(best, time.Since(start))
+	}
+	return best
+}
+
+// hostileTexts are texts of about n bytes that repeat no one unit: deep
+// elements each binding a namespace prefix of its own, and tags of many
+// attributes.
+var hostileTexts = map[string]func(n int) string{
+	"nested bindings": func(n int) string {
+		var b strings.Builder
+		k := 0
+		for ; b.Len() < n; k++ {
+			fmt.Fprintf(&b, "<a xmlns:p%d='u' p%d:b='1'>", k, k)
+		}
+		return b.String() + strings.Repeat("</a>", k)
+	},
+	"many attributes": func(n int) string {
+		var b strings.Builder
+		b.WriteString("<a")
+		for k := 0; b.Len() < n; k++ {
+			fmt.Fprintf(&b, " b%d='1'", k)
+		}
+		return b.String() + "/>"
+	},
+	"a repeated attribute": func(n int) string { return "<a" + strings.Repeat(" b='1'", n/6) + "/>" },
+}
+
+// TestHostileXMLIsLinear: a body is the client's to choose, so reading it
+// must cost about its length, however it is made. Each hostile text is
+// read at sizes four times apart up to 256 KiB, and the time may grow
+// about fourfold, not sixteenfold as a reader that rescans grows.
+func TestHostileXMLIsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("times reads of large texts; skipped in -short mode")
+	}
+	texts := map[string]func(n int) string{}
+	for _, unit := range hostileUnits {
+		for _, tail := range []string{"", hostileTail} {
+			texts[fmt.Sprintf("%q + %q", unit, tail)] = func(n int) string { return strings.Repeat(unit, n/len(unit)) + tail }
+		}
+	}
+	maps.Copy(texts, hostileTexts)
+	const small, factor, large = 16 << 10, 4, 256 << 10
+	for _, name := range slices.Sorted(maps.Keys(texts)) {
+		text := texts[name]
+		prev := parseTime(text(small))
+		for n := small * factor; n <= large; n *= factor {
+			d := parseTime(text(n))
+			// Below tens of milliseconds a loaded machine's noise is all
+			// there is to see.
+			if d > 50*time.Millisecond && d > 10*prev {
+				t.Errorf("%s, %d bytes: %v, %v at a quarter of the size: the reader rescans", name, n, d, prev)
+				break
+			}
+			prev = d
+		}
+		if testing.Verbose() {
+			t.Logf("%s, %d bytes: %v", name, large, prev)
+		}
+	}
+}

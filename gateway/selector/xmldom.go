@@ -283,14 +283,19 @@ func (r *domReader) endElement(n *xmlquery.Node) {
 func (r *domReader) instruction(lt int) int {
 	end := r.index("?>", lt)
 	var target, data string
+	var attrs []xmlquery.Attr
 	if end >= 0 {
 		if end < lt+2 { // "<?>": the text before the "?>" is not "<?"
 			return -1
 		}
 		target, data = splitInstruction(r.src[lt+2 : end])
+		if target == "xml" {
+			attrs = declarationAttrs(data)
+		}
 	} else {
 		// JavaScript's substring(lt, -1): every such instruction reads
-		// the text from its start, so its target is found once.
+		// the text from its start, so its target, and its pseudo-
+		// attributes, are found once.
 		if !strings.HasPrefix(r.src[:lt], "<?") {
 			return -1
 		}
@@ -298,11 +303,11 @@ func (r *domReader) instruction(lt int) int {
 			r.head = newInstructionHead(r.src)
 		}
 		target, data = r.head.split(r.src, lt)
+		if target == "xml" && data != "" {
+			attrs = r.headDeclarationAttrs(r.head.dataStart, r.head.dataStart+len(data))
+		}
 	}
-	n := &xmlquery.Node{Type: xmlquery.DeclarationNode, Data: target, ProcInst: &xmlquery.ProcInstData{Target: target, Inst: data}}
-	if target == "xml" {
-		n.Attr = declarationAttrs(data)
-	}
+	n := &xmlquery.Node{Type: xmlquery.DeclarationNode, Data: target, ProcInst: &xmlquery.ProcInstData{Target: target, Inst: data}, Attr: attrs}
 	if r.cur == nil || r.cur == r.doc {
 		_ = r.appendToDoc(n)
 	} else {
@@ -376,6 +381,26 @@ func declarationAttrs(data string) []xmlquery.Attr {
 		}
 		if j := strings.IndexByte(v[1:], q); j >= 0 {
 			out = append(out, xmlquery.Attr{Name: xml.Name{Local: f}, Value: v[1 : 1+j]})
+		}
+	}
+	return out
+}
+
+// headDeclarationAttrs is declarationAttrs(src[from:to]), for the data
+// of instructions that all start at from.
+func (r *domReader) headDeclarationAttrs(from, to int) []xmlquery.Attr {
+	var out []xmlquery.Attr
+	for _, f := range [...]string{"version=", "encoding=", "standalone="} {
+		i := r.index(f, from)
+		if i < 0 || i+len(f) >= to {
+			continue
+		}
+		q := rune(r.src[i+len(f)])
+		if q != '"' && q != '\'' {
+			continue
+		}
+		if j := r.nextQuote(q, i+len(f)+1); j >= 0 && j < to {
+			out = append(out, xmlquery.Attr{Name: xml.Name{Local: f[:len(f)-1]}, Value: r.src[i+len(f)+1 : j]})
 		}
 	}
 	return out

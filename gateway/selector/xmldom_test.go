@@ -1,10 +1,11 @@
 package selector
 
 import (
-	"context"
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/antchfx/xmlquery"
 	"github.com/riftgate/riftgate/gateway/predicate/mbtest"
@@ -75,9 +77,9 @@ func jsonText(s string) string {
 	return r.Replace(string(b))
 }
 
-// xmldomTrees asks Mountebank's own DOM parser, run by node, for its trees
-// of texts.
-func xmldomTrees(t testing.TB, texts []string) []string {
+// xmldomScript is the node command that runs testdata/xmldom-tree.js on
+// Mountebank's own DOM parser, with args after the package directory.
+func xmldomScript(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	mb := os.Getenv("RIFTGATE_MB")
 	if mb == "" {
@@ -88,14 +90,22 @@ func xmldomTrees(t testing.TB, texts []string) []string {
 		t.Fatalf("%v: Mountebank is not installed under build/node: run `make node`", mbtest.ErrNotInstalled)
 	}
 	pkg, _ = filepath.Abs(pkg)
+	return exec.Command("node", append([]string{filepath.Join("testdata", "xmldom-tree.js"), pkg}, args...)...)
+}
+
+// xmldomTrees asks Mountebank's own DOM parser, run by node, for its trees
+// of texts.
+func xmldomTrees(t testing.TB, texts []string) []string {
+	t.Helper()
 	in, err := json.Marshal(texts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "xmldom-tree.js"), pkg)
+	cmd := xmldomScript(t)
 	cmd.Stdin = strings.NewReader(string(in))
+	cmd.WaitDelay = time.Second
+	timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -109,6 +119,58 @@ func xmldomTrees(t testing.TB, texts []string) []string {
 		t.Fatalf("node answered %d trees for %d texts: %v", len(trees), len(texts), err)
 	}
 	return trees
+}
+
+// xmldomProcess is Mountebank's DOM parser run by node for one text after
+// another, as a fuzz target asks.
+type xmldomProcess struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startXMLDOM(t testing.TB) *xmldomProcess {
+	t.Helper()
+	cmd := xmldomScript(t, "--lines")
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = time.Second
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	p := &xmldomProcess{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<16)}
+	t.Cleanup(func() {
+		_ = in.Close() // node exits at the end of its input
+		timer := time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
+		defer timer.Stop()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+// tree is xmldom's tree of s.
+func (p *xmldomProcess) tree(t testing.TB, s string) string {
+	t.Helper()
+	line, _ := json.Marshal(s)
+	if _, err := p.in.Write(append(line, '\n')); err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	answer, err := p.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	var tree string
+	if err := json.Unmarshal(answer, &tree); err != nil {
+		t.Fatalf("node answered %q: %v", answer, err)
+	}
+	return tree
 }
 
 // likeMBTree is parseXMLLikeMB's tree of s, rendered as xmldom's.
@@ -186,15 +248,38 @@ func TestLikeMBIsXMLDOM(t *testing.T) {
 }
 
 // FuzzXMLLikeMB: any text reads, without a panic, into a well-linked tree,
-// which is the quick parser's whenever that one reads the text too.
+// which is the quick parser's whenever that one reads the text too, and
+// xmldom's, asked of node for every text (but in -short mode); the text repeated to a few
+// hundred KiB reads in well under a second or two, as a reader that
+// rescans it would not.
 func FuzzXMLLikeMB(f *testing.F) {
 	for _, s := range append(append([]string{}, malformedXML...), xmlSeeds...) {
 		f.Add(s)
 	}
+	var dom *xmldomProcess
+	if !testing.Short() {
+		dom = startXMLDOM(f)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if doc, ok := parseXMLLikeMB(s); ok && strings.Contains(treeText(doc), "(bad parent)") {
+		doc, ok := parseXMLLikeMB(s)
+		if ok && strings.Contains(treeText(doc), "(bad parent)") {
 			t.Fatalf("%q: a node's parent is not the node above it:\n%s", s, treeText(doc))
 		}
 		quickAgrees(t, s)
+		if s != "" && len(s) < 1<<12 {
+			long := strings.Repeat(s, (128<<10)/len(s))
+			start := time.Now()
+			parseXMLLikeMB(long)
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("%q x %d: %v", s, len(long)/len(s), d)
+			}
+		}
+		// JSON, and so node, has no text that is not UTF-8; an empty body
+		// is not parsed (ParseXML).
+		if dom != nil && s != "" && utf8.ValidString(s) {
+			if want := dom.tree(t, s); likeMBTree(s) != want {
+				t.Fatalf("%q:\nriftgate\n%s\nmb's xmldom\n%s", s, likeMBTree(s), want)
+			}
+		}
 	})
 }

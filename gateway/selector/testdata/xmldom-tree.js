@@ -2,6 +2,8 @@
 // Mountebank's own DOM parser (@xmldom/xmldom, as mb's xpath.js calls it)
 // makes of it, in the form xmldom_test.go renders its trees, as a JSON array.
 // The first argument is the directory of the installed mountebank package.
+// With --lines as the second, it reads one JSON text a line and answers
+// each with its tree as one JSON line, until stdin closes.
 'use strict';
 const mb = process.argv[2];
 const { DOMParser } = require(require.resolve('@xmldom/xmldom', { paths: [mb] }));
@@ -36,8 +38,7 @@ function render (n, depth, out) {
     }
 }
 
-const texts = JSON.parse(require('fs').readFileSync(0, 'utf8'));
-const trees = texts.map(text => {
+function tree (text) {
     try {
         const out = [];
         render(new DOMParser({ errorHandler: (level, message) => {} }).parseFromString(text), 0, out);
@@ -46,5 +47,13 @@ const trees = texts.map(text => {
     catch (e) {
         return 'throws';
     }
-});
-process.stdout.write(JSON.stringify(trees));
+}
+
+if (process.argv[3] === '--lines') {
+    const lines = require('readline').createInterface({ input: process.stdin });
+    lines.on('line', line => process.stdout.write(JSON.stringify(tree(JSON.parse(line))) + '\n'));
+}
+else {
+    const texts = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+    process.stdout.write(JSON.stringify(texts.map(tree)));
+}

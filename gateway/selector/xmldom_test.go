@@ -249,9 +249,8 @@ func TestLikeMBIsXMLDOM(t *testing.T) {
 
 // FuzzXMLLikeMB: any text reads, without a panic, into a well-linked tree,
 // which is the quick parser's whenever that one reads the text too, and
-// xmldom's, asked of node for every text (but in -short mode); the text repeated to a few
-// hundred KiB reads in well under a second or two, as a reader that
-// rescans it would not.
+// xmldom's, asked of node for every text (but in -short mode); and the
+// text repeated reads in time about linear in its length.
 func FuzzXMLLikeMB(f *testing.F) {
 	for _, s := range append(append([]string{}, malformedXML...), xmlSeeds...) {
 		f.Add(s)
@@ -267,11 +266,16 @@ func FuzzXMLLikeMB(f *testing.F) {
 		}
 		quickAgrees(t, s)
 		if s != "" && len(s) < 1<<12 {
-			long := strings.Repeat(s, (128<<10)/len(s))
-			start := time.Now()
-			parseXMLLikeMB(long)
-			if d := time.Since(start); d > time.Second {
-				t.Fatalf("%q x %d: %v", s, len(long)/len(s), d)
+			// A reader that rescans takes sixteen times as long for four
+			// times the text.
+			text := func(n int) string { return strings.Repeat(s, n/len(s)+1) }
+			short, long := parseTime(text(32<<10), 1), parseTime(text(128<<10), 1)
+			slow := func() bool { return long > 100*time.Millisecond && long > 10*short }
+			if slow() {
+				short, long = parseTime(text(32<<10), 3), parseTime(text(128<<10), 3)
+			}
+			if slow() {
+				t.Fatalf("%q repeated: %v for 32 KiB, %v for 128 KiB", s, short, long)
 			}
 		}
 		// JSON, and so node, has no text that is not UTF-8; an empty body

@@ -59,6 +59,27 @@ func genReq(t *rapid.T) req {
 	return r
 }
 
+// genXMLBody draws XML cut from pieces of tags, text and markup, so that
+// it is often malformed.
+var genXMLBody = rapid.Custom(func(t *rapid.T) string {
+	pieces := rapid.SliceOfN(rapid.SampledFrom([]string{"<r>", "</r>", "<a>", "</a>", "<b>", "</b>", "<b/>", "<a x='1'>",
+		"<", ">", "/", "</", "<>", "</>", "a", "b", "A", "1", " ", "&amp;", "&x;", "<!--", "-->", "<![CDATA[", "]]>",
+		"<?p?>", "</ a>", "<a", "='", "\n"}), 1, 16).Draw(t, "pieces")
+	return strings.Join(pieces, "")
+})
+
+// genXPathLeaf draws a comparison of what an xpath selects from the body.
+func genXPathLeaf(t *rapid.T) string {
+	op := rapid.SampledFrom([]string{"equals", "contains", "startsWith", "exists"}).Draw(t, "op")
+	var v any = genWord.Draw(t, "v")
+	if op == "exists" {
+		v = rapid.Bool().Draw(t, "v")
+	}
+	sel := rapid.SampledFrom([]string{"//a", "//b", "//b/text()", "count(//b)", "/r/a", "/r", "//a/@x", "//*", "count(//*)", "//comment()"}).Draw(t, "xp")
+	b, _ := json.Marshal(map[string]any{op: map[string]any{"body": v}, "xpath": map[string]any{"selector": sel}})
+	return string(b)
+}
+
 var ops = []string{"equals", "deepEquals", "contains", "startsWith", "endsWith", "matches", "exists"}
 
 // genLeaf draws one comparison predicate as JSON.

@@ -190,6 +190,14 @@ var table = []row{
 	{"xpath deepEquals", `{"deepEquals":{"body":["Game of Thrones","Catcher in the Rye"]},"xpath":{"selector":"//title"}}`, req{body: xmlBody}, true},
 	{"xpath matches", `{"matches":{"body":"^catcher"},"xpath":{"selector":"//title"}}`, req{body: xmlBody}, true},
 	{"xpath cs", `{"equals":{"body":"catcher in the rye"},"xpath":{"selector":"//title"},"caseSensitive":true}`, req{body: xmlBody}, false},
+	// malformed XML, read as mb's DOM parser recovers it
+	{"xpath unclosed", `{"equals":{"body":"x"},"xpath":{"selector":"/r/text()"}}`, req{body: "<r><b>x</r>"}, true},
+	{"xpath unclosed closes at once", `{"exists":{"body":false},"xpath":{"selector":"//a"}}`, req{body: "<a>"}, false},
+	{"xpath stray lt", `{"equals":{"body":"a < b"},"xpath":{"selector":"/r"}}`, req{body: "<r>a < b</r>"}, true},
+	{"xpath mismatched end tag", `{"equals":{"body":2},"xpath":{"selector":"count(/r/b)"}}`, req{body: "<r><b>1</b><b>2</r>"}, true},
+	{"xpath second root is text", `{"equals":{"body":0},"xpath":{"selector":"count(//c)"}}`, req{body: "<r/><c/>"}, true},
+	{"xpath first child an instruction", `{"equals":{"body":"d"},"xpath":{"selector":"/r"}}`, req{body: "<r><?p d?>x</r>"}, true},
+	{"xpath first child an empty instruction", `{"exists":{"body":false},"xpath":{"selector":"/r"}}`, req{body: "<r><?p?></r>"}, true},
 	// not, or, and
 	{"not", `{"not":{"equals":{"method":"GET"}}}`, req{method: "POST"}, true},
 	{"not miss", `{"not":{"equals":{"method":"GET"}}}`, req{}, false},

@@ -229,21 +229,33 @@ func (x *XPath) Eval(doc *XMLDoc) []any {
 }
 
 // nodeValue renders a node as mb's xpath.js does: a text or attribute node's
-// value; an element's first child's text, or "undefined" when the first
-// child is not text (mb stringifies a missing value), so exists still sees
-// the node.
+// value; an element's first child's data (a text's, a comment's or a
+// processing instruction's), or "undefined" when the first child has none
+// (mb stringifies a missing value), so exists still sees the node.
 func nodeValue(n *xmlquery.Node) string {
-	switch n.Type {
-	case xmlquery.TextNode, xmlquery.CharDataNode, xmlquery.CommentNode:
-		return n.Data
+	if v, ok := nodeData(n); ok {
+		return v
 	}
 	if c := n.FirstChild; c != nil {
-		switch c.Type {
-		case xmlquery.TextNode, xmlquery.CharDataNode, xmlquery.CommentNode:
-			return c.Data
+		if v, ok := nodeData(c); ok {
+			return v
 		}
 	}
 	return "undefined"
+}
+
+// nodeData is the DOM's data of a character data node or a processing
+// instruction.
+func nodeData(n *xmlquery.Node) (string, bool) {
+	switch n.Type {
+	case xmlquery.TextNode, xmlquery.CharDataNode, xmlquery.CommentNode:
+		return n.Data, true
+	case xmlquery.DeclarationNode:
+		if n.ProcInst != nil {
+			return n.ProcInst.Inst, true
+		}
+	}
+	return "", false
 }
 
 // Shape returns vals in mb's form: nil for no match, the value itself for

@@ -17,6 +17,7 @@ import (
 
 	"github.com/antchfx/xmlquery"
 	"github.com/riftgate/riftgate/gateway/predicate/mbtest"
+	"pgregory.net/rapid"
 )
 
 // domText renders a tree as testdata/xmldom-tree.js renders xmldom's: every
@@ -284,6 +285,52 @@ func FuzzXMLLikeMB(f *testing.F) {
 			if want := dom.tree(t, s); likeMBTree(s) != want {
 				t.Fatalf("%q:\nriftgate\n%s\nmb's xmldom\n%s", s, likeMBTree(s), want)
 			}
+		}
+	})
+}
+
+// genXMLTree draws well-formed XML: elements with attributes, text,
+// entities, CDATA and comments. (Namespaces are left out: xmlquery gives an
+// xmlns attribute the namespace "xmlns", xmldom the W3C's.)
+func genXMLTree(t *rapid.T, depth int) string {
+	name := rapid.SampledFrom([]string{"a", "b", "d-e", "é"}).Draw(t, "name")
+	var b strings.Builder
+	b.WriteString("<" + name)
+	for i, v := range rapid.SliceOfN(rapid.SampledFrom([]string{"1", "x y", "&amp;", "&#65;", "'"}), 0, 3).Draw(t, "attrs") {
+		fmt.Fprintf(&b, ` x%d="%s"`, i, v)
+	}
+	b.WriteString(">")
+	for range rapid.IntRange(0, 3).Draw(t, "children") {
+		switch k := rapid.IntRange(0, 4).Draw(t, "kind"); {
+		case k == 0 && depth > 0:
+			b.WriteString(genXMLTree(t, depth-1))
+		case k == 1:
+			b.WriteString("<![CDATA[" + rapid.SampledFrom([]string{"x", "<y>", " "}).Draw(t, "cdata") + "]]>")
+		case k == 2:
+			b.WriteString("<!--" + rapid.SampledFrom([]string{"c", " ", "a-b"}).Draw(t, "comment") + "-->")
+		default:
+			b.WriteString(rapid.SampledFrom([]string{"t", " ", "a&lt;b", "&#x1F600;", "\n"}).Draw(t, "text"))
+		}
+	}
+	b.WriteString("</" + name + ">")
+	return b.String()
+}
+
+// Well-formed XML, where there is nothing to recover from, reads into the
+// tree a strict parser makes of it.
+func TestLikeMBReadsWellFormedXMLAsXMLQuery(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genXMLTree(t, 3)
+		want, err := xmlquery.Parse(strings.NewReader(s))
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		got, ok := parseXMLLikeMB(s)
+		if !ok {
+			t.Fatalf("%q: read as mb's parser would throw", s)
+		}
+		if g, w := treeText(got), treeText(want); g != w {
+			t.Fatalf("%q:\nas mb reads it\n%s\nxmlquery\n%s", s, g, w)
 		}
 	})
 }

@@ -259,22 +259,27 @@ func charRef(ref string) (rune, bool) {
 	}
 	var r rune
 	for i := 0; i < len(digits); i++ {
-		c, d := digits[i], rune(-1)
-		switch {
-		case '0' <= c && c <= '9':
-			d = rune(c - '0')
-		case base == 16 && 'a' <= c && c <= 'f':
-			d = rune(c-'a') + 10
-		case base == 16 && 'A' <= c && c <= 'F':
-			d = rune(c-'A') + 10
-		}
+		d := digitValue(digits[i], base)
 		if d < 0 {
 			return 0, false
 		}
-		r = r*rune(base) + d
+		r = r*rune(base) + rune(d)
 	}
 	if r < 0x20 || r >= 0xD800 && r <= 0xDFFF || r > 0x10FFFF || r == 0xFFFE || r == 0xFFFF {
 		return 0, false
 	}
 	return r, true
+}
+
+// digitValue is the value of c as a digit in base 10 or 16, or -1.
+func digitValue(c byte, base int) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case base == 16 && 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case base == 16 && 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }

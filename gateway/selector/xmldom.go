@@ -1199,28 +1199,17 @@ func isWordByte(c byte) bool {
 // hexadecimal after "0x", else decimal, up to the first character that is
 // not a digit; NaN when there is none.
 func jsParseInt(s string) float64 {
-	base := 10.0
+	base := 10
 	if len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
 		base, s = 16, s[2:]
 	}
 	n, digits := 0.0, 0
 	for ; digits < len(s); digits++ {
-		c := s[digits]
-		var d float64
-		switch {
-		case '0' <= c && c <= '9':
-			d = float64(c - '0')
-		case base == 16 && 'a' <= c && c <= 'f':
-			d = float64(c-'a') + 10
-		case base == 16 && 'A' <= c && c <= 'F':
-			d = float64(c-'A') + 10
-		default:
-			d = -1
-		}
+		d := digitValue(s[digits], base)
 		if d < 0 {
 			break
 		}
-		n = n*base + d
+		n = n*float64(base) + float64(d)
 	}
 	if digits == 0 {
 		return math.NaN()

@@ -158,11 +158,14 @@ func Run(ctx context.Context, opts Options) error {
 		ln.Close()
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	// Ready before Serve: the listener is bound, so a client's request
+	// waits in its backlog, and "now taking orders" is logged before any
+	// request is, as mb logs them.
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr().String())
 	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 	case err = <-served:

@@ -178,7 +178,28 @@ func newRunner(opts Options) (*runner, error) {
 func (r *runner) run(ctx context.Context) *Result {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The schedule starts now, not when the options were checked.
+	// Every virtual user connects before any sends, as wrk's do: under a
+	// request budget (-n), users that dial one by one while the first
+	// already sends let it spend the whole budget. A failed dial is
+	// tried again, and counted, by the loop.
+	var wg, dialled sync.WaitGroup
+	start := make(chan struct{})
+	for i := range r.opts.Connections {
+		w := r.newWorker(i)
+		wg.Add(1)
+		dialled.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.opts.TCP == nil {
+				_, _ = w.connect(ctx, w.rr)
+			}
+			dialled.Done()
+			<-start
+			w.loop(ctx)
+		}()
+	}
+	dialled.Wait()
+	// The schedule starts now, once the users are connected.
 	r.base = time.Now()
 	col := newCollector(r)
 	var colWG sync.WaitGroup
@@ -196,15 +217,7 @@ func (r *runner) run(ctx context.Context) *Result {
 		r.slots = make(chan int64, r.opts.Connections)
 		pacer.Go(func() { r.pace(pctx) })
 	}
-	var wg sync.WaitGroup
-	for i := range r.opts.Connections {
-		w := r.newWorker(i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.loop(ctx)
-		}()
-	}
+	close(start)
 	wg.Wait()
 	stopPacer()
 	pacer.Wait()

@@ -243,31 +243,44 @@ func lowerByte(c byte) byte {
 	return c
 }
 
-// foldEq reports lower(s) == low without allocating for ASCII s.
+// foldEq reports lower(s) == low without allocating for ASCII s. It reads
+// s once and stops at the first difference: lower maps rune by rune, and
+// an ASCII rune to one ASCII byte, so while s is ASCII the bytes of
+// lower(s) are s's own, lowered, and a difference in them, or a length
+// that runs out, decides. Only a non-ASCII byte before that needs lower.
 func foldEq(s, low string) bool {
 	if s == low { // the common case, and a compare the runtime vectorises
 		return true
 	}
-	if !isASCII(s) {
-		return lower(s) == low
-	}
-	if len(s) != len(low) {
-		return false
-	}
 	for i := 0; i < len(s); i++ {
-		if lowerByte(s[i]) != low[i] {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return lower(s) == low
+		}
+		if i >= len(low) || lowerByte(c) != low[i] {
+			return false
+		}
+	}
+	return len(s) == len(low)
+}
+
+// foldPrefix reports strings.HasPrefix(lower(s), low), reading only as much
+// of s as low is long while s is ASCII (see foldEq).
+func foldPrefix(s, low string) bool {
+	for i := 0; i < len(low); i++ {
+		if i >= len(s) {
+			return false
+		}
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			t := lower(s)
+			return len(t) >= len(low) && t[:len(low)] == low
+		}
+		if lowerByte(c) != low[i] {
 			return false
 		}
 	}
 	return true
-}
-
-func foldPrefix(s, low string) bool {
-	if !isASCII(s) {
-		t := lower(s)
-		return len(t) >= len(low) && t[:len(low)] == low
-	}
-	return len(s) >= len(low) && foldEq(s[:len(low)], low)
 }
 
 func foldSuffix(s, low string) bool {

@@ -12,23 +12,22 @@ import (
 type benchLine struct {
 	name         string // without the -GOMAXPROCS suffix
 	nsOp, allocs float64
-	valid        bool
 }
 
 // parseBenchLine reads a line such as
 //
 //	BenchmarkServe/static-2   8868420   135.2 ns/op   0 B/op   0 allocs/op
 //
-// valid is false for anything else (headers, PASS, ok lines, logs).
-func parseBenchLine(line string) benchLine {
+// ok is false for anything else (headers, PASS, ok lines, logs).
+func parseBenchLine(line string) (l benchLine, ok bool) {
 	f := strings.Fields(line)
 	if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-		return benchLine{}
+		return benchLine{}, false
 	}
 	if _, err := strconv.ParseUint(f[1], 10, 64); err != nil {
-		return benchLine{}
+		return benchLine{}, false
 	}
-	l := benchLine{name: f[0]}
+	l = benchLine{name: f[0]}
 	if i := strings.LastIndexByte(l.name, '-'); i > 0 {
 		if _, err := strconv.Atoi(l.name[i+1:]); err == nil {
 			l.name = l.name[:i]
@@ -38,7 +37,7 @@ func parseBenchLine(line string) benchLine {
 	for i := 2; i+1 < len(f); i += 2 {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return benchLine{}
+			return benchLine{}, false
 		}
 		switch f[i+1] {
 		case "ns/op":
@@ -48,10 +47,9 @@ func parseBenchLine(line string) benchLine {
 		}
 	}
 	if !seenNs {
-		return benchLine{}
+		return benchLine{}, false
 	}
-	l.valid = true
-	return l
+	return l, true
 }
 
 // inProcess is what `go test -bench` printed for the benchmarks the report
@@ -65,8 +63,8 @@ func readInProcess(r io.Reader) (*inProcess, error) {
 	ip := &inProcess{runs: map[string][]benchLine{}}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		l := parseBenchLine(sc.Text())
-		if !l.valid {
+		l, ok := parseBenchLine(sc.Text())
+		if !ok {
 			continue
 		}
 		if _, ok := ip.runs[l.name]; !ok {
@@ -83,12 +81,9 @@ func readInProcess(r io.Reader) (*inProcess, error) {
 // inProcessTargets are issue #16's in-process targets: the plugin path with
 // the WAT guest (one flow_get, one flow_put) at most 1.3 µs, and the static
 // path allocating nothing.
-var inProcessTargets = map[string]struct {
-	maxNs     float64
-	maxAllocs float64
-}{
-	"BenchmarkServe/flowbench-wat": {maxNs: 1300, maxAllocs: -1},
-	"BenchmarkServe/static":        {maxNs: -1, maxAllocs: 0},
+var inProcessTargets = map[string]func(ns, allocs float64) string{
+	"BenchmarkServe/flowbench-wat": func(ns, _ float64) string { return "<= 1300 ns: " + mark(ns <= 1300) },
+	"BenchmarkServe/static":        func(_, allocs float64) string { return "0 allocs: " + mark(allocs == 0) },
 }
 
 func (ip *inProcess) report(p func(string, ...any)) {
@@ -108,12 +103,7 @@ func (ip *inProcess) report(p func(string, ...any)) {
 		mns, mal := median(ns), median(allocs)
 		target := ""
 		if t, ok := inProcessTargets[name]; ok {
-			switch {
-			case t.maxNs >= 0:
-				target = fmt.Sprintf("<= %.0f ns: %s", t.maxNs, mark(mns <= t.maxNs))
-			case t.maxAllocs >= 0:
-				target = fmt.Sprintf("%.0f allocs: %s", t.maxAllocs, mark(mal <= t.maxAllocs))
-			}
+			target = t(mns, mal)
 		}
 		p("| %s | %.0f | %.0f | %d | %s |\n", strings.TrimPrefix(name, "Benchmark"), mns, mal, len(runs), target)
 	}

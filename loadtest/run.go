@@ -167,7 +167,7 @@ func newRunner(opts Options) (*runner, error) {
 	if opts.Rate > 0 {
 		r.intervalNs = float64(time.Second) / opts.Rate
 	}
-	r.base = time.Now()
+	r.base = time.Now() // run sets it again once its users are connected
 	r.measureFrom = int64(opts.Warmup)
 	if opts.Duration > 0 {
 		r.end = r.measureFrom + int64(opts.Duration)

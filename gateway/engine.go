@@ -99,9 +99,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		AllowInjection: opts.AllowInjection,
 		Predicates:     e.compilePredicates,
 		Behaviors:      e.compileBehaviors,
-		PathHint: func(m imposter.Matcher) (string, bool, bool) {
-			return predicate.Hints(m.(predicate.Predicate)).PathIndex()
-		},
+		PathKeys:       pathKeys,
 		Responders: map[string]func(json.RawMessage, imposter.Build) (imposter.Responder, error){
 			"wasm":  e.wasmResponder,
 			"proxy": e.proxies.New,
@@ -174,4 +172,17 @@ func (e *engine) compilePredicates(raws []json.RawMessage, b imposter.Build) (im
 			return wasmPredicate{c, b.Imposter}, nil
 		},
 	})
+}
+
+// pathKeys is the index the stub table keeps for a compiled predicate.
+func pathKeys(m imposter.Matcher) []imposter.PathKey {
+	keys := predicate.PathKeys(m.(predicate.Predicate))
+	if keys == nil {
+		return nil
+	}
+	out := make([]imposter.PathKey, len(keys))
+	for i, k := range keys {
+		out[i] = imposter.PathKey(k)
+	}
+	return out
 }

@@ -46,18 +46,25 @@ func BenchmarkServe(b *testing.B) {
 		p, _ := filepath.Abs(filepath.Join(dir, "examples", name+".wasm"))
 		return fmt.Sprintf(`{"responses":[{"wasm":{"module":%q}}]}`, p)
 	}
-	cases := []struct{ name, stubs, method, path, contentType, body, want string }{
-		{"static", `{"responses":[{"is":{"statusCode":200,"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
+	cases := []struct {
+		name, stubs, method, path, contentType, body, want string
+		// flows > 0 keys flows on X-Flow-Id, the requests taking turns
+		// over that many, as make bench's virtual users do.
+		flows int
+	}{
+		{"static", `{"responses":[{"is":{"statusCode":200,"headers":{"Content-Type":"text/plain","Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok", 0},
 		// Two responses: the stub's cycle position advances per request.
-		{"cycle", `{"responses":[{"is":{"statusCode":200,"headers":{"Connection":"keep-alive"},"body":"ok"}},{"is":{"statusCode":200,"headers":{"Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok"},
-		{"flowbench", module("flowbench"), "GET", "/", "", "", "ok"},
-		{"flowbench-wat", module("flowbench-wat"), "GET", "/", "", "", "ok"},
+		{"cycle", `{"responses":[{"is":{"statusCode":200,"headers":{"Connection":"keep-alive"},"body":"ok"}},{"is":{"statusCode":200,"headers":{"Connection":"keep-alive"},"body":"ok"}}]}`, "GET", "/", "", "", "ok", 0},
+		{"flowbench", module("flowbench"), "GET", "/", "", "", "ok", 0},
+		{"flowbench-wat", module("flowbench-wat"), "GET", "/", "", "", "ok", 0},
+		// make bench's WAT counter: a flow per virtual user, 64 of them.
+		{"counter-wat", module("counter-wat"), "GET", "/", "", "", "", 64},
 		// The bench's inject counter, on the imposter's one flow.
-		{"inject", `{"responses":[{"inject":"function (config) { config.state.count = (config.state.count || 0) + 1; return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; }"}]}`, "GET", "/", "", "", ""},
-		{"json-equals", tenStubs(`{"equals":{"body":{"user":{"name":"user%d","role":"admin"}}}}`), "POST", "/body", "application/json", benchJSON, "ok"},
-		{"jsonpath", tenStubs(`{"equals":{"body":"user%d"},"jsonpath":{"selector":"$.user.name"}}`), "POST", "/body", "application/json", benchJSON, "ok"},
-		{"xpath", tenStubs(`{"equals":{"body":"user%d"},"xpath":{"selector":"//user/name"}}`), "POST", "/body", "application/xml", benchXML, "ok"},
-		{"nested", tenStubs(`{"and":[{"equals":{"method":"POST"}},{"or":[{"equals":{"path":"/n/%d"}},{"startsWith":{"path":"/nested/%d/"}}]},{"not":{"contains":{"body":"forbidden"}}}]}`), "POST", "/nested/9/x", "application/json", benchJSON, "ok"},
+		{"inject", `{"responses":[{"inject":"function (config) { config.state.count = (config.state.count || 0) + 1; return { statusCode: 200, headers: { Connection: 'keep-alive', 'Content-Type': 'text/plain' }, body: String(config.state.count) }; }"}]}`, "GET", "/", "", "", "", 0},
+		{"json-equals", tenStubs(`{"equals":{"body":{"user":{"name":"user%d","role":"admin"}}}}`), "POST", "/body", "application/json", benchJSON, "ok", 0},
+		{"jsonpath", tenStubs(`{"equals":{"body":"user%d"},"jsonpath":{"selector":"$.user.name"}}`), "POST", "/body", "application/json", benchJSON, "ok", 0},
+		{"xpath", tenStubs(`{"equals":{"body":"user%d"},"xpath":{"selector":"//user/name"}}`), "POST", "/body", "application/xml", benchXML, "ok", 0},
+		{"nested", tenStubs(`{"and":[{"equals":{"method":"POST"}},{"or":[{"equals":{"path":"/n/%d"}},{"startsWith":{"path":"/nested/%d/"}}]},{"not":{"contains":{"body":"forbidden"}}}]}`), "POST", "/nested/9/x", "application/json", benchJSON, "ok", 0},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -69,7 +76,11 @@ func BenchmarkServe(b *testing.B) {
 			}
 			defer g.close()
 			m := g.maker()
-			doc, err := m.imposter([]byte(`{"protocol":"http","host":"127.0.0.1","defaultResponse":{"statusCode":404},"stubs":[` + c.stubs + `]}`))
+			flowState := ""
+			if c.flows > 0 {
+				flowState = `"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},`
+			}
+			doc, err := m.imposter([]byte(`{"protocol":"http","host":"127.0.0.1",` + flowState + `"defaultResponse":{"statusCode":404},"stubs":[` + c.stubs + `]}`))
 			if err == nil {
 				_, err = g.submit(ctx, m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
 			}
@@ -94,8 +105,17 @@ func BenchmarkServe(b *testing.B) {
 			if rc.Response.StatusCode() != 200 || c.want != "" && string(rc.Response.Body()) != c.want {
 				b.Fatalf("answered %d %q", rc.Response.StatusCode(), rc.Response.Body())
 			}
+			ids := make([]string, c.flows)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("vu-%d", i)
+			}
 			b.ReportAllocs()
+			n := 0
 			for b.Loop() {
+				if c.flows > 0 {
+					req.Header.Set("X-Flow-Id", ids[n%c.flows])
+					n++
+				}
 				rc.Response.Reset()
 				serve(&rc)
 			}

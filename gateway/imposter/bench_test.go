@@ -16,8 +16,11 @@ var testCompiler = &Compiler{
 	Predicates: func(raws []json.RawMessage, _ Build) (Matcher, error) {
 		return predicate.CompileAll(raws, predicate.Options{})
 	},
-	PathHint: func(m Matcher) (string, bool, bool) {
-		return predicate.Hints(m.(predicate.Predicate)).PathIndex()
+	PathKeys: func(m Matcher) (out []PathKey) {
+		for _, k := range predicate.PathKeys(m.(predicate.Predicate)) {
+			out = append(out, PathKey(k))
+		}
+		return out
 	},
 }
 

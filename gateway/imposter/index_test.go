@@ -12,7 +12,8 @@ import (
 )
 
 // TestIndexPropertyMatchesAScan holds the path index (exact paths and
-// path starts, from equals, startsWith and anchored matches) to a plain
+// path starts, from equals, startsWith, anchored matches and an or of
+// them) to a plain
 // ordered scan, over random stub lists and paths that differ in case.
 func TestIndexPropertyMatchesAScan(t *testing.T) {
 	seg := rapid.SampledFrom([]string{"a", "A", "b", "k", "1", "12", "\u212a"})
@@ -29,7 +30,7 @@ func TestIndexPropertyMatchesAScan(t *testing.T) {
 			p := path(t, "stub")
 			cs := rapid.Bool().Draw(t, "caseSensitive")
 			var pred string
-			switch rapid.IntRange(0, 4).Draw(t, "kind") {
+			switch rapid.IntRange(0, 5).Draw(t, "kind") {
 			case 0:
 				pred = fmt.Sprintf(`{"equals":{"path":%q},"caseSensitive":%v}`, p, cs)
 			case 1:
@@ -38,6 +39,13 @@ func TestIndexPropertyMatchesAScan(t *testing.T) {
 				pred = fmt.Sprintf(`{"matches":{"path":%q},"caseSensitive":%v}`, "^"+p+`(/\d+)?$`, cs)
 			case 3:
 				pred = fmt.Sprintf(`{"contains":{"path":%q}}`, p)
+			case 4:
+				// Several keys, which may overlap (the same stub on
+				// more than one candidate list).
+				q := path(t, "stub")
+				op := rapid.SampledFrom([]string{"equals", "startsWith"})
+				pred = fmt.Sprintf(`{"or":[{%q:{"path":%q}},{%q:{"path":%q}},{"and":[{"equals":{"method":"GET"}},{"startsWith":{"path":%q}}]}]}`,
+					op.Draw(t, "op"), p, op.Draw(t, "op"), q, p+q)
 			default:
 				pred = `{"equals":{"method":"GET"}}`
 			}

@@ -75,17 +75,24 @@ type Build struct {
 	Config   *config.State // nil when the stub names no module
 }
 
+// PathKey is one path a stub's requests may have: all of it, or (Prefix)
+// its start.
+type PathKey struct {
+	Text   string
+	Prefix bool
+}
+
 // Compiler turns the JSON of predicates, behaviors and non-`is` responses
 // into their compiled forms. The gateway wires it to the predicate, behavior,
 // proxy, inject and plugin packages; a nil hook refuses what it would
 // compile.
 type Compiler struct {
 	Predicates func(raws []json.RawMessage, b Build) (Matcher, error)
-	// PathHint returns the path a request must have to match, compared
-	// without regard to ASCII case, when the matcher requires one: the
-	// whole path, or (prefix true) its start. It must never exclude a
-	// request the matcher accepts.
-	PathHint func(m Matcher) (hint string, prefix, ok bool)
+	// PathKeys returns the paths of which a request must have one to
+	// match, compared without regard to ASCII case, or nil when the
+	// matcher requires none. It must never exclude a request the matcher
+	// accepts.
+	PathKeys func(m Matcher) []PathKey
 	// Behaviors compiles the behaviors of a response, given the whole
 	// response object (mb's behaviors read its `is` fields).
 	Behaviors  func(response json.RawMessage, b Build) (Behaviors, error)
@@ -111,9 +118,7 @@ type Stub struct {
 	// cycleKey names the cycle for Options.Cycles ("c<port>:<stub id>"),
 	// "" when every position of its cycle answers the same response.
 	cycleKey string
-	pathHint string
-	hinted   bool
-	prefix   bool // pathHint is the path's start, not all of it
+	paths    []PathKey // Compiler.PathKeys'
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
@@ -323,8 +328,8 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 			return nil, err
 		}
 		st.matcher = m
-		if c.PathHint != nil {
-			st.pathHint, st.prefix, st.hinted = c.PathHint(m)
+		if c.PathKeys != nil {
+			st.paths = c.PathKeys(m)
 		}
 	} else if len(spec.Predicates) > 0 {
 		return nil, mberr.New(mberr.BadData, "predicates are not supported")
@@ -547,24 +552,46 @@ func newTable(stubs []*Stub) *table {
 	t := &table{stubs: stubs, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
 	for i, s := range stubs {
 		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""
-		if !s.hinted || !isASCII(s.pathHint) || (s.prefix && s.pathHint == "") {
+		if !indexable(s.paths) {
 			t.rest = append(t.rest, int32(i))
 			continue
 		}
-		h := lowerHash(s.pathHint)
-		if !s.prefix {
-			t.byPath[h] = append(t.byPath[h], int32(i))
-			continue
+		for _, k := range s.paths {
+			h := lowerHash(k.Text)
+			if !k.Prefix {
+				t.byPath[h] = addOnce(t.byPath[h], i)
+				continue
+			}
+			n := len(k.Text)
+			if t.byPrefix[n] == nil {
+				t.byPrefix[n] = make(map[uint64][]int32)
+				t.prefixLens = append(t.prefixLens, n)
+			}
+			t.byPrefix[n][h] = addOnce(t.byPrefix[n][h], i)
 		}
-		n := len(s.pathHint)
-		if t.byPrefix[n] == nil {
-			t.byPrefix[n] = make(map[uint64][]int32)
-			t.prefixLens = append(t.prefixLens, n)
-		}
-		t.byPrefix[n][h] = append(t.byPrefix[n][h], int32(i))
 	}
 	slices.Sort(t.prefixLens)
 	return t
+}
+
+// indexable reports whether a stub can be found by its path keys alone:
+// it has some, none starts with nothing, and all are ASCII.
+func indexable(keys []PathKey) bool {
+	for _, k := range keys {
+		if !isASCII(k.Text) || k.Prefix && k.Text == "" {
+			return false
+		}
+	}
+	return len(keys) > 0
+}
+
+// addOnce appends stub i to an ordered candidate list, unless another of
+// its keys put it there already.
+func addOnce(l []int32, i int) []int32 {
+	if n := len(l); n > 0 && l[n-1] == int32(i) {
+		return l
+	}
+	return append(l, int32(i))
 }
 
 // match returns the first stub, in order, whose predicates accept r and
@@ -582,7 +609,8 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 		return nil
 	}
 	// The ordered candidate lists: the exact path's, each indexed start's,
-	// and the unhinted stubs. Merging them keeps stub order.
+	// and the unhinted stubs. Merging them keeps stub order; a stub with
+	// several keys can be in more than one, and is tried once.
 	var room [8][]int32
 	lists := append(room[:0], t.byPath[lowerHash(r.Path)], t.rest)
 	for _, n := range t.prefixLens {
@@ -593,6 +621,7 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 			lists = append(lists, l)
 		}
 	}
+	tried := int32(-1)
 	for {
 		first := -1
 		for k, l := range lists {
@@ -605,6 +634,10 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 		}
 		i := lists[first][0]
 		lists[first] = lists[first][1:]
+		if i == tried {
+			continue
+		}
+		tried = i
 		if s := t.stubs[i]; s.accepts(r, allow) {
 			return s
 		}

@@ -19,11 +19,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	h := predicate.Hints(p)
-	fmt.Printf("index by %q %q (case sensitive: %v)\n", h.Method, h.Path, h.PathCaseSensitive)
+	fmt.Printf("index by %+v\n", predicate.PathKeys(p))
 	r := &message.Request{Method: "POST", Path: "/orders", Body: []byte(`{"Customer": "Bob"}`)}
 	fmt.Println(p.Match(r))
 	// Output:
-	// index by "post" "/orders" (case sensitive: false)
+	// index by [{Text:/orders Prefix:false}]
 	// true
 }

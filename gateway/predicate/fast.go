@@ -1,6 +1,8 @@
 package predicate
 
 import (
+	"encoding/binary"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/riftgate/riftgate/gateway/message"
@@ -227,8 +229,15 @@ func (l *leaf) testFast(f *fastField, s string) bool {
 	return false
 }
 
+// isASCII reads eight bytes at a time: a request body is scanned whole.
 func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64([]byte(s[i:i+8]))&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return false
 		}
@@ -291,6 +300,9 @@ func foldSuffix(s, low string) bool {
 	return len(s) >= len(low) && foldEq(s[len(s)-len(low):], low)
 }
 
+// foldContains reports strings.Contains(lower(s), low). For ASCII s it
+// looks for low's first byte, in either case, with the runtime's
+// vectorised search, and compares only there.
 func foldContains(s, low string) bool {
 	if !isASCII(s) {
 		return bytesContains(lower(s), low)
@@ -298,18 +310,39 @@ func foldContains(s, low string) bool {
 	if low == "" {
 		return true
 	}
-	first := low[0]
-	for i := 0; i+len(low) <= len(s); i++ {
-		if lowerByte(s[i]) != first {
-			continue
+	if len(low) > len(s) {
+		return false
+	}
+	first, other := low[0], low[0]
+	if 'a' <= first && first <= 'z' {
+		other = first - ('a' - 'A')
+	}
+	// window holds the positions where low can start; next[k] is the
+	// next position of first (k 0) or other (k 1) at or after i, or -1.
+	window := s[:len(s)-len(low)+1]
+	next := [2]int{strings.IndexByte(window, first), -1}
+	if other != first {
+		next[1] = strings.IndexByte(window, other)
+	}
+	for {
+		i, k := next[0], 0
+		if i < 0 || next[1] >= 0 && next[1] < i {
+			i, k = next[1], 1
 		}
-		j := 1
-		for j < len(low) && lowerByte(s[i+j]) == low[j] {
-			j++
+		if i < 0 {
+			return false
 		}
-		if j == len(low) {
+		if foldEq(s[i+1:i+len(low)], low[1:]) {
 			return true
 		}
+		c := first
+		if k == 1 {
+			c = other
+		}
+		if j := strings.IndexByte(window[i+1:], c); j >= 0 {
+			next[k] = i + 1 + j
+		} else {
+			next[k] = -1
+		}
 	}
-	return false
 }

@@ -51,7 +51,7 @@ type leaf struct {
 	// deepKeys their names.
 	deep     map[string]string
 	deepKeys []string
-	hinted   Hint
+	paths    []PathKey // PathKeys'
 	// fast is set when the allocation-free path applies.
 	fast []fastField
 	// fields are the protocol's request fields; base64 is a binary tcp
@@ -122,7 +122,7 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 		l.fast = l.compileFast()
 	}
 	l.views = viewsFor(l)
-	l.hinted = l.hint()
+	l.paths = l.pathKeys()
 	if l.op != opDeepEquals {
 		l.expected = compileObjects(l.expected)
 	}
@@ -628,36 +628,34 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 	return true
 }
 
-// hint works out the leaf's Hint, once, when it is compiled.
-func (l *leaf) hint() Hint {
-	var h Hint
+// pathKeys works out the leaf's PathKeys, once, when it is compiled.
+func (l *leaf) pathKeys() []PathKey {
 	if l.except != nil || l.jsonpath != nil || l.xpath != nil {
-		return h
+		return nil
 	}
 	m, ok := l.expected.(map[string]any)
 	if !ok {
-		return h
+		return nil
 	}
 	// equals and deepEquals compare a plain field's whole (lowered) text.
 	whole := l.op == opEquals || l.op == opDeepEquals
+	var keys []PathKey
 	for k, v := range m {
 		s, ok := toString(v)
-		if !ok || isObject(v) {
+		if !ok || isObject(v) || l.fieldOf(k) != "path" {
 			continue
 		}
-		field := l.fieldOf(k)
+		// Every expected key is required: any one of them is a sound key.
 		switch {
-		case whole && field == "method":
-			h.Method, h.HasMethod, h.MethodCaseSensitive = s, true, !l.lowerValues
-		case whole && field == "path":
-			h.Path, h.HasPath, h.PathCaseSensitive = s, true, !l.lowerValues
-		case l.op == opStartsWith && field == "path":
-			h.PathPrefix, h.HasPathPrefix = s, true
-		case l.op == opMatches && field == "path":
+		case whole:
+			keys = []PathKey{{Text: s}}
+		case l.op == opStartsWith:
+			keys = []PathKey{{Text: s, Prefix: true}}
+		case l.op == opMatches:
 			if x := l.regexes[s]; x != nil && x.anchored && x.lit != "" {
-				h.PathPrefix, h.HasPathPrefix = x.lit, true
+				keys = []PathKey{{Text: x.lit, Prefix: true}}
 			}
 		}
 	}
-	return h
+	return keys
 }

@@ -167,55 +167,53 @@ func sourceOf(raw json.RawMessage) any {
 	return string(raw)
 }
 
-// Hint is what a compiled predicate requires of every request it matches:
-// an exact method and/or an exact path, or text the path starts with. Where
-// a field is not case sensitive, the hint is lower case and a request's
-// value must be compared after strings.ToLower.
-type Hint struct {
-	Method              string
-	HasMethod           bool
-	MethodCaseSensitive bool
-	Path                string
-	HasPath             bool
-	PathCaseSensitive   bool
-	// PathPrefix is text every matching ASCII path starts with, compared
-	// without regard to ASCII case (from startsWith, or a matches pattern's
-	// literal start after ^). A path with other letters may fold into it.
-	PathPrefix    string
-	HasPathPrefix bool
+// PathKey is one path a matching request may have: all of it, or (Prefix)
+// its start. Keys are compared without regard to ASCII case, whatever the
+// predicate's caseSensitive says: a weaker requirement is still a sound one.
+type PathKey struct {
+	Text   string
+	Prefix bool
 }
 
-// PathIndex is what an engine indexes a stub by: the exact path when the
-// hint has one, else the text the path starts with (prefix true); ok is
-// false when the hint says nothing of the path.
-func (h Hint) PathIndex() (path string, prefix, ok bool) {
-	if h.HasPath {
-		return h.Path, false, true
-	}
-	return h.PathPrefix, true, h.HasPathPrefix
-}
-
-// Hints returns what p requires of the method and path, so that an engine
-// can index stubs by them. It never claims a requirement p does not have:
-// when p matches r, r's method and path satisfy the hint.
-func Hints(p Predicate) Hint {
-	var h Hint
+// PathKeys returns the paths of which every request p matches has one, so
+// that an engine can index stubs by them, or nil when p says nothing of the
+// path. It never claims a requirement p does not have: an `and` gives its
+// most selective child's keys, an `or` all its children's (when each has
+// some), a `not` none.
+func PathKeys(p Predicate) []PathKey {
 	switch p := p.(type) {
 	case *leaf:
-		h = p.hinted
+		return p.paths
 	case allP:
+		var best []PathKey
 		for _, c := range p {
-			ch := Hints(c)
-			if ch.HasMethod && !h.HasMethod {
-				h.Method, h.HasMethod, h.MethodCaseSensitive = ch.Method, true, ch.MethodCaseSensitive
-			}
-			if ch.HasPath && !h.HasPath {
-				h.Path, h.HasPath, h.PathCaseSensitive = ch.Path, true, ch.PathCaseSensitive
-			}
-			if ch.HasPathPrefix && !h.HasPathPrefix {
-				h.PathPrefix, h.HasPathPrefix = ch.PathPrefix, true
+			if k := PathKeys(c); k != nil && (best == nil || selectivity(k) < selectivity(best)) {
+				best = k
 			}
 		}
+		return best
+	case anyP:
+		var all []PathKey
+		for _, c := range p {
+			k := PathKeys(c)
+			if k == nil {
+				return nil
+			}
+			all = append(all, k...)
+		}
+		return all
 	}
-	return h
+	return nil
+}
+
+// selectivity ranks key sets, lowest best: whole paths before starts, then
+// fewer keys.
+func selectivity(keys []PathKey) int {
+	n := len(keys)
+	for _, k := range keys {
+		if k.Prefix {
+			return 1<<16 + n
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package predicate
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,23 +35,16 @@ func TestPropHintsSound(t *testing.T) {
 		if !p.Match(r) {
 			return
 		}
-		h := Hints(p)
-		if h.HasMethod && fold(r.Method, h.MethodCaseSensitive) != h.Method {
-			t.Fatalf("%s matches %s but hint says method %q", raws, r.Method, h.Method)
-		}
-		if h.HasPath && fold(r.Path, h.PathCaseSensitive) != h.Path {
-			t.Fatalf("%s matches %s but hint says path %q", raws, r.Path, h.Path)
-		}
-		if !prefixHintHolds(h, r.Path) {
-			t.Fatalf("%s matches %s but hint says the path starts %q", raws, r.Path, h.PathPrefix)
+		if keys := PathKeys(p); !pathKeysHold(keys, r.Path) {
+			t.Fatalf("%s matches %s but its path keys are %+v", raws, r.Path, keys)
 		}
 	})
 }
 
-// prefixHintHolds reports whether path, if ASCII (the index scans other
-// paths), starts with h's PathPrefix regardless of ASCII case.
-func prefixHintHolds(h Hint, path string) bool {
-	if !h.HasPathPrefix || !isASCII(path) {
+// pathKeysHold reports whether path, if ASCII (the index scans other
+// paths), has one of keys regardless of ASCII case; nil keys hold for any.
+func pathKeysHold(keys []PathKey, path string) bool {
+	if keys == nil || !isASCII(path) {
 		return true
 	}
 	low := func(s string) string {
@@ -62,34 +56,45 @@ func prefixHintHolds(h Hint, path string) bool {
 		}
 		return string(b)
 	}
-	return strings.HasPrefix(low(path), low(h.PathPrefix))
-}
-
-func fold(s string, caseSensitive bool) string {
-	if caseSensitive {
-		return s
+	for _, k := range keys {
+		if k.Prefix && strings.HasPrefix(low(path), low(k.Text)) || !k.Prefix && low(path) == low(k.Text) {
+			return true
+		}
 	}
-	return strings.ToLower(s)
+	return false
 }
 
-// Hints are given where they are obviously due.
-func TestHints(t *testing.T) {
+// Path keys are given where they are obviously due.
+func TestPathKeys(t *testing.T) {
+	exact := func(s ...string) (out []PathKey) {
+		for _, p := range s {
+			out = append(out, PathKey{Text: p})
+		}
+		return out
+	}
 	cases := []struct {
 		preds []string
-		want  Hint
+		want  []PathKey
 	}{
-		{[]string{`{"equals":{"method":"GET","path":"/A"}}`}, Hint{Method: "get", HasMethod: true, Path: "/a", HasPath: true}},
-		{[]string{`{"equals":{"path":"/A"},"caseSensitive":true}`, `{"equals":{"method":"POST"}}`}, Hint{Method: "post", HasMethod: true, Path: "/A", HasPath: true, PathCaseSensitive: true}},
-		{[]string{`{"equals":{"path":"/A"},"except":"x"}`}, Hint{}},
-		{[]string{`{"equals":{"path":"/A"},"jsonpath":{"selector":"$.a"}}`}, Hint{}},
-		{[]string{`{"startsWith":{"path":"/A"}}`}, Hint{PathPrefix: "/a", HasPathPrefix: true}},
-		{[]string{`{"matches":{"path":"^/A/\\d+"}}`}, Hint{PathPrefix: "/A/", HasPathPrefix: true}},
-		{[]string{`{"matches":{"path":"/A/\\d+"}}`}, Hint{}},
-		{[]string{`{"contains":{"path":"/A"}}`}, Hint{}},
-		{[]string{`{"deepEquals":{"path":"/A","method":"put"},"caseSensitive":true}`}, Hint{Method: "put", HasMethod: true, MethodCaseSensitive: true, Path: "/A", HasPath: true, PathCaseSensitive: true}},
-		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"path":"/B"}}]}`}, Hint{}},
-		{[]string{`{"and":[{"equals":{"path":"/A"}},{"equals":{"method":"get"}}]}`}, Hint{Method: "get", HasMethod: true, Path: "/a", HasPath: true}},
-		{[]string{`{"equals":{"Path":"/A"},"caseSensitive":true}`}, Hint{}},
+		{[]string{`{"equals":{"method":"GET","path":"/A"}}`}, exact("/a")},
+		{[]string{`{"equals":{"path":"/A"},"caseSensitive":true}`, `{"equals":{"method":"POST"}}`}, exact("/A")},
+		{[]string{`{"equals":{"path":"/A"},"except":"x"}`}, nil},
+		{[]string{`{"equals":{"path":"/A"},"jsonpath":{"selector":"$.a"}}`}, nil},
+		{[]string{`{"startsWith":{"path":"/A"}}`}, []PathKey{{"/a", true}}},
+		{[]string{`{"matches":{"path":"^/A/\\d+"}}`}, []PathKey{{"/A/", true}}},
+		{[]string{`{"matches":{"path":"/A/\\d+"}}`}, nil},
+		{[]string{`{"contains":{"path":"/A"}}`}, nil},
+		{[]string{`{"deepEquals":{"path":"/A","method":"put"},"caseSensitive":true}`}, exact("/A")},
+		// An or needs a key from every alternative, and has them all.
+		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"path":"/B"}}]}`}, exact("/a", "/b")},
+		{[]string{`{"or":[{"equals":{"path":"/A"}},{"startsWith":{"path":"/B/"}}]}`}, []PathKey{{"/a", false}, {"/b/", true}}},
+		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"method":"GET"}}]}`}, nil},
+		{[]string{`{"not":{"equals":{"path":"/A"}}}`}, nil},
+		// An and takes its most selective child's: whole paths, then fewer.
+		{[]string{`{"and":[{"equals":{"path":"/A"}},{"equals":{"method":"get"}}]}`}, exact("/a")},
+		{[]string{`{"startsWith":{"path":"/A"}}`, `{"or":[{"equals":{"path":"/A/1"}},{"equals":{"path":"/A/2"}}]}`}, exact("/a/1", "/a/2")},
+		{[]string{`{"or":[{"equals":{"path":"/A/1"}},{"equals":{"path":"/A/2"}}]}`, `{"equals":{"path":"/A/1"}}`}, exact("/a/1")},
+		{[]string{`{"equals":{"Path":"/A"},"caseSensitive":true}`}, nil},
 	}
 	for _, c := range cases {
 		var raws []json.RawMessage
@@ -100,7 +105,7 @@ func TestHints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := Hints(p); got != c.want {
+		if got := PathKeys(p); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v, want %+v", c.preds, got, c.want)
 		}
 	}

@@ -248,16 +248,16 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 	if out.Result != 0 || !out.Wrote {
 		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.name, w.export, out.Result))
 	}
-	return w.response(&out.Response), nil
+	return w.response(&out.Response, call.Scratch()), nil
 }
 
 // response converts a plugin's response. One with the status and headers
 // of the previous answer shares them, rendered once for every request that
-// gets them (message.Response.Rendered), as a static `is` does; one that
-// repeats the previous answer whole is handed out again as it is. One that
-// changes costs a comparison more. (A call that finds another converting
-// does not wait: it converts its own.)
-func (w *wasmCall) response(p *plugins.Response) *message.Response {
+// gets them (message.Response.Rendered), as a static `is` does: one that
+// repeats the previous answer whole is handed out again as it is, one with
+// another body is a copy in scratch (the call's own). (A call that finds
+// another converting does not wait: it converts its own.)
+func (w *wasmCall) response(p *plugins.Response, scratch *message.Response) *message.Response {
 	if !w.mu.TryLock() {
 		return keepAlive(fromPlugin(p))
 	}
@@ -272,9 +272,9 @@ func (w *wasmCall) response(p *plugins.Response) *message.Response {
 		w.head.Rendered = imposter.RenderHeader(w.head)
 	}
 	if string(w.head.Body) != string(p.Body) {
-		r := *w.head
-		r.Body = p.Body
-		w.head = &r
+		*scratch = *w.head
+		scratch.Body = p.Body
+		return scratch
 	}
 	return w.head
 }

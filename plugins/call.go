@@ -513,6 +513,9 @@ type callState struct {
 	// last is the envelope decoded last, and lastResp what it decoded to.
 	last     []byte
 	lastResp Response
+	// headers is the header map decoded last, for a guest whose body
+	// changes (a counter) but whose headers do not.
+	headers headerMemo
 }
 
 // maxCachedResponse bounds the envelope an instance keeps decoded.
@@ -527,7 +530,7 @@ func (c *callState) decoded() (Response, error) {
 	if len(c.last) > 0 && string(c.resp) == string(c.last) {
 		return c.lastResp, nil
 	}
-	r, err := decodeResponse(c.resp)
+	r, err := decodeResponse(c.resp, &c.headers)
 	if err != nil {
 		return Response{}, err
 	}

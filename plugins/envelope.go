@@ -245,6 +245,15 @@ var (
 type decoder struct {
 	b   []byte
 	off int
+	// memo, when set, is the header map decoded last: the same bytes
+	// again decode to the same (never modified) pairs, without allocating.
+	memo *headerMemo
+}
+
+// headerMemo is a header map's bytes and what they decoded to.
+type headerMemo struct {
+	raw   []byte
+	pairs []Pair
 }
 
 // head reads an initial byte and its argument. It rejects indefinite
@@ -360,9 +369,9 @@ func (d *decoder) skip(depth int) error {
 // decodeResponse decodes a response envelope a guest wrote. Keys may come in
 // any order; unknown keys are skipped; a known key may appear once. The
 // result's strings and body are fresh copies, independent of b.
-func decodeResponse(b []byte) (Response, error) {
+func decodeResponse(b []byte, memo *headerMemo) (Response, error) {
 	var r Response
-	d := decoder{b: b}
+	d := decoder{b: b, memo: memo}
 	if err := d.response(&r); err != nil {
 		return Response{}, fmt.Errorf("response envelope at byte %d: %w", d.off, err)
 	}
@@ -463,6 +472,10 @@ func (d *decoder) headers(r *Response) error {
 			return err
 		}
 	}
+	if m := d.memo; m != nil && m.raw != nil && string(m.raw) == string(d.b[start:d.off]) {
+		r.Headers = m.pairs
+		return nil
+	}
 	all := string(d.b[start:d.off])
 	r.Headers = make([]Pair, n)
 	in := decoder{b: d.b[start:d.off]}
@@ -475,6 +488,9 @@ func (d *decoder) headers(r *Response) error {
 	for i := range r.Headers {
 		r.Headers[i].Name = next()
 		r.Headers[i].Value = next()
+	}
+	if m := d.memo; m != nil && len(all) <= maxCachedResponse {
+		m.raw, m.pairs = append(m.raw[:0], all...), r.Headers
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestGoldenResponse(t *testing.T) {
 	if got := e.appendResponse(nil, &r); !bytes.Equal(got, want) {
 		t.Fatalf("encoded\n%x, want\n%x", got, want)
 	}
-	got, err := decodeResponse(want)
+	got, err := decodeResponse(want, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestDecodeResponse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeResponse(unhex(t, tc.in))
+			got, err := decodeResponse(unhex(t, tc.in), nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
@@ -252,7 +253,7 @@ func TestResponseRoundTrip(t *testing.T) {
 			r.Headers = append(r.Headers, Pair{Name: n, Value: genText(t, "value")})
 		}
 		var e encoder
-		got, err := decodeResponse(e.appendResponse(nil, &r))
+		got, err := decodeResponse(e.appendResponse(nil, &r), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +282,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeResponse(b)
+		r, err := decodeResponse(b, nil)
 		if err != nil {
 			if r.Status != 0 || r.Headers != nil || r.Body != nil {
 				t.Fatalf("error %v with a partial result %+v", err, r)
@@ -298,7 +299,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		}
 		// ...and survives a round trip through the encoder.
 		var e encoder
-		again, err := decodeResponse(e.appendResponse(nil, &r))
+		again, err := decodeResponse(e.appendResponse(nil, &r), nil)
 		if err != nil || again.Status != r.Status || !bytes.Equal(again.Body, r.Body) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, again, err)
 		}
@@ -306,7 +307,7 @@ func FuzzDecodeResponse(f *testing.F) {
 }
 
 func TestDecoderErrorsWrap(t *testing.T) {
-	_, err := decodeResponse(unhex(t, "bf"))
+	_, err := decodeResponse(unhex(t, "bf"), nil)
 	if !errors.Is(err, errIndefinite) {
 		t.Fatalf("%v does not wrap errIndefinite", err)
 	}
@@ -347,4 +348,35 @@ func TestRequestSizeProperty(t *testing.T) {
 			t.Fatalf("requestSize declined a plain request of %d query and %d header pairs", len(in.Query), len(in.Headers))
 		}
 	})
+}
+
+// TestHeaderMemo: a guest whose body changes and whose headers do not is
+// decoded without decoding (or allocating) its headers again, and headers
+// that change are decoded afresh.
+func TestHeaderMemo(t *testing.T) {
+	var e encoder
+	var memo headerMemo
+	h1 := []Pair{{Name: "Content-Type", Value: "text/plain"}}
+	h2 := []Pair{{Name: "X-A", Value: "1"}, {Name: "Content-Type", Value: "application/json"}} // canonical order
+	decode := func(h []Pair, body string) Response {
+		t.Helper()
+		r, err := decodeResponse(e.appendResponse(nil, &Response{Headers: h, Body: []byte(body)}), &memo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Headers, h) || string(r.Body) != body {
+			t.Fatalf("decoded %+v, want headers %+v body %q", r, h, body)
+		}
+		return r
+	}
+	first := decode(h1, "1")
+	if again := decode(h1, "2"); &again.Headers[0] != &first.Headers[0] {
+		t.Error("the same header bytes were decoded again")
+	}
+	decode(h2, "3")
+	decode(h1, "4")
+	b := e.appendResponse(nil, &Response{Headers: h1, Body: []byte("5")})
+	if n := testing.AllocsPerRun(100, func() { _, _ = decodeResponse(b, &memo) }); n != 1 {
+		t.Errorf("%v allocations per decode with remembered headers, want 1 (the body)", n)
+	}
 }

@@ -711,7 +711,9 @@ func TestRepeatedResponseIsDecodedOnce(t *testing.T) {
 	if r := call("other"); r.Status != 404 || r.Headers != nil || r.Body != nil {
 		t.Fatalf("other answered %+v", r)
 	}
-	if third := call("handle"); !same(first) || !same(third) || &third.Headers[0] == &first.Headers[0] {
+	// The body is decoded afresh; the header pairs, which nothing
+	// modifies, may be the ones decoded before.
+	if third := call("handle"); !same(first) || !same(third) || &third.Body[0] == &first.Body[0] {
 		t.Fatalf("after another envelope: first %+v, then %+v", first, third)
 	}
 }

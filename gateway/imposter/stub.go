@@ -40,7 +40,8 @@ type Responder interface {
 
 // Call is one request on its way through a stub. It is valid only until
 // Respond returns (the imposter reuses it, as it reuses the request): a
-// responder keeps what it needs, never the Call.
+// responder keeps what it needs, never the Call, and may return only its
+// Scratch.
 type Call struct {
 	Imposter *Imposter
 	Request  *message.Request
@@ -48,7 +49,12 @@ type Call struct {
 	FlowID   string
 
 	behaviors Behaviors
+	scratch   message.Response
 }
+
+// Scratch is a response a Responder may fill and return instead of
+// allocating one: it lives until the request is answered.
+func (c *Call) Scratch() *message.Response { return &c.scratch }
 
 // ApplyBehaviors runs the response's behaviors on resp now, for a responder
 // that must record what they produce (a proxy); a responder whose compiler

@@ -12,13 +12,33 @@ import (
 // scalar expectation on a plain request string, or on one name of the
 // query, headers or form.
 type fastField struct {
-	field string // one of requestFields
+	field fieldKind
 	name  string // for query, headers and form: the expected name
 	exp   string
 	truth bool // exists: the expectation's truthiness
 	re    *regex
 	// present: an empty object expectation, which only needs the field.
 	present bool
+}
+
+// fieldKind is a request field the fast path reads: a number, so that
+// reading it is a jump, not a string comparison.
+type fieldKind uint8
+
+const (
+	fieldMethod fieldKind = iota
+	fieldPath
+	fieldBody
+	fieldRequestFrom
+	fieldIP
+	fieldQuery
+	fieldHeaders
+	fieldForm
+)
+
+var fieldKinds = map[string]fieldKind{
+	"method": fieldMethod, "path": fieldPath, "body": fieldBody, "requestFrom": fieldRequestFrom,
+	"ip": fieldIP, "query": fieldQuery, "headers": fieldHeaders, "form": fieldForm,
 }
 
 // compileFast returns the fast path's fields, or nil when mb's generic
@@ -44,7 +64,7 @@ func (l *leaf) compileFast() []fastField {
 			if !ok {
 				return nil
 			}
-			ff.field = f
+			ff.field = fieldKinds[f]
 			out = append(out, ff)
 		case "query", "headers", "form":
 			sub, ok := m[k].(map[string]any)
@@ -56,12 +76,12 @@ func (l *leaf) compileFast() []fastField {
 				if !ok {
 					return nil
 				}
-				ff.field, ff.name = f, name
+				ff.field, ff.name = fieldKinds[f], name
 				out = append(out, ff)
 			}
 			if len(sub) == 0 {
 				// An empty expectation only needs the field to exist.
-				out = append(out, fastField{field: f, present: true})
+				out = append(out, fastField{field: fieldKinds[f], present: true})
 			}
 		default:
 			return nil
@@ -90,21 +110,21 @@ func (l *leaf) matchFast(r *message.Request) bool {
 		f := &l.fast[i]
 		var ok bool
 		switch f.field {
-		case "method":
+		case fieldMethod:
 			ok = l.testFast(f, r.Method)
-		case "path":
+		case fieldPath:
 			ok = l.testFast(f, r.Path)
-		case "body":
+		case fieldBody:
 			ok = l.testFast(f, b2s(r.Body))
-		case "requestFrom":
+		case fieldRequestFrom:
 			ok = l.testFast(f, r.RequestFrom())
-		case "ip":
+		case fieldIP:
 			ok = l.testFast(f, r.IP())
-		case "query":
+		case fieldQuery:
 			ok = l.testMulti(f, r.Query, false)
-		case "headers":
+		case fieldHeaders:
 			ok = l.testMulti(f, r.Headers, true)
-		case "form":
+		case fieldForm:
 			if len(r.Body) == 0 || !r.IsForm() {
 				return false // mb's request has no form: nothing under it matches
 			}

@@ -60,6 +60,10 @@ type leaf struct {
 	base64 bool
 	// views are the parsed body this leaf reads (views.go).
 	views bodyViews
+	// parseKey and parseStr are key and str, for the JSON parser, when
+	// they change anything (nil otherwise); made once, as a method value
+	// made per parse would be allocated per parse.
+	parseKey, parseStr func(string) string
 }
 
 func badData(msg string, raw json.RawMessage) error {
@@ -121,6 +125,7 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	if !l.base64 {
 		l.fast = l.compileFast()
 	}
+	l.setParse()
 	l.views = viewsFor(l)
 	l.paths = l.pathKeys()
 	if l.op != opDeepEquals {
@@ -459,18 +464,22 @@ func shape(vals []any) any {
 // tryJSON is mb's tryJSON: s parsed as JSON with keys and strings
 // transformed (arrays kept in order), or s itself when it is not JSON.
 func (l *leaf) tryJSON(s string) any {
-	var key, str func(string) string
-	if l.lowerKeys {
-		key = l.key
-	}
-	if l.lowerValues || l.except != nil {
-		str = l.str
-	}
-	v, ok := selector.ParseJSONWith(s, key, str)
+	v, ok := selector.ParseJSONWith(s, l.parseKey, l.parseStr)
 	if !ok {
 		return s
 	}
 	return v
+}
+
+// setParse sets parseKey and parseStr from the leaf's settings.
+func (l *leaf) setParse() {
+	l.parseKey, l.parseStr = nil, nil
+	if l.lowerKeys {
+		l.parseKey = l.key
+	}
+	if l.lowerValues || l.except != nil {
+		l.parseStr = l.str
+	}
 }
 
 // matchSlow is mb's predicateSatisfied over the normalized request, with

@@ -108,6 +108,7 @@ func viewsFor(l *leaf) bodyViews {
 		return v
 	}
 	tl := &leaf{lowerValues: l.lowerValues, lowerKeys: l.lowerKeys, except: l.except, base64: l.base64}
+	tl.setParse()
 	v := bodyViews{json: &jsonView{tl}, xml: &xmlView{tl}}
 	if len(views) < maxViews {
 		views[t] = v

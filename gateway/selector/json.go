@@ -2,7 +2,9 @@ package selector
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -21,8 +23,36 @@ func ParseJSON(text string) (any, bool) { return ParseJSONWith(text, nil, nil) }
 // transforming each key of JSON.parse's object in order would.
 func ParseJSONWith(text string, key, str func(string) string) (any, bool) {
 	p := jsonParser{s: text, key: key, str: str}
-	return p.document()
+	// The pending members and elements live in recycled room, so that
+	// only the maps and slices the document is made of are allocated.
+	room := pendingRoom.Get().(*pending)
+	p.kvs, p.vals = room.kvs[:0], room.vals[:0]
+	v, ok := p.document()
+	if cap(p.kvs) <= maxPendingRoom && cap(p.vals) <= maxPendingRoom {
+		if !ok {
+			// A parse that gave up may leave what it had read: drop
+			// it (a whole parse clears as it goes).
+			clear(p.kvs[:cap(p.kvs)])
+			clear(p.vals[:cap(p.vals)])
+		}
+		room.kvs, room.vals = p.kvs[:0], p.vals[:0]
+	}
+	pendingRoom.Put(room)
+	return v, ok
 }
+
+// pending is a parser's room for the members and elements it has read of
+// the objects and arrays it is in.
+type pending struct {
+	kvs  []jsonKV
+	vals []any
+}
+
+var pendingRoom = sync.Pool{New: func() any { return new(pending) }}
+
+// maxPendingRoom bounds the room a parse gives back, so that one huge
+// document does not pin its room.
+const maxPendingRoom = 1024
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -35,7 +65,10 @@ type jsonParser struct {
 	// order, when set, records each object's keys in document order.
 	order keyOrder
 	buf   []byte // unescaping room
-	kvs   []jsonKV
+	// kvs and vals hold the members and elements of the objects and
+	// arrays being read, innermost last.
+	kvs  []jsonKV
+	vals []any
 }
 
 type jsonKV struct {
@@ -183,22 +216,26 @@ func (p *jsonParser) array() (any, bool) {
 	}
 	defer func() { p.depth-- }()
 	p.i++ // [
-	a := []any{}
 	p.ws()
 	if p.i < len(p.s) && p.s[p.i] == ']' {
 		p.i++
-		return a, true
+		return []any{}, true
 	}
+	mark := len(p.vals)
+	defer func() {
+		clear(p.vals[mark:])
+		p.vals = p.vals[:mark]
+	}()
 	for {
 		v, ok := p.value()
 		if !ok {
 			return nil, false
 		}
-		a = append(a, v)
+		p.vals = append(p.vals, v)
 		if more, ok := p.next(']'); !ok {
 			return nil, false
 		} else if !more {
-			return a, true
+			return slices.Clone(p.vals[mark:]), true
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -250,7 +251,8 @@ type decoder struct {
 	memo *headerMemo
 }
 
-// headerMemo is a header map's bytes and what they decoded to.
+// headerMemo is a header map's bytes (its head included) and what they
+// decoded to.
 type headerMemo struct {
 	raw   []byte
 	pairs []Pair
@@ -454,6 +456,14 @@ func (d *decoder) response(r *Response) error {
 }
 
 func (d *decoder) headers(r *Response) error {
+	// A CBOR item is prefix-free: bytes that begin with a whole header map
+	// decoded before hold that map, and no other.
+	if m := d.memo; m != nil && m.raw != nil && bytes.HasPrefix(d.b[d.off:], m.raw) {
+		d.off += len(m.raw)
+		r.Headers = m.pairs
+		return nil
+	}
+	mapStart := d.off
 	maj, n, err := d.head()
 	if err != nil {
 		return err
@@ -472,10 +482,6 @@ func (d *decoder) headers(r *Response) error {
 			return err
 		}
 	}
-	if m := d.memo; m != nil && m.raw != nil && string(m.raw) == string(d.b[start:d.off]) {
-		r.Headers = m.pairs
-		return nil
-	}
 	all := string(d.b[start:d.off])
 	r.Headers = make([]Pair, n)
 	in := decoder{b: d.b[start:d.off]}
@@ -489,8 +495,8 @@ func (d *decoder) headers(r *Response) error {
 		r.Headers[i].Name = next()
 		r.Headers[i].Value = next()
 	}
-	if m := d.memo; m != nil && len(all) <= maxCachedResponse {
-		m.raw, m.pairs = append(m.raw[:0], all...), r.Headers
+	if m := d.memo; m != nil && d.off-mapStart <= maxCachedResponse {
+		m.raw, m.pairs = append(m.raw[:0], d.b[mapStart:d.off]...), r.Headers
 	}
 	return nil
 }

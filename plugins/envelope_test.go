@@ -281,8 +281,16 @@ func FuzzDecodeResponse(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	// One memo across the inputs, as an instance keeps one across calls.
+	var memo headerMemo
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeResponse(b, nil)
+		for range 2 { // the second time, with this input's own headers remembered
+			m, merr := decodeResponse(b, &memo)
+			if (merr == nil) != (err == nil) || err == nil && (m.Status != r.Status || !slices.Equal(m.Headers, r.Headers) || !bytes.Equal(m.Body, r.Body)) {
+				t.Fatalf("with a memo %+v %v, without %+v %v", m, merr, r, err)
+			}
+		}
 		if err != nil {
 			if r.Status != 0 || r.Headers != nil || r.Body != nil {
 				t.Fatalf("error %v with a partial result %+v", err, r)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,6 +99,7 @@ type Flows struct {
 	sessions map[*session]struct{} // answering sessions, closed by Close
 
 	claims claimTable
+	recall recallCache
 	flowMetrics
 
 	ctx    context.Context
@@ -324,7 +326,8 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 		}
 		r.mIdx = v.idx
 		r.budget = uint64(max(time.Until(deadline).Milliseconds(), 1))
-		if owner == f.self {
+		r.remote = owner != f.self
+		if !r.remote {
 			oc := newOpCtx(deadline)
 			f.serveOwner(oc, r, a)
 			oc.release()
@@ -376,7 +379,10 @@ func statusErr(a *answer) error {
 	return fmt.Errorf("%w: %s", flow.ErrUnavailable, a.msg)
 }
 
-var _ flow.Store = (*Flows)(nil)
+var (
+	_ flow.Store       = (*Flows)(nil)
+	_ flow.Speculator = (*Flows)(nil)
+)
 
 // checkKey applies the seam's caps before anything travels.
 func checkKey(flowID, key string, value []byte) error {
@@ -401,6 +407,7 @@ func (f *Flows) Get(ctx context.Context, flowID, key string) (flow.Entry, error)
 	if err := f.do(ctx, ring.ClassFlow, &r, &a); err != nil {
 		return flow.Entry{}, err
 	}
+	f.remember(&r, &a)
 	if a.status == statusNotFound || !a.present {
 		return flow.Entry{}, flow.ErrNotFound
 	}
@@ -430,11 +437,70 @@ func (f *Flows) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	if err := f.do(ctx, ring.ClassFlow, &r, &a); err != nil {
 		return flow.Entry{}, err
 	}
+	f.remember(&r, &a)
 	e := flow.Entry{Value: a.value, Version: a.ver}
 	if a.status == statusMismatch {
 		return e, flow.ErrVersionMismatch
 	}
 	return e, nil
+}
+
+// Swap implements flow.Speculator: one owner operation that reads and
+// conditionally writes under the flow's lock. An owner of an older build,
+// which does not know it, gets a Get and a CAS on the version read, which
+// decide the same.
+func (f *Flows) Swap(ctx context.Context, flowID, key string, old flow.Entry, value []byte, p flow.Policy) (flow.Entry, error) {
+	if err := checkKey(flowID, key, value); err != nil {
+		return flow.Entry{}, err
+	}
+	r := request{op: opSwap, flow: flowID, key: key, hasOld: old.Version.V != 0, old: old.Value, value: value, policy: toWire(p)}
+	var a answer
+	err := f.do(ctx, ring.ClassFlow, &r, &a)
+	if err != nil && a.status == statusBadRequest && r.remote {
+		return f.swapByVersion(ctx, flowID, key, old, value, p)
+	}
+	if err != nil {
+		return flow.Entry{}, err
+	}
+	f.remember(&r, &a)
+	e := flow.Entry{Value: a.value, Version: a.ver}
+	if a.status == statusMismatch {
+		return e, flow.ErrVersionMismatch
+	}
+	return e, nil
+}
+
+// swapByVersion is Swap as a Get and a CAS on the version it read.
+func (f *Flows) swapByVersion(ctx context.Context, flowID, key string, old flow.Entry, value []byte, p flow.Policy) (flow.Entry, error) {
+	cur, err := f.Get(ctx, flowID, key)
+	switch {
+	case errors.Is(err, flow.ErrNotFound):
+		cur = flow.Entry{}
+	case err != nil:
+		return flow.Entry{}, err
+	}
+	if (cur.Version.V != 0) != (old.Version.V != 0) || cur.Version.V != 0 && !bytes.Equal(cur.Value, old.Value) {
+		return cur, flow.ErrVersionMismatch
+	}
+	return f.CAS(ctx, flowID, key, cur.Version.V, value, p)
+}
+
+// Recall implements flow.Speculator from the answers of other owners.
+func (f *Flows) Recall(flowID, key string) (flow.Entry, bool) { return f.recall.get(flowID, key) }
+
+// remember keeps what an answer from another owner says a key holds.
+func (f *Flows) remember(r *request, a *answer) {
+	if !r.remote {
+		return
+	}
+	switch {
+	case a.status == statusNotFound || a.status == statusMismatch && !a.present:
+		f.recall.put(r.flow, r.key, nil, false)
+	case a.status == statusOK && r.op == opGet && a.present || a.status == statusMismatch:
+		f.recall.put(r.flow, r.key, a.value, true)
+	case a.status == statusOK:
+		f.recall.put(r.flow, r.key, r.value, true) // what a CAS or a Swap wrote
+	}
 }
 
 // Delete implements flow.Store.

@@ -133,3 +133,71 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 		t.Fatalf("Get %s = %q, %v", busy, e.Value, err)
 	}
 }
+
+// Swap writes on the value the owner holds, whatever its version, and
+// says what it holds when that differs; Recall lends what this node last
+// heard an owner say, stale as it may be, which Swap then refuses. Each
+// case runs on a flow the calling node owns and on one another node owns.
+func TestSwapOnTheValueAndRecall(t *testing.T) {
+	c := threeNodes(t, nil)
+	n1, n2 := c.get("n1"), c.get("n2")
+	ctx := context.Background()
+	mem := flow.Policy{Durability: flow.Memory}
+	v := n1.f.currentView()
+	for _, where := range []struct{ name, id string }{
+		{"local", flowsOwnedBy(v, "n1", 1)[0]}, {"remote", flowsOwnedBy(v, "n3", 1)[0]},
+	} {
+		t.Run(where.name, func(t *testing.T) {
+			id, absent := where.id, flow.Entry{}
+			if _, err := n1.f.Swap(ctx, id, "s", flow.Entry{Value: []byte("x"), Version: flow.Version{V: 1}}, []byte("in"), mem); !errors.Is(err, flow.ErrVersionMismatch) {
+				t.Fatalf("swap on a value of an absent key = %v", err)
+			}
+			e, err := n1.f.Swap(ctx, id, "s", absent, []byte("in"), mem)
+			if err != nil || string(e.Value) != "in" || e.Version.V == 0 {
+				t.Fatalf("swap of an absent key = %+v, %v", e, err)
+			}
+			if _, err := n1.f.Swap(ctx, id, "s", absent, []byte("in"), mem); !errors.Is(err, flow.ErrVersionMismatch) {
+				t.Fatalf("swap expecting absent on a present key = %v", err)
+			}
+			// Another node moves the value twice, back to where it was:
+			// the version changed, the value did not, and the swap holds.
+			for _, s := range []string{"out", "in"} {
+				if _, err := n2.f.Put(ctx, id, "s", []byte(s), mem); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if e, err = n1.f.Swap(ctx, id, "s", flow.Entry{Value: []byte("in"), Version: flow.Version{V: 1}}, []byte("out"), mem); err != nil || string(e.Value) != "out" {
+				t.Fatalf("swap on the value = %+v, %v", e, err)
+			}
+			if where.name == "local" {
+				if _, ok := n1.f.Recall(id, "s"); ok {
+					t.Fatal("a flow this node owns is recalled: it costs no round trip to read")
+				}
+				return
+			}
+			if r, ok := n1.f.Recall(id, "s"); !ok || string(r.Value) != "out" || r.Version.V == 0 {
+				t.Fatalf("recall after the swap = %+v, %v", r, ok)
+			}
+			if _, err := n2.f.Put(ctx, id, "s", []byte("gone"), mem); err != nil {
+				t.Fatal(err)
+			}
+			stale, _ := n1.f.Recall(id, "s")
+			cur, err := n1.f.Swap(ctx, id, "s", stale, []byte("in"), mem)
+			if !errors.Is(err, flow.ErrVersionMismatch) || string(cur.Value) != "gone" {
+				t.Fatalf("swap on a stale recall = %+v, %v", cur, err)
+			}
+			if r, ok := n1.f.Recall(id, "s"); !ok || string(r.Value) != "gone" {
+				t.Fatalf("recall after the refused swap = %+v, %v", r, ok)
+			}
+			if err := n2.f.Delete(ctx, id, "s", mem); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n1.f.Get(ctx, id, "s"); !errors.Is(err, flow.ErrNotFound) {
+				t.Fatal(err)
+			}
+			if r, ok := n1.f.Recall(id, "s"); !ok || r.Version.V != 0 {
+				t.Fatalf("recall of a key last seen absent = %+v, %v", r, ok)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -138,7 +139,7 @@ func (f *Flows) worker(r *request) {
 func inlineable(r *request) bool {
 	switch {
 	case ownerOp(r.op):
-		return r.op < opClaimAcquire && r.policy.durability != byte(flow.Sync)
+		return !claimOp(r.op) && r.policy.durability != byte(flow.Sync)
 	case r.op == opPush:
 		for _, set := range r.sets {
 			if set.Durability == flowshard.Sync {
@@ -243,7 +244,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 	}
 	a.mIdx = v.idx
 	class := ring.ClassFlow
-	if r.op >= opClaimAcquire {
+	if claimOp(r.op) {
 		class = ring.ClassClaim
 	}
 	switch {
@@ -324,6 +325,24 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		a.present, a.ver, a.value = e.Version.V != 0, flow.Version(e.Version), e.Value
 		if err == nil {
 			one[0], changed = r.key, one[:]
+		}
+	case opSwap:
+		// Under the flow's lock nothing writes between the read and the
+		// CAS on the version it read.
+		e, err := f.shard.Get(ctx, r.flow, r.key)
+		switch {
+		case err != nil && !errors.Is(err, flowshard.ErrNotFound):
+			shardStatus(a, err)
+		case (err == nil) != r.hasOld || err == nil && !bytes.Equal(e.Value, r.old):
+			a.status = statusMismatch
+			a.present, a.ver, a.value = err == nil, flow.Version(e.Version), e.Value
+		default:
+			e, err = f.shard.CAS(ctx, r.flow, r.key, e.Version.V, r.value, p)
+			shardStatus(a, err)
+			a.present, a.ver, a.value = e.Version.V != 0, flow.Version(e.Version), e.Value
+			if err == nil {
+				one[0], changed = r.key, one[:]
+			}
 		}
 	case opDelete:
 		_, err := f.shard.Delete(ctx, r.flow, r.key, p)

@@ -19,8 +19,10 @@ import (
 // a new version that the old decoder refuses. wire_test.go pins the bytes.
 const wireVersion byte = 1
 
-// Ops. Those up to opClaimForget are owner operations on one key and go
-// through the owner's checks; the rest are node to node.
+// Ops. Those up to opClaimForget, and opSwap, are owner operations on one
+// key and go through the owner's checks; the rest are node to node. opSwap
+// came after the others: a node of an older build answers it
+// statusBadRequest, and the caller does a Get and a CAS instead.
 const (
 	opGet byte = 1 + iota
 	opPut
@@ -39,11 +41,15 @@ const (
 	opPush
 	opAdopt
 	opOffer
-	opLast = opOffer
+	opSwap // a CAS on the value: write if the key holds old (or is absent)
+	opLast = opSwap
 )
 
 // ownerOp reports whether op is answered only by the owner of its key.
-func ownerOp(op byte) bool { return op >= opGet && op <= opClaimForget }
+func ownerOp(op byte) bool { return op >= opGet && op <= opClaimForget || op == opSwap }
+
+// claimOp reports whether op is a proxyOnce claim's.
+func claimOp(op byte) bool { return op >= opClaimAcquire && op <= opClaimForget }
 
 // Answer statuses. Everything from statusFenced on reaches the engine as
 // flow.ErrUnavailable.
@@ -78,6 +84,8 @@ type request struct {
 	key    string // key; the cursor of a list, an adoption or a summary
 	policy wirePolicy
 	expect uint64
+	old    []byte // opSwap: the value expected, when hasOld
+	hasOld bool   // opSwap: false expects the key absent
 	value  []byte
 	limit  uint64 // page size; bytes for opAdopt
 	token  uint64
@@ -92,6 +100,8 @@ type request struct {
 	// Where an answering node got it from; not on the wire.
 	s  *session
 	id uint32
+	// Whether the calling node sent it to another owner; not on the wire.
+	remote bool
 }
 
 // wirePolicy is a flow.Policy on the wire: durability and TTL in ms.
@@ -268,6 +278,15 @@ func appendRequest(b []byte, r *request) []byte {
 		e.str(r.flow)
 		e.str(r.key)
 		e.policy(r.policy)
+	case opSwap:
+		e.str(r.flow)
+		e.str(r.key)
+		e.policy(r.policy)
+		e.flag(r.hasOld)
+		if r.hasOld {
+			e.bytes(r.old)
+		}
+		e.bytes(r.value)
 	case opLoad, opClaimForget, opDeletePrefix:
 		e.str(r.flow)
 	case opCommit:
@@ -383,6 +402,12 @@ func decodeRequest(b []byte, r *request) error {
 		r.flow, r.key, r.policy, r.expect, r.value = d.str(), d.str(), d.policy(), d.u(), d.bytes()
 	case opDelete:
 		r.flow, r.key, r.policy = d.str(), d.str(), d.policy()
+	case opSwap:
+		r.flow, r.key, r.policy, r.hasOld = d.str(), d.str(), d.policy(), d.flag()
+		if r.hasOld {
+			r.old = d.bytes()
+		}
+		r.value = d.bytes()
 	case opLoad, opClaimForget, opDeletePrefix:
 		r.flow = d.str()
 	case opCommit:
@@ -449,7 +474,7 @@ func appendAnswer(b []byte, op byte, a *answer) []byte {
 		return e.b
 	}
 	switch op {
-	case opGet, opCAS:
+	case opGet, opCAS, opSwap:
 		e.flag(a.present)
 		if a.present {
 			e.version(a.ver)
@@ -499,7 +524,7 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 		return d.done()
 	}
 	switch op {
-	case opGet, opCAS:
+	case opGet, opCAS, opSwap:
 		if a.present = d.flag(); a.present {
 			a.ver, a.value = d.version(), d.bytes()
 		}

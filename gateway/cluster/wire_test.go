@@ -40,6 +40,10 @@ func TestWireGolden(t *testing.T) {
 			"10" + "0201" + "09" + "0469313a61" + "64" + "02" + "0109"},
 		{"offer", request{op: opOffer, mIdx: 2, budget: 1, sums: []flowshard.Summary{{ID: "f", Top: flowshard.Version{MIdx: 1, V: 2, Origin: 3}, Sum: 0x0102030405060708}}},
 			"11" + "0201" + "01" + "0166" + "010203" + "0102030405060708"},
+		{"swap", request{op: opSwap, mIdx: 1, budget: 1, flow: "f", key: "k", policy: wirePolicy{0, 0}, hasOld: true, old: []byte("in"), value: []byte("out")},
+			"12" + "0101" + "0166" + "016b" + "0000" + "01" + "02696e" + "036f7574"},
+		{"swap-absent", request{op: opSwap, mIdx: 1, budget: 1, flow: "f", key: "k", policy: wirePolicy{0, 0}, value: []byte("in")},
+			"12" + "0101" + "0166" + "016b" + "0000" + "00" + "02696e"},
 	}
 	for _, tc := range reqs {
 		t.Run("request-"+tc.name, func(t *testing.T) {
@@ -63,6 +67,8 @@ func TestWireGolden(t *testing.T) {
 			"00" + "01" + "01" + "0161" + "010102" + "0131"},
 		{"claim", opClaimAcquire, answer{status: statusOK, mIdx: 1, state: claimRecorded, n: 0, index: 40}, "0001" + "02" + "00" + "28"},
 		{"offer", opOffer, answer{status: statusOK, mIdx: 1, ids: []string{"f"}}, "0001" + "01" + "0166" + "00"},
+		{"swap-mismatch", opSwap, answer{status: statusMismatch, mIdx: 7, present: true, ver: flow.Version{MIdx: 7, V: 3, Origin: 1}, value: []byte("in")},
+			"02" + "07" + "01" + "070301" + "02696e"},
 	}
 	for _, tc := range ans {
 		t.Run("answer-"+tc.name, func(t *testing.T) {
@@ -92,6 +98,11 @@ func genRequest(t *rapid.T) request {
 		r.flow, r.key, r.policy, r.expect, r.value = str.Draw(t, "flow"), str.Draw(t, "key"), pol(), rapid.Uint64().Draw(t, "expect"), val("value")
 	case opDelete:
 		r.flow, r.key, r.policy = str.Draw(t, "flow"), str.Draw(t, "key"), pol()
+	case opSwap:
+		r.flow, r.key, r.policy, r.hasOld, r.value = str.Draw(t, "flow"), str.Draw(t, "key"), pol(), rapid.Bool().Draw(t, "hasOld"), val("value")
+		if r.hasOld {
+			r.old = val("old")
+		}
 	case opLoad, opClaimForget, opDeletePrefix, opClaimAcquire:
 		r.flow = str.Draw(t, "flow")
 	case opCommit:
@@ -230,6 +241,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(appendRequest(nil, &request{op: opPush, sets: []flowshard.RecordSet{{FlowID: "x", Records: []flowshard.Record{{Key: "k", Version: flowshard.Version{V: 1}}}}}}))
 	f.Add(appendRequest(nil, &request{op: opAdopt, voters: []uint64{1, 2, 3}}))
 	f.Add(appendRequest(nil, &request{op: opOffer, sums: []flowshard.Summary{{ID: "f", Sum: 1}}}))
+	f.Add(appendRequest(nil, &request{op: opSwap, flow: "f", key: "k", hasOld: true, old: []byte("in"), value: []byte("out")}))
 	f.Add([]byte{0x0f, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{0x0f, 0x30, 0x80, 0x00, 0x00}) // an overlong varint: refused, or it would not re-encode
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -252,6 +264,7 @@ func FuzzDecodeAnswer(f *testing.F) {
 	f.Add(byte(opOffer), appendAnswer(nil, opOffer, &answer{ids: []string{"f"}}))
 	f.Add(byte(opAdopt), appendAnswer(nil, opAdopt, &answer{sets: []flowshard.RecordSet{{FlowID: "f"}}, more: true, next: "f"}))
 	f.Add(byte(opPut), []byte{statusFenced, 1, 2, 'n', 'o'})
+	f.Add(byte(opSwap), appendAnswer(nil, opSwap, &answer{status: statusMismatch, present: true, value: []byte("in")}))
 	f.Fuzz(func(t *testing.T, op byte, b []byte) {
 		op = op%opLast + 1
 		var a answer

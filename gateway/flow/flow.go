@@ -136,6 +136,23 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 }
 
+// Speculator is a Store whose reads cost a round trip (a cluster's, to a
+// flow's owner). It remembers what it last saw of a key, and it swaps on a
+// key's value rather than its version, so that a decision made on a
+// remembered value is checked where the write happens: a scenario that
+// reads its state and moves it then costs one round trip, not two.
+type Speculator interface {
+	// Recall returns what this store last saw of key (Version.V 0: that
+	// it was absent), asking no one: it may be stale, and nothing may be
+	// answered on it that Swap has not confirmed.
+	Recall(flowID, key string) (Entry, bool)
+	// Swap writes value only when the key holds old.Value now (when
+	// old.Version.V is 0: only when it is absent), whatever its version.
+	// On ErrVersionMismatch it returns the current entry (Version.V 0:
+	// absent), read by the owner: the caller may decide on it.
+	Swap(ctx context.Context, flowID, key string, old Entry, value []byte, p Policy) (Entry, error)
+}
+
 // Scope is the prefix of every flow id of an imposter on port: "i<port>:",
 // or "f:" for the fleet namespace that imposters with contextScope "fleet"
 // share. It is the one place that spells it.

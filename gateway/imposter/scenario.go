@@ -39,9 +39,16 @@ func (imp *Imposter) FlowID(r *message.Request) string {
 // matchScenario matches r against a table whose stubs take part in
 // scenarios. A stub that names requiredScenarioState matches only in that
 // state; choosing a stub with newScenarioState moves the scenario by a
-// compare-and-set on the version that was read, so of two concurrent
-// requests that saw the same state only one transitions it; the other
-// matches again against the new state.
+// compare-and-set on what was read, so of two concurrent requests that
+// saw the same state only one transitions it; the other matches again
+// against the new state.
+//
+// A store that speculates (a cluster's, whose reads are round trips to the
+// flow's owner) first lends the state it last saw: the match on it stands
+// only if it moves that very scenario, by a swap on that value, which the
+// owner checks. Any other outcome on a recalled state (no transition, or
+// one of another scenario) matches again on states read from the owner, so
+// no answer rests on an unconfirmed state.
 func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) {
 	store := imp.opts.Store
 	if store == nil {
@@ -49,17 +56,35 @@ func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) 
 	}
 	flowID := imp.FlowID(r)
 	policy := imp.spec.Flow.Policy
+	spec, _ := store.(flow.Speculator)
+	guess := spec != nil
+	var known map[string]flow.Entry // read from the owner by a swap that lost
 	for attempt := 0; attempt < maxScenarioRetries; attempt++ {
 		states := map[string]flow.Entry{}
+		var recalled map[string]bool
 		var readErr error
 		state := func(name string) (flow.Entry, bool) {
 			if e, ok := states[name]; ok {
 				return e, true
 			}
+			if e, ok := known[name]; ok {
+				states[name] = e
+				return e, true
+			}
+			if guess {
+				if e, ok := spec.Recall(flowID, ScenarioKey(name)); ok {
+					if recalled == nil {
+						recalled = map[string]bool{}
+					}
+					recalled[name] = true
+					states[name] = e
+					return e, true
+				}
+			}
 			e, err := store.Get(imp.ctx, flowID, ScenarioKey(name))
 			switch {
 			case errors.Is(err, flow.ErrNotFound):
-				e = flow.Entry{Value: []byte(ScenarioStarted)}
+				e = flow.Entry{}
 			case err != nil:
 				readErr = err
 				return e, false
@@ -72,20 +97,34 @@ func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) 
 				return true
 			}
 			e, ok := state(s.Spec.ScenarioName)
-			return ok && string(e.Value) == s.Spec.RequiredScenarioState
+			return ok && scenarioState(e) == s.Spec.RequiredScenarioState
 		})
 		if readErr != nil {
 			return nil, unavailable(readErr)
 		}
-		if st == nil || st.Spec.NewScenarioState == "" {
+		moves := st != nil && st.Spec.NewScenarioState != ""
+		if len(recalled) > 0 && (!moves || len(recalled) > 1 || !recalled[st.Spec.ScenarioName]) {
+			guess = false // a recalled state decided what no swap confirms
+			continue
+		}
+		if !moves {
 			return st, nil
 		}
 		e, ok := state(st.Spec.ScenarioName)
 		if !ok {
 			return nil, unavailable(readErr)
 		}
-		_, err := store.CAS(imp.ctx, flowID, ScenarioKey(st.Spec.ScenarioName), e.Version.V,
-			[]byte(st.Spec.NewScenarioState), policy)
+		key, next := ScenarioKey(st.Spec.ScenarioName), []byte(st.Spec.NewScenarioState)
+		var err error
+		if spec != nil {
+			var cur flow.Entry
+			cur, err = spec.Swap(imp.ctx, flowID, key, e, next, policy)
+			if errors.Is(err, flow.ErrVersionMismatch) {
+				known = map[string]flow.Entry{st.Spec.ScenarioName: cur}
+			}
+		} else {
+			_, err = store.CAS(imp.ctx, flowID, key, e.Version.V, next, policy)
+		}
 		switch {
 		case err == nil:
 			return st, nil
@@ -96,6 +135,15 @@ func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) 
 		}
 	}
 	return nil, mberr.New(mberr.FlowUnavailable, "scenario state kept changing; gave up")
+}
+
+// scenarioState is the state a scenario's entry holds: Started while the
+// key is absent.
+func scenarioState(e flow.Entry) string {
+	if e.Version.V == 0 {
+		return ScenarioStarted
+	}
+	return string(e.Value)
 }
 
 func unavailable(err error) error {

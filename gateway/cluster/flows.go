@@ -380,7 +380,7 @@ func statusErr(a *answer) error {
 }
 
 var (
-	_ flow.Store       = (*Flows)(nil)
+	_ flow.Store      = (*Flows)(nil)
 	_ flow.Speculator = (*Flows)(nil)
 )
 

@@ -462,6 +462,7 @@ func (f *Flows) Swap(ctx context.Context, flowID, key string, old flow.Entry, va
 	if err != nil {
 		return flow.Entry{}, err
 	}
+	f.mergeCarried(ctx, &a)
 	f.remember(&r, &a)
 	e := flow.Entry{Value: a.value, Version: a.ver}
 	if a.status == statusMismatch {

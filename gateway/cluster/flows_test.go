@@ -136,8 +136,10 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 
 // Swap writes on the value the owner holds, whatever its version, and
 // says what it holds when that differs; Recall lends what this node last
-// heard an owner say, stale as it may be, which Swap then refuses. Each
-// case runs on a flow the calling node owns and on one another node owns.
+// heard an owner say, stale as it may be, which Swap then refuses; and a
+// swap's answer carries the caller's replica copy when it is a successor.
+// Each case runs on a flow the calling node owns and on one another node
+// owns.
 func TestSwapOnTheValueAndRecall(t *testing.T) {
 	c := threeNodes(t, nil)
 	n1, n2 := c.get("n1"), c.get("n2")
@@ -177,6 +179,11 @@ func TestSwapOnTheValueAndRecall(t *testing.T) {
 			}
 			if r, ok := n1.f.Recall(id, "s"); !ok || string(r.Value) != "out" || r.Version.V == 0 {
 				t.Fatalf("recall after the swap = %+v, %v", r, ok)
+			}
+			// n1 is one of the flow's successors: the answer carried its
+			// copy, merged before Swap returned, with the owner's version.
+			if got, err := n1.f.Shard().Get(ctx, id, "s"); err != nil || string(got.Value) != "out" || flow.Version(got.Version) != e.Version {
+				t.Fatalf("n1's replica after the swap = %+v, %v; the owner wrote %+v", got, err, e.Version)
 			}
 			if _, err := n2.f.Put(ctx, id, "s", []byte("gone"), mem); err != nil {
 				t.Fatal(err)

@@ -46,6 +46,7 @@ func (f *Flows) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.kill(errSessionClosed)
 		return
 	}
+	s.peer = from
 	f.sessions[s] = struct{}{}
 	f.wg.Add(1)
 	f.sessMu.Unlock()
@@ -290,7 +291,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 			if ctx.inline {
 				return false // a sync push waits for a replica
 			}
-			if err := f.replicate(ctx, v, r.flow, nil, flow.Sync); err != nil {
+			if _, err := f.replicate(ctx, v, r.flow, nil, flow.Sync, 0); err != nil {
 				refuse(a, statusUnavailable, "flow %q: an earlier sync write has not reached a replica: %v", r.flow, err)
 				return true
 			}
@@ -402,7 +403,12 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		}
 		return true
 	}
-	if err := f.replicate(ctx, v, r.flow, changed, pol.Durability); err != nil {
+	var carry uint64
+	if r.op == opSwap && r.s != nil {
+		carry = r.s.peer // opSwap's answer carries the caller's push
+	}
+	sets, err := f.replicate(ctx, v, r.flow, changed, pol.Durability, carry)
+	if err != nil {
 		// The write is in this node's shard and may be on a replica: its
 		// outcome is unknown to the caller, and the flow answers nothing
 		// until a replica has it (see replicate).
@@ -410,6 +416,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		_ = f.shard.Durable(ctx, r.flow)
 		return true
 	}
+	a.sets = append(a.sets, sets...)
 	if p.NoWait {
 		if err := f.shard.Durable(ctx, r.flow); err != nil {
 			refuse(a, statusUnavailable, "flow %q: the sync write's commit failed: %v", r.flow, err)

@@ -20,23 +20,33 @@ import (
 // writes and the owner's loss loses no acknowledged Sync write. A Sync
 // push that no successor acknowledged marks the flow unsynced: the owner
 // answers nothing more on it until a successor has its records.
-func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []string, d flow.Durability) error {
+//
+// carry, when it is one of the successors and d is not Sync, is the node
+// that asked for the write: its push is not queued but returned, to go
+// with the answer (mergeCarried), which saves that push its own frames,
+// merge call and wake-ups at both ends.
+func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []string, d flow.Durability, carry uint64) (carried []flowshard.RecordSet, err error) {
 	succ := v.ring.Successors(ring.ClassFlow, flowID, ring.ReplicaSuccessors)
 	if len(succ) == 0 {
-		return nil
+		return nil, nil
 	}
 	set, err := f.shard.Records(ctx, flowID, keys...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(set.Records) == 0 {
-		return nil
+		return nil, nil
 	}
 	var ack *ack
 	if d == flow.Sync {
 		ack = newAck(len(succ))
+		carry = 0 // the answer waits for a successor's write, not the other way round
 	}
 	for _, id := range succ {
+		if id == carry {
+			carried = append(carried, set)
+			continue
+		}
 		url, ok := v.urls[id]
 		if !ok {
 			ack.done(fmt.Errorf("no URL for successor %s", formatID(id)))
@@ -45,15 +55,29 @@ func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []st
 		f.peer(id, url).push.add(set, ack)
 	}
 	if ack == nil {
-		return nil
+		return carried, nil
 	}
 	if err := ack.wait(ctx); err != nil {
 		if _, loaded := f.unsynced.LoadOrStore(flowID, struct{}{}); !loaded {
 			f.unsyncedN.Add(1)
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	return nil, nil
+}
+
+// mergeCarried merges the records an owner's answer carried to this node
+// as one of the flow's successors: the push it did not send.
+func (f *Flows) mergeCarried(ctx context.Context, a *answer) {
+	if len(a.sets) == 0 {
+		return
+	}
+	if _, err := f.shard.Merge(ctx, a.sets...); err != nil {
+		f.pushFailed.Add(uint64(len(a.sets)))
+		f.log.Debug("cluster: carried push not merged; anti-entropy will repair", "err", err)
+		return
+	}
+	f.pushed.Add(uint64(len(a.sets)))
 }
 
 // ack is a Sync write waiting for its first successor.

@@ -125,7 +125,8 @@ func (m *frameMAC) next(header, body []byte, out []byte) {
 // under 32 concurrent callers (BenchmarkOwnerRPC) and costs a lone caller
 // nothing measurable.
 type session struct {
-	nc net.Conn
+	nc   net.Conn
+	peer uint64 // on the answering end: the node that opened it
 
 	wmu      sync.Mutex
 	out      *frameMAC

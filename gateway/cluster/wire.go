@@ -480,6 +480,9 @@ func appendAnswer(b []byte, op byte, a *answer) []byte {
 			e.version(a.ver)
 			e.bytes(a.value)
 		}
+		if op == opSwap {
+			e.sets(a.sets) // the caller's push, when it is a successor
+		}
 	case opPut:
 		e.version(a.ver)
 	case opLoad, opCommit:
@@ -527,6 +530,9 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 	case opGet, opCAS, opSwap:
 		if a.present = d.flag(); a.present {
 			a.ver, a.value = d.version(), d.bytes()
+		}
+		if op == opSwap {
+			a.sets = d.sets()
 		}
 	case opPut:
 		a.ver = d.version()

@@ -68,7 +68,10 @@ func TestWireGolden(t *testing.T) {
 		{"claim", opClaimAcquire, answer{status: statusOK, mIdx: 1, state: claimRecorded, n: 0, index: 40}, "0001" + "02" + "00" + "28"},
 		{"offer", opOffer, answer{status: statusOK, mIdx: 1, ids: []string{"f"}}, "0001" + "01" + "0166" + "00"},
 		{"swap-mismatch", opSwap, answer{status: statusMismatch, mIdx: 7, present: true, ver: flow.Version{MIdx: 7, V: 3, Origin: 1}, value: []byte("in")},
-			"02" + "07" + "01" + "070301" + "02696e"},
+			"02" + "07" + "01" + "070301" + "02696e" + "00"},
+		{"swap-carrying", opSwap, answer{status: statusOK, mIdx: 3, present: true, ver: flow.Version{MIdx: 3, V: 4, Origin: 5}, value: []byte("v"), sets: sets[:1]},
+			"00" + "03" + "01" + "030405" + "0176" +
+				"01" + "0469313a61" + "02" + "02" + "016b" + "00" + "030405" + "d00f" + "0176" + "0164" + "01" + "030505" + "e807"},
 	}
 	for _, tc := range ans {
 		t.Run("answer-"+tc.name, func(t *testing.T) {

@@ -438,6 +438,12 @@ func (f *Flows) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 		return flow.Entry{}, err
 	}
 	f.remember(&r, &a)
+	return casResult(&a)
+}
+
+// casResult is the entry a CAS or a Swap answered: the one written, or on
+// a mismatch the current one.
+func casResult(a *answer) (flow.Entry, error) {
 	e := flow.Entry{Value: a.value, Version: a.ver}
 	if a.status == statusMismatch {
 		return e, flow.ErrVersionMismatch
@@ -464,11 +470,7 @@ func (f *Flows) Swap(ctx context.Context, flowID, key string, old flow.Entry, va
 	}
 	f.mergeCarried(ctx, &a)
 	f.remember(&r, &a)
-	e := flow.Entry{Value: a.value, Version: a.ver}
-	if a.status == statusMismatch {
-		return e, flow.ErrVersionMismatch
-	}
-	return e, nil
+	return casResult(&a)
 }
 
 // swapByVersion is Swap as a Get and a CAS on the version it read.

@@ -18,7 +18,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flow"
 )
 
-// Per-flow histories of Get, Put and CAS sent to every node while owners
+// Per-flow histories of Get, Put, CAS and Swap sent to every node while owners
 // are partitioned away, restarted and removed are checked for
 // linearizability with porcupine: each flow (one key here) is a register
 // with a version, V, that every write advances by one. An operation that
@@ -31,15 +31,16 @@ import (
 // (flows_process_test.go) check their histories with it too.
 type LinIn struct {
 	Flow   string
-	Op     string // get, put, cas
+	Op     string // get, put, cas, swap
 	Val    int
 	Expect uint64
+	Old    int // swap: the value expected (0: absent)
 }
 
 type LinOut struct {
 	Unknown bool
-	OK      bool   // get: found; cas: swapped
-	Val     int    // get, cas mismatch: the current value
+	OK      bool   // get: found; cas, swap: written
+	Val     int    // get, cas or swap mismatch: the current value (0: absent)
 	V       uint64 // the current or new V
 }
 
@@ -73,6 +74,12 @@ var LinModel = porcupine.Model{
 		case "put":
 			s = linState{present: true, val: in.Val, v: s.v + 1}
 			return out.Unknown || out.V == s.v, s
+		case "swap":
+			if in.Old == 0 && s.present || in.Old != 0 && (!s.present || s.val != in.Old) {
+				return out.Unknown || !out.OK && out.V == s.v && out.Val == s.val, s
+			}
+			s = linState{present: true, val: in.Val, v: s.v + 1}
+			return out.Unknown || out.OK && out.V == s.v, s
 		default: // cas
 			if s.v != in.Expect || !s.present && in.Expect != 0 {
 				return out.Unknown || !out.OK && out.V == s.v && (!s.present || out.Val == s.val), s
@@ -120,15 +127,15 @@ type linClient struct {
 
 func (c *linClient) run(ctx context.Context, id int, flows []string, store func(i int) flow.Store) {
 	rng := rand.New(rand.NewPCG(uint64(id), 7))
-	lastV := map[string]uint64{}
+	lastV, lastVal := map[string]uint64{}, map[string]int{}
 	for i := 0; ctx.Err() == nil; i++ {
 		s := store(i + id)
 		if s == nil {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		in := LinIn{Flow: flows[rng.IntN(len(flows))], Op: []string{"get", "put", "cas"}[rng.IntN(3)], Val: int(c.vals.Add(1))}
-		in.Expect = lastV[in.Flow]
+		in := LinIn{Flow: flows[rng.IntN(len(flows))], Op: []string{"get", "put", "cas", "swap"}[rng.IntN(4)], Val: int(c.vals.Add(1))}
+		in.Expect, in.Old = lastV[in.Flow], lastVal[in.Flow]
 		call := time.Since(c.start).Nanoseconds()
 		octx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		var out LinOut
@@ -147,6 +154,22 @@ func (c *linClient) run(ctx context.Context, id int, flows []string, store func(
 			var v flow.Version
 			v, err = s.Put(octx, in.Flow, "k", []byte(strconv.Itoa(in.Val)), syncPolicy)
 			out.OK, out.V = true, v.V
+		case "swap":
+			old := flow.Entry{}
+			if in.Old != 0 {
+				old = flow.Entry{Value: []byte(strconv.Itoa(in.Old)), Version: flow.Version{V: 1}}
+			}
+			var e flow.Entry
+			e, err = s.(flow.Speculator).Swap(octx, in.Flow, "k", old, []byte(strconv.Itoa(in.Val)), syncPolicy)
+			if errors.Is(err, flow.ErrVersionMismatch) {
+				err = nil
+				out.V = e.Version.V
+				if e.Version.V != 0 {
+					out.Val, _ = strconv.Atoi(string(e.Value))
+				}
+			} else if err == nil {
+				out.OK, out.V = true, e.Version.V
+			}
 		case "cas":
 			var e flow.Entry
 			e, err = s.CAS(octx, in.Flow, "k", in.Expect, []byte(strconv.Itoa(in.Val)), syncPolicy)
@@ -168,6 +191,12 @@ func (c *linClient) run(ctx context.Context, id int, flows []string, store func(
 			out, ret = LinOut{Unknown: true}, math.MaxInt64
 		} else {
 			lastV[in.Flow] = out.V
+			switch {
+			case in.Op == "put" || out.OK && in.Op != "get":
+				lastVal[in.Flow] = in.Val
+			case out.V != 0:
+				lastVal[in.Flow] = out.Val
+			}
 		}
 		c.mu.Lock()
 		c.history = append(c.history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})

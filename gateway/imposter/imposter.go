@@ -245,6 +245,9 @@ func (imp *Imposter) Handler() fasthttp.RequestHandler { return imp.serve }
 type exchange struct {
 	req  message.Request
 	call Call
+	// resp is the call's scratch response (Call.Scratch), kept apart so
+	// that a call that needs none costs no zeroing of it.
+	resp message.Response
 }
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
@@ -266,10 +269,13 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 			st.recordMatch(imp, req, r, r.static)
 		}
 	default:
-		x.call = Call{Imposter: imp, Request: req, Stub: st}
+		x.call = Call{Imposter: imp, Request: req, Stub: st, scratch: &x.resp}
 		resp := imp.respondSlow(ctx, &x.call, r)
 		if st != nil && resp != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, resp)
+		}
+		if x.call.scratched {
+			x.resp = message.Response{}
 		}
 		x.call = Call{}
 	}

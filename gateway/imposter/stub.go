@@ -49,12 +49,19 @@ type Call struct {
 	FlowID   string
 
 	behaviors Behaviors
-	scratch   message.Response
+	scratch   *message.Response // the imposter's, if it lends one
+	scratched bool              // Scratch was called
 }
 
 // Scratch is a response a Responder may fill and return instead of
 // allocating one: it lives until the request is answered.
-func (c *Call) Scratch() *message.Response { return &c.scratch }
+func (c *Call) Scratch() *message.Response {
+	if c.scratch == nil {
+		c.scratch = new(message.Response)
+	}
+	c.scratched = true
+	return c.scratch
+}
 
 // ApplyBehaviors runs the response's behaviors on resp now, for a responder
 // that must record what they produce (a proxy); a responder whose compiler

@@ -14,6 +14,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flowlocal"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/inject"
+	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/riftgate/riftgate/gateway/proxy"
 	"github.com/riftgate/riftgate/plugins"
@@ -99,7 +100,9 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		AllowInjection: opts.AllowInjection,
 		Predicates:     e.compilePredicates,
 		Behaviors:      e.compileBehaviors,
-		PathKeys:       pathKeys,
+		PathKeys: func(m imposter.Matcher) []message.PathKey {
+			return predicate.PathKeys(m.(predicate.Predicate))
+		},
 		Responders: map[string]func(json.RawMessage, imposter.Build) (imposter.Responder, error){
 			"wasm":  e.wasmResponder,
 			"proxy": e.proxies.New,
@@ -172,17 +175,4 @@ func (e *engine) compilePredicates(raws []json.RawMessage, b imposter.Build) (im
 			return wasmPredicate{c, b.Imposter}, nil
 		},
 	})
-}
-
-// pathKeys is the index the stub table keeps for a compiled predicate.
-func pathKeys(m imposter.Matcher) []imposter.PathKey {
-	keys := predicate.PathKeys(m.(predicate.Predicate))
-	if keys == nil {
-		return nil
-	}
-	out := make([]imposter.PathKey, len(keys))
-	for i, k := range keys {
-		out[i] = imposter.PathKey(k)
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/valyala/fasthttp"
 )
@@ -16,11 +17,8 @@ var testCompiler = &Compiler{
 	Predicates: func(raws []json.RawMessage, _ Build) (Matcher, error) {
 		return predicate.CompileAll(raws, predicate.Options{})
 	},
-	PathKeys: func(m Matcher) (out []PathKey) {
-		for _, k := range predicate.PathKeys(m.(predicate.Predicate)) {
-			out = append(out, PathKey(k))
-		}
-		return out
+	PathKeys: func(m Matcher) []message.PathKey {
+		return predicate.PathKeys(m.(predicate.Predicate))
 	},
 }
 

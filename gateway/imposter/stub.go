@@ -88,13 +88,6 @@ type Build struct {
 	Config   *config.State // nil when the stub names no module
 }
 
-// PathKey is one path a stub's requests may have: all of it, or (Prefix)
-// its start.
-type PathKey struct {
-	Text   string
-	Prefix bool
-}
-
 // Compiler turns the JSON of predicates, behaviors and non-`is` responses
 // into their compiled forms. The gateway wires it to the predicate, behavior,
 // proxy, inject and plugin packages; a nil hook refuses what it would
@@ -105,7 +98,7 @@ type Compiler struct {
 	// match, compared without regard to ASCII case, or nil when the
 	// matcher requires none. It must never exclude a request the matcher
 	// accepts.
-	PathKeys func(m Matcher) []PathKey
+	PathKeys func(m Matcher) []message.PathKey
 	// Behaviors compiles the behaviors of a response, given the whole
 	// response object (mb's behaviors read its `is` fields).
 	Behaviors  func(response json.RawMessage, b Build) (Behaviors, error)
@@ -131,7 +124,7 @@ type Stub struct {
 	// cycleKey names the cycle for Options.Cycles ("c<port>:<stub id>"),
 	// "" when every position of its cycle answers the same response.
 	cycleKey string
-	paths    []PathKey // Compiler.PathKeys'
+	paths    []message.PathKey // Compiler.PathKeys'
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
@@ -589,7 +582,7 @@ func newTable(stubs []*Stub) *table {
 
 // indexable reports whether a stub can be found by its path keys alone:
 // it has some, none starts with nothing, and all are ASCII.
-func indexable(keys []PathKey) bool {
+func indexable(keys []message.PathKey) bool {
 	for _, k := range keys {
 		if !isASCII(k.Text) || k.Prefix && k.Text == "" {
 			return false

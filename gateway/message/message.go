@@ -26,6 +26,14 @@ type KV struct {
 	Value string
 }
 
+// PathKey is one path a request may need to have to match a stub: all of
+// it, or (Prefix) its start, compared without regard to ASCII case. The
+// predicate package derives them and the stub table indexes by them.
+type PathKey struct {
+	Text   string
+	Prefix bool
+}
+
 // Request is one request to an imposter.
 type Request struct {
 	Method    string

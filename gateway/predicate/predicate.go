@@ -167,13 +167,10 @@ func sourceOf(raw json.RawMessage) any {
 	return string(raw)
 }
 
-// PathKey is one path a matching request may have: all of it, or (Prefix)
-// its start. Keys are compared without regard to ASCII case, whatever the
-// predicate's caseSensitive says: a weaker requirement is still a sound one.
-type PathKey struct {
-	Text   string
-	Prefix bool
-}
+// PathKey is a path a matching request may have. Keys are compared without
+// regard to ASCII case, whatever the predicate's caseSensitive says: a
+// weaker requirement is still a sound one.
+type PathKey = message.PathKey
 
 // PathKeys returns the paths of which every request p matches has one, so
 // that an engine can index stubs by them, or nil when p says nothing of the

@@ -80,14 +80,14 @@ func TestPathKeys(t *testing.T) {
 		{[]string{`{"equals":{"path":"/A"},"caseSensitive":true}`, `{"equals":{"method":"POST"}}`}, exact("/A")},
 		{[]string{`{"equals":{"path":"/A"},"except":"x"}`}, nil},
 		{[]string{`{"equals":{"path":"/A"},"jsonpath":{"selector":"$.a"}}`}, nil},
-		{[]string{`{"startsWith":{"path":"/A"}}`}, []PathKey{{"/a", true}}},
-		{[]string{`{"matches":{"path":"^/A/\\d+"}}`}, []PathKey{{"/A/", true}}},
+		{[]string{`{"startsWith":{"path":"/A"}}`}, []PathKey{{Text: "/a", Prefix: true}}},
+		{[]string{`{"matches":{"path":"^/A/\\d+"}}`}, []PathKey{{Text: "/A/", Prefix: true}}},
 		{[]string{`{"matches":{"path":"/A/\\d+"}}`}, nil},
 		{[]string{`{"contains":{"path":"/A"}}`}, nil},
 		{[]string{`{"deepEquals":{"path":"/A","method":"put"},"caseSensitive":true}`}, exact("/A")},
 		// An or needs a key from every alternative, and has them all.
 		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"path":"/B"}}]}`}, exact("/a", "/b")},
-		{[]string{`{"or":[{"equals":{"path":"/A"}},{"startsWith":{"path":"/B/"}}]}`}, []PathKey{{"/a", false}, {"/b/", true}}},
+		{[]string{`{"or":[{"equals":{"path":"/A"}},{"startsWith":{"path":"/B/"}}]}`}, []PathKey{{Text: "/a"}, {Text: "/b/", Prefix: true}}},
 		{[]string{`{"or":[{"equals":{"path":"/A"}},{"equals":{"method":"GET"}}]}`}, nil},
 		{[]string{`{"not":{"equals":{"path":"/A"}}}`}, nil},
 		// An and takes its most selective child's: whole paths, then fewer.

@@ -43,6 +43,10 @@ func parseXMLQuick(s string) (*xmlquery.Node, bool) {
 			if cur == p.doc && p.i == len(p.s) {
 				continue // mb's parser drops blank text that ends the document
 			}
+			if last := cur.LastChild; last != nil && last.Type == xmlquery.TextNode {
+				last.Data += text // after an empty CDATA section, which makes no node
+				continue
+			}
 			xmlquery.AddChild(cur, &xmlquery.Node{Type: xmlquery.TextNode, Data: text})
 			continue
 		}

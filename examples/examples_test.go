@@ -130,7 +130,7 @@ type seamFlow struct {
 var policy = flow.Policy{Durability: flow.Memory}
 
 func (f seamFlow) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
-	e, err := f.s.Get(ctx, f.id, string(key))
+	e, err := f.s.Get(ctx, f.id, string(key), nil)
 	return e.Value, e.Version.V, flowHostErr(err)
 }
 
@@ -222,7 +222,7 @@ func flowHostErr(err error) error {
 // value reads a key straight from the store, as an inject script would.
 func (f *storeFlow) value(t testing.TB, key string) (string, bool) {
 	t.Helper()
-	e, err := f.s.Get(context.Background(), f.id, key)
+	e, err := f.s.Get(context.Background(), f.id, key, nil)
 	if errors.Is(err, flow.ErrNotFound) {
 		return "", false
 	}

@@ -72,7 +72,7 @@ func BenchmarkGet(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.Get(bg, "i8080:f", "k"); err != nil {
+			if _, err := s.Get(bg, "i8080:f", "k", nil); err != nil {
 				b.Error(err)
 				return
 			}

@@ -82,7 +82,7 @@ func TestCommit(t *testing.T) {
 			if _, err := s.Commit(bg, "f", versionsOf(got), []Write{{Key: "ok", Value: []byte("v")}, {Key: ""}}, p); !errors.Is(err, ErrBadKey) {
 				t.Fatalf("bad key: %v", err)
 			}
-			if _, err := s.Get(bg, "f", "ok"); !errors.Is(err, ErrNotFound) {
+			if _, err := s.Get(bg, "f", "ok", nil); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("a refused commit wrote: %v", err)
 			}
 			if tc.disk && tc.d != Memory {

@@ -27,7 +27,7 @@ func Example() {
 	fmt.Println("put", v)
 
 	// A scenario transition: only from the version just read.
-	cur, _ := s.Get(ctx, "i8080:alice", "state")
+	cur, _ := s.Get(ctx, "i8080:alice", "state", nil)
 	if _, err := s.CAS(ctx, "i8080:alice", "state", cur.Version.V, []byte("Paid"), p); err != nil {
 		panic(err)
 	}

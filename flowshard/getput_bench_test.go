@@ -14,7 +14,7 @@ func BenchmarkGetPut(b *testing.B) {
 	p := Policy{Durability: Memory, Origin: 1}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Get(bg, "i4545:4545", "bench"); err != nil && err != ErrNotFound {
+		if _, err := s.Get(bg, "i4545:4545", "bench", nil); err != nil && err != ErrNotFound {
 			b.Fatal(err)
 		}
 		if _, err := s.Put(bg, "i4545:4545", "bench", val, p); err != nil {

@@ -120,7 +120,7 @@ func TestLinearizable(t *testing.T) {
 					out.v = v.V
 				case "get":
 					var e Entry
-					e, err = s.Get(bg, in.flow, key)
+					e, err = s.Get(bg, in.flow, key, nil)
 					out.ok, out.v = err == nil, e.Version.V
 					out.val, _ = strconv.Atoi(string(e.Value))
 					if errors.Is(err, ErrNotFound) {

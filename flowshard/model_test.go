@@ -258,7 +258,7 @@ func checkModel(t *testing.T, disk bool) {
 			},
 			"get": func(t *rapid.T) {
 				id, key := flowGen.Draw(t, "flow"), keyGen.Draw(t, "key")
-				got, err := s.Get(bg, id, key)
+				got, err := s.Get(bg, id, key, nil)
 				var e mEntry
 				ok := false
 				if f := m.acquire(id, false, 0); f != nil {

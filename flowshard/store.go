@@ -151,6 +151,7 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	opts   Options
 	opened time.Time // for nowMs, with its monotonic reading
+	openNs int64     // opened in Unix nanoseconds
 	w      *writer   // nil for an in-memory store
 
 	// mu guards flows, lru, closed and sweepQ. Lock order: mu before any
@@ -209,6 +210,7 @@ func Open(path string, opts Options) (*Store, error) {
 		stopSweep: make(chan struct{}),
 		sweepDone: make(chan struct{}),
 	}
+	s.openNs = s.opened.UnixNano()
 	if path != "" {
 		db, err := bolt.Open(path, 0o600, &bolt.Options{
 			Timeout: time.Second,
@@ -365,7 +367,10 @@ func (s *Store) nowMs() int64 {
 	if s.opts.Now != nil {
 		return s.opts.Now().UnixMilli()
 	}
-	return s.opened.Add(time.Since(s.opened)).UnixMilli()
+	// The wall clock at Open plus the monotonic time since, so that a step
+	// of the wall clock moves no expiry; in integers, since Time.Add and
+	// UnixMilli cost as much again as the clock reading itself.
+	return (s.openNs + int64(time.Since(s.opened))) / int64(time.Millisecond)
 }
 
 func (s *Store) check(flowID, key string, value []byte) error {
@@ -411,12 +416,12 @@ func (s *Store) ttlMs(p Policy) (int64, error) {
 // else returns nil. On success the caller must call s.release(f).
 func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, int64, error) {
 	for {
+		now := s.nowMs() // read before s.mu, to hold it for less
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			return nil, 0, ErrClosed
 		}
-		now := s.nowMs()
 		f := s.flows[flowID]
 		// The lock-free read keeps a busy flow's lock out of s.mu's way;
 		// only an apparently expired flow is locked and checked again.
@@ -650,10 +655,12 @@ func (s *Store) prepare(ctx context.Context, flowID, key string, value []byte, p
 	return ttl, s.reserve(ctx, p.Durability)
 }
 
-// Get returns the live entry for key. If the flow's latest Sync write has
-// not committed yet, Get waits for it, so a reader never sees a Sync value
-// that a crash could take back.
-func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
+// Get returns the live entry for key, its value copied into dst's room
+// (append(dst[:0], value...); nil dst: a new slice), so that a caller that
+// reuses a buffer allocates nothing. If the flow's latest Sync write has not committed
+// yet, Get waits for it, so a reader never sees a Sync value that a crash
+// could take back.
+func (s *Store) Get(ctx context.Context, flowID, key string, dst []byte) (Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return Entry{}, fmt.Errorf("flowshard: %w", err)
 	}
@@ -665,7 +672,7 @@ func (s *Store) Get(ctx context.Context, flowID, key string) (Entry, error) {
 	var out Entry
 	e := s.live(f, key, now)
 	if e != nil {
-		out = e.export()
+		out = e.export(dst)
 	}
 	pending := f.pending
 	s.release(f)
@@ -686,8 +693,13 @@ func (s *Store) awaitRead(ctx context.Context, b *batch) error {
 	return await(ctx, b)
 }
 
-func (e *entry) export() Entry {
-	return Entry{Value: bytes.Clone(e.value), Version: e.ver, Expires: time.UnixMilli(e.expMs)}
+// export copies e out, its value into dst's room (never a nil slice).
+func (e *entry) export(dst []byte) Entry {
+	v := append(dst[:0], e.value...)
+	if v == nil {
+		v = []byte{}
+	}
+	return Entry{Value: v, Version: e.ver, Expires: time.UnixMilli(e.expMs)}
 }
 
 // Put sets key to value, stamping Version{p.MIdx, counter+1, p.Origin}. With
@@ -728,7 +740,7 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	if cur == nil && expect != 0 || cur != nil && cur.ver.V != expect {
 		var out Entry
 		if cur != nil {
-			out = cur.export()
+			out = cur.export(nil)
 		}
 		pending := f.pending
 		s.release(f)

@@ -31,7 +31,7 @@ func mustPut(t *testing.T, s *Store, flow, key, val string, p Policy) Version {
 
 func mustGet(t *testing.T, s *Store, flow, key string) Entry {
 	t.Helper()
-	e, err := s.Get(bg, flow, key)
+	e, err := s.Get(bg, flow, key, nil)
 	if err != nil {
 		t.Fatalf("Get(%s,%s): %v", flow, key, err)
 	}
@@ -40,7 +40,7 @@ func mustGet(t *testing.T, s *Store, flow, key string) Entry {
 
 func wantAbsent(t *testing.T, s *Store, flow, key string) {
 	t.Helper()
-	if e, err := s.Get(bg, flow, key); !errors.Is(err, ErrNotFound) {
+	if e, err := s.Get(bg, flow, key, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get(%s,%s) = %+v, %v; want ErrNotFound", flow, key, e, err)
 	}
 }
@@ -141,7 +141,7 @@ func TestCASCounterConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				for {
-					cur, err := s.Get(bg, "f", "n")
+					cur, err := s.Get(bg, "f", "n", nil)
 					var n int
 					if err == nil {
 						fmt.Sscan(string(cur.Value), &n)
@@ -637,7 +637,7 @@ func TestClosed(t *testing.T) {
 	if err := s.Close(bg); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := s.Get(bg, "f", "k"); !errors.Is(err, ErrClosed) {
+	if _, err := s.Get(bg, "f", "k", nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 	if _, err := s.Put(bg, "f", "k", nil, syncP()); !errors.Is(err, ErrClosed) {
@@ -658,7 +658,7 @@ func TestCanceledContext(t *testing.T) {
 	if _, err := s.Put(ctx, "f", "k", nil, syncP()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Put: %v", err)
 	}
-	if _, err := s.Get(ctx, "f", "k"); !errors.Is(err, context.Canceled) {
+	if _, err := s.Get(ctx, "f", "k", nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Get: %v", err)
 	}
 }
@@ -755,7 +755,7 @@ func TestCommitFailure(t *testing.T) {
 	}
 	// The failed write stays in memory, which is authoritative: its outcome
 	// was unknown to the writer, and readers see it.
-	if e, err := s.Get(bg, "f", fmt.Sprint(n-1)); err != nil || len(e.Value) != len(val) {
+	if e, err := s.Get(bg, "f", fmt.Sprint(n-1), nil); err != nil || len(e.Value) != len(val) {
 		t.Fatalf("Get of the failed write: %v", err)
 	}
 	if _, err := s.Put(bg, "g", "k", []byte("v"), pol(Memory, 0)); err != nil {

@@ -120,7 +120,7 @@ type wasmDecorator struct {
 }
 
 func (d wasmDecorator) Decorate(ctx context.Context, req *message.Request, resp *behavior.Response) error {
-	out, err := d.c.call(ctx, d.imp, req, d.imp.FlowID(req), resp.Response)
+	out, err := d.c.call(ctx, d.imp, req, d.imp.FlowID(req), resp.Response, nil)
 	if err := pluginFailure(out, err, "decorate plugin"); err != nil {
 		return err
 	}

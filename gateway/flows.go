@@ -121,7 +121,7 @@ func (e *engine) clearFlow(w http.ResponseWriter, r *http.Request, imp *imposter
 }
 
 func (e *engine) getFlowKey(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	en, err := e.flows.Get(r.Context(), flowParam(r, imp), r.PathValue("key"))
+	en, err := e.flows.Get(r.Context(), flowParam(r, imp), r.PathValue("key"), nil)
 	if err != nil {
 		flowError(w, err)
 		return
@@ -175,7 +175,7 @@ func (e *engine) listScenarios(w http.ResponseWriter, r *http.Request, imp *impo
 	out := []scenario{}
 	for _, n := range scenarioNames(imp) {
 		st := imposter.ScenarioStarted
-		en, err := e.flows.Get(r.Context(), id, imposter.ScenarioKey(n))
+		en, err := e.flows.Get(r.Context(), id, imposter.ScenarioKey(n), nil)
 		switch {
 		case err == nil:
 			st = string(en.Value)

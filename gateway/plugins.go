@@ -241,7 +241,7 @@ func (e *engine) wasmResponder(raw json.RawMessage, b imposter.Build) (imposter.
 
 // Respond runs the plugin as a response.
 func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
-	out, err := w.call(ctx, call.Imposter, call.Request, call.FlowID, nil)
+	out, err := w.call(ctx, call.Imposter, call.Request, call.FlowID, nil, call.BodyRoom())
 	if err := pluginFailure(out, err, "plugin"); err != nil {
 		return nil, err
 	}
@@ -256,19 +256,23 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 // gets them (message.Response.Rendered), as a static `is` does: one that
 // repeats the previous answer whole is handed out again as it is, one with
 // another body is a copy in scratch (the call's own). (A call that finds
-// another converting does not wait: it converts its own.)
+// another converting does not wait: it converts its own.) p's body may be
+// in the call's body room, so what is kept copies it.
 func (w *wasmCall) response(p *plugins.Response, scratch *message.Response) *message.Response {
 	if !w.mu.TryLock() {
 		return keepAlive(fromPlugin(p))
 	}
 	defer w.mu.Unlock()
 	if !sameHead(&w.last, p) {
-		// The host's decoded response never changes: it may be kept.
+		// The host's decoded status and headers never change: they may be
+		// kept.
 		w.last, w.head = *p, nil
+		w.last.Body = nil
 		return keepAlive(fromPlugin(p))
 	}
 	if w.head == nil {
 		w.head = keepAlive(fromPlugin(p))
+		w.head.Body = bytes.Clone(p.Body)
 		w.head.Rendered = imposter.RenderHeader(w.head)
 	}
 	if string(w.head.Body) != string(p.Body) {
@@ -313,13 +317,21 @@ type callInput struct {
 	in   plugins.Input
 	flow flowHandle
 	resp plugins.Response
+	// value is the room flow reads copy a value into: the host copies it
+	// into the guest's memory at once, so one buffer serves every read.
+	value []byte
 }
+
+// maxKeptValue bounds the read room an idle input keeps.
+const maxKeptValue = 4 << 10
 
 var inputPool = sync.Pool{New: func() any { return new(callInput) }}
 
 // call runs the plugin on request r in flow flowID (none if imp is nil or
 // flowID empty), and on resp too for a decorate call.
-func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response) (plugins.Output, error) {
+// room, if not nil, is where the answer's body may be copied (see
+// plugins.Input.BodyRoom).
+func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response, room *[]byte) (plugins.Output, error) {
 	c := inputPool.Get().(*callInput)
 	c.in = plugins.Input{
 		Method:      r.Method,
@@ -330,9 +342,10 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		FlowID:      flowID,
 		RequestFrom: remote{r},
 		Config:      w.config,
+		BodyRoom:    room,
 	}
 	if imp != nil && flowID != "" {
-		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, &w.keys}
+		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, &w.keys, &c.value}
 		c.in.Flow = &c.flow
 	}
 	if resp != nil {
@@ -340,7 +353,11 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		c.in.Response = &c.resp
 	}
 	out, err := w.entry.Call(ctx, &c.in)
-	*c = callInput{} // drop every reference to this request
+	value := c.value[:0]
+	if cap(value) > maxKeptValue {
+		value = nil
+	}
+	*c = callInput{value: value} // drop every reference to this request
 	inputPool.Put(c)
 	return out, err
 }
@@ -379,10 +396,16 @@ type flowHandle struct {
 	id     string
 	policy flow.Policy
 	keys   *keyCache
+	room   *[]byte // the call's read room (callInput.value)
 }
 
+// Get reads into the call's room, which the next Get reuses: the host
+// copies a value into guest memory before the guest can read again.
 func (f flowHandle) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
-	e, err := f.store.Get(ctx, f.id, f.keys.get(key))
+	e, err := f.store.Get(ctx, f.id, f.keys.get(key), *f.room)
+	if e.Value != nil {
+		*f.room = e.Value
+	}
 	return e.Value, e.Version.V, pluginErr(err)
 }
 
@@ -542,7 +565,7 @@ type wasmPredicate struct {
 }
 
 func (p wasmPredicate) Match(r *message.Request) bool {
-	out, err := p.c.call(context.Background(), p.imp, r, p.imp.FlowID(r), nil)
+	out, err := p.c.call(context.Background(), p.imp, r, p.imp.FlowID(r), nil, nil)
 	if err != nil {
 		p.c.e.g.log.Warn("wasm predicate failed", "module", p.c.name, "err", err)
 		return false

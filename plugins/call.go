@@ -21,7 +21,8 @@ import (
 // value's version V, never 0 for a stored value. key, and value passed to
 // Put and CAS, are guest memory, valid only during the call: a Flow that
 // keeps either copies it (the flow store copies what it stores, so the host
-// does not copy it first).
+// does not copy it first). The value Get returns need stay valid only until
+// the Flow's next method call: the host copies it into guest memory first.
 type Flow interface {
 	Get(ctx context.Context, key []byte) (value []byte, version uint64, err error)
 	Put(ctx context.Context, key, value []byte) error
@@ -45,6 +46,11 @@ type Input struct {
 	Response *Response
 	// Flow serves the flow imports; nil answers them UNAVAILABLE.
 	Flow Flow
+	// BodyRoom, if not nil, is a buffer the caller lends for the answer's
+	// body: a body decoded afresh is copied into it (*BodyRoom keeps the
+	// slice) instead of a new slice. The Output's Body then aliases it, so
+	// the caller must not reuse the room while it uses the Output.
+	BodyRoom *[]byte
 }
 
 // Text is a text of the request envelope that costs something to make:
@@ -510,9 +516,11 @@ type callState struct {
 	wrote       bool
 	tooLarge    bool
 	unavailable bool
-	// last is the envelope decoded last, and lastResp what it decoded to.
+	// last is the envelope decoded last, and lastResp what it decoded to
+	// when lastOK (its body the instance's own, not in a caller's room).
 	last     []byte
 	lastResp Response
+	lastOK   bool
 	// headers is the header map decoded last, for a guest whose body
 	// changes (a counter) but whose headers do not.
 	headers headerMemo
@@ -524,19 +532,30 @@ const maxCachedResponse = 4 << 10
 // decoded returns the response the guest wrote, decoding it unless it is
 // the envelope decoded last: a guest that answers the same bytes every call
 // (rift.Static, a WAT data segment) then costs no decoding and no
-// allocation. A new decode allocates afresh, so a Response handed out
-// earlier never changes.
+// allocation. A body decoded afresh goes into the caller's room
+// (Input.BodyRoom) when it lends one, so a guest whose body changes every
+// call (a counter) allocates nothing either; an envelope seen twice in a
+// row is decoded into a body of its own, which is kept and shared, so a
+// Response handed out earlier never changes.
 func (c *callState) decoded() (Response, error) {
-	if len(c.last) > 0 && string(c.resp) == string(c.last) {
+	same := len(c.last) > 0 && string(c.resp) == string(c.last)
+	if same && c.lastOK {
 		return c.lastResp, nil
 	}
-	r, err := decodeResponse(c.resp, &c.headers)
+	room := c.in.BodyRoom
+	if same {
+		room = nil
+	}
+	r, err := decodeResponse(c.resp, &c.headers, room)
 	if err != nil {
 		return Response{}, err
 	}
-	c.last, c.lastResp = c.last[:0], Response{}
+	c.last, c.lastResp, c.lastOK = c.last[:0], Response{}, false
 	if len(c.resp) <= maxCachedResponse {
-		c.last, c.lastResp = append(c.last, c.resp...), r
+		c.last = append(c.last, c.resp...)
+		if room == nil {
+			c.lastResp, c.lastOK = r, true
+		}
 	}
 	return r, nil
 }

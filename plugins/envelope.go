@@ -249,6 +249,8 @@ type decoder struct {
 	// memo, when set, is the header map decoded last: the same bytes
 	// again decode to the same (never modified) pairs, without allocating.
 	memo *headerMemo
+	// room, when set, is where a body is copied (see Input.BodyRoom).
+	room *[]byte
 }
 
 // headerMemo is a header map's bytes (its head included) and what they
@@ -370,10 +372,11 @@ func (d *decoder) skip(depth int) error {
 
 // decodeResponse decodes a response envelope a guest wrote. Keys may come in
 // any order; unknown keys are skipped; a known key may appear once. The
-// result's strings and body are fresh copies, independent of b.
-func decodeResponse(b []byte, memo *headerMemo) (Response, error) {
+// result's strings and body are copies, independent of b: the body in
+// *room when room is set, else fresh.
+func decodeResponse(b []byte, memo *headerMemo, room *[]byte) (Response, error) {
 	var r Response
-	d := decoder{b: b, memo: memo}
+	d := decoder{b: b, memo: memo, room: room}
 	if err := d.response(&r); err != nil {
 		return Response{}, fmt.Errorf("response envelope at byte %d: %w", d.off, err)
 	}
@@ -446,7 +449,12 @@ func (d *decoder) response(r *Response) error {
 			if err != nil {
 				return err
 			}
-			r.Body = slices.Clone(s)
+			if d.room != nil && len(s) > 0 {
+				*d.room = append((*d.room)[:0], s...)
+				r.Body = *d.room
+			} else {
+				r.Body = slices.Clone(s)
+			}
 		}
 	}
 	if r.Status == 0 {

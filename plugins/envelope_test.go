@@ -36,7 +36,7 @@ func TestGoldenResponse(t *testing.T) {
 	if got := e.appendResponse(nil, &r); !bytes.Equal(got, want) {
 		t.Fatalf("encoded\n%x, want\n%x", got, want)
 	}
-	got, err := decodeResponse(want, nil)
+	got, err := decodeResponse(want, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestDecodeResponse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeResponse(unhex(t, tc.in), nil)
+			got, err := decodeResponse(unhex(t, tc.in), nil, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
@@ -253,7 +253,7 @@ func TestResponseRoundTrip(t *testing.T) {
 			r.Headers = append(r.Headers, Pair{Name: n, Value: genText(t, "value")})
 		}
 		var e encoder
-		got, err := decodeResponse(e.appendResponse(nil, &r), nil)
+		got, err := decodeResponse(e.appendResponse(nil, &r), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,14 +281,16 @@ func FuzzDecodeResponse(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	// One memo across the inputs, as an instance keeps one across calls.
+	// One memo and one body room across the inputs, as an instance keeps
+	// one and a caller lends one across calls.
 	var memo headerMemo
+	var room []byte
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := decodeResponse(b, nil)
+		r, err := decodeResponse(b, nil, nil)
 		for range 2 { // the second time, with this input's own headers remembered
-			m, merr := decodeResponse(b, &memo)
+			m, merr := decodeResponse(b, &memo, &room)
 			if (merr == nil) != (err == nil) || err == nil && (m.Status != r.Status || !slices.Equal(m.Headers, r.Headers) || !bytes.Equal(m.Body, r.Body)) {
-				t.Fatalf("with a memo %+v %v, without %+v %v", m, merr, r, err)
+				t.Fatalf("with a memo and a room %+v %v, without %+v %v", m, merr, r, err)
 			}
 		}
 		if err != nil {
@@ -307,7 +309,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		}
 		// ...and survives a round trip through the encoder.
 		var e encoder
-		again, err := decodeResponse(e.appendResponse(nil, &r), nil)
+		again, err := decodeResponse(e.appendResponse(nil, &r), nil, nil)
 		if err != nil || again.Status != r.Status || !bytes.Equal(again.Body, r.Body) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, again, err)
 		}
@@ -315,7 +317,7 @@ func FuzzDecodeResponse(f *testing.F) {
 }
 
 func TestDecoderErrorsWrap(t *testing.T) {
-	_, err := decodeResponse(unhex(t, "bf"), nil)
+	_, err := decodeResponse(unhex(t, "bf"), nil, nil)
 	if !errors.Is(err, errIndefinite) {
 		t.Fatalf("%v does not wrap errIndefinite", err)
 	}
@@ -368,7 +370,7 @@ func TestHeaderMemo(t *testing.T) {
 	h2 := []Pair{{Name: "X-A", Value: "1"}, {Name: "Content-Type", Value: "application/json"}} // canonical order
 	decode := func(h []Pair, body string) Response {
 		t.Helper()
-		r, err := decodeResponse(e.appendResponse(nil, &Response{Headers: h, Body: []byte(body)}), &memo)
+		r, err := decodeResponse(e.appendResponse(nil, &Response{Headers: h, Body: []byte(body)}), &memo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +386,14 @@ func TestHeaderMemo(t *testing.T) {
 	decode(h2, "3")
 	decode(h1, "4")
 	b := e.appendResponse(nil, &Response{Headers: h1, Body: []byte("5")})
-	if n := testing.AllocsPerRun(100, func() { _, _ = decodeResponse(b, &memo) }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = decodeResponse(b, &memo, nil) }); n != 1 {
 		t.Errorf("%v allocations per decode with remembered headers, want 1 (the body)", n)
+	}
+	var room []byte
+	if n := testing.AllocsPerRun(100, func() { _, _ = decodeResponse(b, &memo, &room) }); n != 0 {
+		t.Errorf("%v allocations per decode with remembered headers and a body room, want 0", n)
+	}
+	if r, _ := decodeResponse(b, &memo, &room); &r.Body[0] != &room[0] {
+		t.Error("the body was not decoded into the room")
 	}
 }

@@ -717,3 +717,40 @@ func TestRepeatedResponseIsDecodedOnce(t *testing.T) {
 		t.Fatalf("after another envelope: first %+v, then %+v", first, third)
 	}
 }
+
+// TestBodyRoom: a body decoded afresh goes into the caller's room; an
+// envelope repeated is decoded into a body of the instance's own, which is
+// kept, so what is shared never aliases a room the caller reuses.
+func TestBodyRoom(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "m", "fixed", Limits{PoolSize: 1})
+	var room []byte
+	ctx, in := context.Background(), &Input{BodyRoom: &room}
+	call := func(export string) Response {
+		t.Helper()
+		out, err := h.Call(ctx, "m", export, in)
+		if err != nil || !out.Wrote {
+			t.Fatalf("%s: %v %+v", export, err, out)
+		}
+		return out.Response
+	}
+	first := call("handle")
+	if string(first.Body) != "hi" || len(room) == 0 || &first.Body[0] != &room[0] {
+		t.Fatalf("the first answer %q was not decoded into the room %q", first.Body, room)
+	}
+	second := call("handle")
+	if string(second.Body) != "hi" || &second.Body[0] == &room[0] {
+		t.Fatalf("the repeated answer %q is in the room", second.Body)
+	}
+	copy(room, "XX") // the caller reuses its room
+	if third := call("handle"); string(third.Body) != "hi" || &third.Body[0] != &second.Body[0] {
+		t.Fatalf("the kept answer was %q, at another body", third.Body)
+	}
+	if n := testing.AllocsPerRun(100, func() { call("handle") }); n != 0 {
+		t.Errorf("a repeated answer costs %v allocations", n)
+	}
+	call("other")
+	if again := call("handle"); &again.Body[0] != &room[0] || string(again.Body) != "hi" {
+		t.Fatalf("after another envelope the answer %q was not in the room", again.Body)
+	}
+}

@@ -41,7 +41,7 @@ func put(t *testing.T, n *tnode, id, key, val string) {
 func getKey(n *tnode, id, key string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	e, err := n.f.Get(ctx, id, key)
+	e, err := n.f.Get(ctx, id, key, nil)
 	return string(e.Value), err
 }
 
@@ -128,7 +128,7 @@ func TestRemovedOwnerLosesNoSyncWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if e, err := next.f.shard.Get(context.Background(), moving[0], "k1"); err == nil {
+	if e, err := next.f.shard.Get(context.Background(), moving[0], "k1", nil); err == nil {
 		t.Fatalf("%s got a push through the cut: %q", next.name, e.Value)
 	}
 	c.stop(old.name)
@@ -168,7 +168,7 @@ func TestOneSuccessorDownDoesNotStall(t *testing.T) {
 	c.settled(3)
 	eventually(t, "n3's replicas to catch up", func() bool {
 		for _, id := range ours {
-			if e, err := c.get("n3").f.shard.Get(context.Background(), id, "k"); err != nil || string(e.Value) != "v" {
+			if e, err := c.get("n3").f.shard.Get(context.Background(), id, "k", nil); err != nil || string(e.Value) != "v" {
 				return false
 			}
 		}

@@ -398,7 +398,7 @@ func checkKey(flowID, key string, value []byte) error {
 }
 
 // Get implements flow.Store.
-func (f *Flows) Get(ctx context.Context, flowID, key string) (flow.Entry, error) {
+func (f *Flows) Get(ctx context.Context, flowID, key string, dst []byte) (flow.Entry, error) {
 	if err := checkKey(flowID, key, nil); err != nil {
 		return flow.Entry{}, err
 	}
@@ -411,7 +411,11 @@ func (f *Flows) Get(ctx context.Context, flowID, key string) (flow.Entry, error)
 	if a.status == statusNotFound || !a.present {
 		return flow.Entry{}, flow.ErrNotFound
 	}
-	return flow.Entry{Value: a.value, Version: a.ver}, nil
+	v := a.value // the answer's own
+	if dst != nil {
+		v = append(dst[:0], v...)
+	}
+	return flow.Entry{Value: v, Version: a.ver}, nil
 }
 
 // Put implements flow.Store.
@@ -475,7 +479,7 @@ func (f *Flows) Swap(ctx context.Context, flowID, key string, old flow.Entry, va
 
 // swapByVersion is Swap as a Get and a CAS on the version it read.
 func (f *Flows) swapByVersion(ctx context.Context, flowID, key string, old flow.Entry, value []byte, p flow.Policy) (flow.Entry, error) {
-	cur, err := f.Get(ctx, flowID, key)
+	cur, err := f.Get(ctx, flowID, key, nil)
 	switch {
 	case errors.Is(err, flow.ErrNotFound):
 		cur = flow.Entry{}

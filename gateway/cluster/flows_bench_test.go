@@ -29,7 +29,7 @@ func BenchmarkOwnerRPC(b *testing.B) {
 		name string
 		op   func(id string) error
 	}{
-		{"get", func(id string) error { _, err := n1.f.Get(ctx, id, "k"); return err }},
+		{"get", func(id string) error { _, err := n1.f.Get(ctx, id, "k", nil); return err }},
 		{"put-memory", func(id string) error { _, err := n1.f.Put(ctx, id, "k", []byte("value"), mem); return err }},
 	} {
 		for _, where := range []struct{ name, id string }{{"local", local}, {"remote", remote}} {
@@ -56,7 +56,7 @@ func BenchmarkOwnerRPC(b *testing.B) {
 		n1.f.rpcLatency = latency{}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := n1.f.Get(ctx, remote, "k"); err != nil {
+			if _, err := n1.f.Get(ctx, remote, "k", nil); err != nil {
 				b.Fatal(err)
 			}
 		}

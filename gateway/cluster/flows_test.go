@@ -36,12 +36,12 @@ func TestContract(t *testing.T) {
 	for _, other := range c.running() {
 		for i := range 30 {
 			id := "i9:" + string(rune('a'+i))
-			if e, err := other.f.Get(ctx, id, "k"); err != nil || string(e.Value) != id {
+			if e, err := other.f.Get(ctx, id, "k", nil); err != nil || string(e.Value) != id {
 				t.Fatalf("%s: Get %s = %q, %v", other.name, id, e.Value, err)
 			}
 		}
 	}
-	if _, err := n.f.Get(ctx, "i9:zz", "k"); !errors.Is(err, flow.ErrNotFound) {
+	if _, err := n.f.Get(ctx, "i9:zz", "k", nil); !errors.Is(err, flow.ErrNotFound) {
 		t.Fatalf("absent = %v", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 		got <- err
 	}()
 	for range 20 {
-		if e, err := n2.f.Get(ctx, free, "k"); err != nil || string(e.Value) != free {
+		if e, err := n2.f.Get(ctx, free, "k", nil); err != nil || string(e.Value) != free {
 			t.Fatalf("Get %s behind a busy flow = %q, %v", free, e.Value, err)
 		}
 	}
@@ -129,7 +129,7 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the Put once the lock is free: %v", err)
 	}
-	if e, err := n2.f.Get(ctx, busy, "k"); err != nil || string(e.Value) != "later" {
+	if e, err := n2.f.Get(ctx, busy, "k", nil); err != nil || string(e.Value) != "later" {
 		t.Fatalf("Get %s = %q, %v", busy, e.Value, err)
 	}
 }
@@ -182,7 +182,7 @@ func TestSwapOnTheValueAndRecall(t *testing.T) {
 			}
 			// n1 is one of the flow's successors: the answer carried its
 			// copy, merged before Swap returned, with the owner's version.
-			if got, err := n1.f.Shard().Get(ctx, id, "s"); err != nil || string(got.Value) != "out" || flow.Version(got.Version) != e.Version {
+			if got, err := n1.f.Shard().Get(ctx, id, "s", nil); err != nil || string(got.Value) != "out" || flow.Version(got.Version) != e.Version {
 				t.Fatalf("n1's replica after the swap = %+v, %v; the owner wrote %+v", got, err, e.Version)
 			}
 			if _, err := n2.f.Put(ctx, id, "s", []byte("gone"), mem); err != nil {
@@ -199,7 +199,7 @@ func TestSwapOnTheValueAndRecall(t *testing.T) {
 			if err := n2.f.Delete(ctx, id, "s", mem); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := n1.f.Get(ctx, id, "s"); !errors.Is(err, flow.ErrNotFound) {
+			if _, err := n1.f.Get(ctx, id, "s", nil); !errors.Is(err, flow.ErrNotFound) {
 				t.Fatal(err)
 			}
 			if r, ok := n1.f.Recall(id, "s"); !ok || r.Version.V != 0 {

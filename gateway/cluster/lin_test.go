@@ -143,7 +143,7 @@ func (c *linClient) run(ctx context.Context, id int, flows []string, store func(
 		switch in.Op {
 		case "get":
 			var e flow.Entry
-			e, err = s.Get(octx, in.Flow, "k")
+			e, err = s.Get(octx, in.Flow, "k", nil)
 			if errors.Is(err, flow.ErrNotFound) {
 				err = nil
 			} else if err == nil {

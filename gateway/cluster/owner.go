@@ -308,7 +308,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 	var one [1]string
 	switch r.op {
 	case opGet:
-		e, err := f.shard.Get(ctx, r.flow, r.key)
+		e, err := f.shard.Get(ctx, r.flow, r.key, nil)
 		shardStatus(a, err)
 		a.present, a.ver, a.value = err == nil, flow.Version(e.Version), e.Value
 	case opLoad:
@@ -330,7 +330,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 	case opSwap:
 		// Under the flow's lock nothing writes between the read and the
 		// CAS on the version it read.
-		e, err := f.shard.Get(ctx, r.flow, r.key)
+		e, err := f.shard.Get(ctx, r.flow, r.key, nil)
 		switch {
 		case err != nil && !errors.Is(err, flowshard.ErrNotFound):
 			shardStatus(a, err)
@@ -380,7 +380,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 			changed = nil
 		}
 	case opCycle:
-		e, err := f.shard.Get(ctx, r.flow, cycleKey)
+		e, err := f.shard.Get(ctx, r.flow, cycleKey, nil)
 		if err != nil && !errors.Is(err, flowshard.ErrNotFound) {
 			shardStatus(a, err)
 			return true

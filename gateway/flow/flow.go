@@ -108,7 +108,10 @@ type Stats struct {
 // Store is the flow store. Every method is safe for concurrent use and
 // honours ctx's deadline.
 type Store interface {
-	Get(ctx context.Context, flowID, key string) (Entry, error)
+	// Get reads a key, its value copied into dst's room
+	// (append(dst[:0], value...); nil dst: a new slice), so that a caller
+	// that reuses a buffer allocates nothing.
+	Get(ctx context.Context, flowID, key string, dst []byte) (Entry, error)
 	Put(ctx context.Context, flowID, key string, value []byte, p Policy) (Version, error)
 	// CAS writes value only when the key's current V equals expect (0: the
 	// key must be absent). On ErrVersionMismatch it returns the current

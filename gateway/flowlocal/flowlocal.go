@@ -53,8 +53,8 @@ func mapErr(err error) error {
 }
 
 // Get implements flow.Store.
-func (s Store) Get(ctx context.Context, flowID, key string) (flow.Entry, error) {
-	e, err := s.Shard.Get(ctx, flowID, key)
+func (s Store) Get(ctx context.Context, flowID, key string, dst []byte) (flow.Entry, error) {
+	e, err := s.Shard.Get(ctx, flowID, key, dst)
 	return entry(e), mapErr(err)
 }
 

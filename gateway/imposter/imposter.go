@@ -248,7 +248,12 @@ type exchange struct {
 	// resp is the call's scratch response (Call.Scratch), kept apart so
 	// that a call that needs none costs no zeroing of it.
 	resp message.Response
+	// body is Call.BodyRoom's buffer, kept from request to request.
+	body []byte
 }
+
+// maxKeptBody bounds the body room an idle exchange keeps.
+const maxKeptBody = 16 << 10
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
@@ -269,13 +274,16 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 			st.recordMatch(imp, req, r, r.static)
 		}
 	default:
-		x.call = Call{Imposter: imp, Request: req, Stub: st, scratch: &x.resp}
+		x.call = Call{Imposter: imp, Request: req, Stub: st, scratch: &x.resp, room: &x.body}
 		resp := imp.respondSlow(ctx, &x.call, r)
 		if st != nil && resp != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, resp)
 		}
 		if x.call.scratched {
 			x.resp = message.Response{}
+		}
+		if cap(x.body) > maxKeptBody {
+			x.body = nil
 		}
 		x.call = Call{}
 	}

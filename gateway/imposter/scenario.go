@@ -81,7 +81,7 @@ func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) 
 					return e, true
 				}
 			}
-			e, err := store.Get(imp.ctx, flowID, ScenarioKey(name))
+			e, err := store.Get(imp.ctx, flowID, ScenarioKey(name), nil)
 			switch {
 			case errors.Is(err, flow.ErrNotFound):
 				e = flow.Entry{}

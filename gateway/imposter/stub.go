@@ -51,6 +51,17 @@ type Call struct {
 	behaviors Behaviors
 	scratch   *message.Response // the imposter's, if it lends one
 	scratched bool              // Scratch was called
+	room      *[]byte           // the imposter's body room, if it lends one
+}
+
+// BodyRoom is a buffer a Responder may copy its response's body into,
+// keeping the slice in it: it lives until the request is answered, and the
+// next request reuses its room.
+func (c *Call) BodyRoom() *[]byte {
+	if c.room == nil {
+		c.room = new([]byte)
+	}
+	return c.room
 }
 
 // Scratch is a response a Responder may fill and return instead of

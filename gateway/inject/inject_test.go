@@ -178,11 +178,11 @@ func TestCounterStatePersistsAsFlowKey(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	ent, err := store.Get(ctx, "i1:counter", "count")
+	ent, err := store.Get(ctx, "i1:counter", "count", nil)
 	if err != nil || string(ent.Value) != "3" {
 		t.Fatalf("count = %q, %v", ent.Value, err)
 	}
-	ent, err = store.Get(ctx, "i1:counter", "last")
+	ent, err = store.Get(ctx, "i1:counter", "last", nil)
 	if err != nil || string(ent.Value) != `{"path":"/orders"}` {
 		t.Fatalf("last = %q, %v", ent.Value, err)
 	}
@@ -202,7 +202,7 @@ func TestStateLoadAndDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, _ := store.Get(ctx, id, "same")
+	before, _ := store.Get(ctx, id, "same", nil)
 	got := respond(t, e, `function (config) {
 		const s = config.state;
 		const out = typeof s.json.a + ':' + s.json.a[1] + ':' + s.text;
@@ -225,12 +225,12 @@ func TestStateLoadAndDelete(t *testing.T) {
 		t.Errorf("keys %v", keys)
 	}
 	// Unchanged values are not rewritten: the version stays.
-	after, _ := store.Get(ctx, id, "same")
+	after, _ := store.Get(ctx, id, "same", nil)
 	if after.Version != before.Version {
 		t.Errorf("unchanged key rewritten: %v -> %v", before.Version, after.Version)
 	}
 	// A non-JSON value read and left alone stays as it was.
-	if ent, _ := store.Get(ctx, id, "text"); string(ent.Value) != "plain words" {
+	if ent, _ := store.Get(ctx, id, "text", nil); string(ent.Value) != "plain words" {
 		t.Errorf("text = %q", ent.Value)
 	}
 }
@@ -275,7 +275,7 @@ func TestPerFlowSerialization(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	ent, err := store.Get(context.Background(), "i1:race", "n")
+	ent, err := store.Get(context.Background(), "i1:race", "n", nil)
 	if err != nil || string(ent.Value) != fmt.Sprint(n) {
 		t.Fatalf("n = %q, %v; want %d", ent.Value, err, n)
 	}
@@ -376,7 +376,7 @@ func TestThrowKeepsEarlierStateChanges(t *testing.T) {
 	if _, err := p.Respond(context.Background(), Env{Request: testRequest(), FlowID: "i1:t"}); err == nil {
 		t.Fatal("no error")
 	}
-	if ent, err := store.Get(context.Background(), "i1:t", "x"); err != nil || string(ent.Value) != "1" {
+	if ent, err := store.Get(context.Background(), "i1:t", "x", nil); err != nil || string(ent.Value) != "1" {
 		t.Errorf("x = %q, %v", ent.Value, err)
 	}
 }

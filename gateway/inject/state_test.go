@@ -193,7 +193,7 @@ func TestStateGoldenBytes(t *testing.T) {
 		t.Errorf("keys %v", snap)
 	}
 	for k, w := range want {
-		ent, err := store.Get(ctx, "i1:golden", k)
+		ent, err := store.Get(ctx, "i1:golden", k, nil)
 		if err != nil || string(ent.Value) != w {
 			t.Errorf("%s = %q, %v; want %q", k, ent.Value, err, w)
 		}
@@ -216,7 +216,7 @@ func (r *racing) Commit(ctx context.Context, id string, base []flow.KeyVersion, 
 	r.commits++
 	if r.n > 0 {
 		r.n--
-		e, err := r.Store.Get(ctx, id, r.key)
+		e, err := r.Store.Get(ctx, id, r.key, nil)
 		n := 0
 		if err == nil {
 			n, _ = strconv.Atoi(string(e.Value))
@@ -246,7 +246,7 @@ func TestStateCommitsAtomically(t *testing.T) {
 	if got["body"] != "201" || store.commits != 3 {
 		t.Fatalf("answered %v after %d commits, want 201 after 3 (two lost races)", got["body"], store.commits)
 	}
-	if ent, err := store.Get(context.Background(), "i1:race", "count"); err != nil || string(ent.Value) != "201" {
+	if ent, err := store.Get(context.Background(), "i1:race", "count", nil); err != nil || string(ent.Value) != "201" {
 		t.Fatalf("count = %q, %v", ent.Value, err)
 	}
 	// A flow that changes under every run fails the request, with the
@@ -257,7 +257,7 @@ func TestStateCommitsAtomically(t *testing.T) {
 	if !errors.Is(err, ErrContended) || !errors.Is(err, flow.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrContended and ErrUnavailable", err)
 	}
-	if ent, _ := store.Get(context.Background(), "i1:hot", "count"); string(ent.Value) != strconv.Itoa(100*maxAttempts) {
+	if ent, _ := store.Get(context.Background(), "i1:hot", "count", nil); string(ent.Value) != strconv.Itoa(100*maxAttempts) {
 		t.Fatalf("count = %q, want only the other writer's %d", ent.Value, 100*maxAttempts)
 	}
 }
@@ -296,7 +296,7 @@ func TestStateHoldsAcrossEngines(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	ent, err := store.Get(context.Background(), "i1:shared", "count")
+	ent, err := store.Get(context.Background(), "i1:shared", "count", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

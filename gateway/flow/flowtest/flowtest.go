@@ -28,7 +28,7 @@ func Run(t *testing.T, s flow.Store) {
 	p := flow.Policy{}
 
 	t.Run("get-put-cas-delete", func(t *testing.T) {
-		if _, err := s.Get(ctx, "i1:a", "k"); !errors.Is(err, flow.ErrNotFound) {
+		if _, err := s.Get(ctx, "i1:a", "k", nil); !errors.Is(err, flow.ErrNotFound) {
 			t.Fatalf("Get absent = %v, want ErrNotFound", err)
 		}
 		v, err := s.Put(ctx, "i1:a", "k", []byte("1"), p)
@@ -92,7 +92,7 @@ func Run(t *testing.T, s flow.Store) {
 		if _, err := s.Commit(ctx, "i1:c", snap.Versions(), []flow.Write{{Key: "ok", Value: nil}, {Key: strings.Repeat("k", flow.MaxKeyBytes+1)}}, p); !errors.Is(err, flow.ErrTooLarge) {
 			t.Fatalf("a Commit with a huge key = %v, want ErrTooLarge", err)
 		}
-		if _, err := s.Get(ctx, "i1:c", "ok"); !errors.Is(err, flow.ErrNotFound) {
+		if _, err := s.Get(ctx, "i1:c", "ok", nil); !errors.Is(err, flow.ErrNotFound) {
 			t.Fatalf("a refused Commit wrote: %v", err)
 		}
 	})

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -31,6 +32,9 @@ type callCtx struct {
 	parent context.Context
 	due    time.Duration // since the host's epoch; 0 while no call runs
 	err    error         // why done closed
+	// fired is set once err is, so that Err, which the flow store asks on
+	// every operation, costs no lock until then (err never changes back).
+	fired atomic.Bool
 	// stop is the module's stop flag, set only while a call runs (due is
 	// not 0), so never on a closed module.
 	stop api.MutableGlobal
@@ -53,6 +57,9 @@ func (c *callCtx) Value(key any) any { return c.caller().Value(key) }
 func (c *callCtx) Done() <-chan struct{} { return c.done }
 
 func (c *callCtx) Err() error {
+	if !c.fired.Load() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -105,6 +112,7 @@ func (c *callCtx) abort() {
 // fire ends c for err and stops the guest. The caller holds c.mu.
 func (c *callCtx) fire(err error) {
 	c.err = err
+	c.fired.Store(true)
 	close(c.done)
 	if c.stop != nil {
 		c.stop.Set(1)

@@ -14,13 +14,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/intern"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/plugins"
@@ -182,9 +182,13 @@ type wasmCall struct {
 	mu   sync.Mutex
 	last plugins.Response
 	head *message.Response
-	// keys are the flow keys the plugin named last, as strings.
-	keys keyCache
+	// keys are the flow keys the plugin named last, as strings: a plugin
+	// names the same few keys (in its memory) on every call.
+	keys *intern.Cache
 }
+
+// Keys kept per plugin use, and the longest kept.
+const keptKeys, maxKeptKey = 8, 64
 
 // compileWasm compiles a `{"wasm": ...}` value of the stub b builds,
 // finding its module in the configuration b compiles against: by the hash
@@ -232,7 +236,8 @@ func (e *engine) compileWasm(raw json.RawMessage, defaultExport string, b impost
 	if len(s.Config) > 0 {
 		cfg = bytes.Clone(s.Config)
 	}
-	return &wasmCall{e: e, entry: e.plugins.Entry(key, s.Export), name: s.Module, export: s.Export, config: cfg}, nil
+	return &wasmCall{e: e, entry: e.plugins.Entry(key, s.Export), name: s.Module, export: s.Export, config: cfg,
+		keys: intern.New(keptKeys, maxKeptKey)}, nil
 }
 
 func (e *engine) wasmResponder(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
@@ -345,7 +350,7 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		BodyRoom:    room,
 	}
 	if imp != nil && flowID != "" {
-		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, &w.keys, &c.value}
+		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, w.keys, &c.value}
 		c.in.Flow = &c.flow
 	}
 	if resp != nil {
@@ -395,14 +400,14 @@ type flowHandle struct {
 	store  flow.Store
 	id     string
 	policy flow.Policy
-	keys   *keyCache
+	keys   *intern.Cache
 	room   *[]byte // the call's read room (callInput.value)
 }
 
 // Get reads into the call's room, which the next Get reuses: the host
 // copies a value into guest memory before the guest can read again.
 func (f flowHandle) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
-	e, err := f.store.Get(ctx, f.id, f.keys.get(key), *f.room)
+	e, err := f.store.Get(ctx, f.id, f.keys.Bytes("", key), *f.room)
 	if e.Value != nil {
 		*f.room = e.Value
 	}
@@ -410,40 +415,17 @@ func (f flowHandle) Get(ctx context.Context, key []byte) ([]byte, uint64, error)
 }
 
 func (f flowHandle) Put(ctx context.Context, key, value []byte) error {
-	_, err := f.store.Put(ctx, f.id, f.keys.get(key), value, f.policy)
+	_, err := f.store.Put(ctx, f.id, f.keys.Bytes("", key), value, f.policy)
 	return pluginErr(err)
 }
 
 func (f flowHandle) CAS(ctx context.Context, key []byte, expect uint64, value []byte) error {
-	_, err := f.store.CAS(ctx, f.id, f.keys.get(key), expect, value, f.policy)
+	_, err := f.store.CAS(ctx, f.id, f.keys.Bytes("", key), expect, value, f.policy)
 	return pluginErr(err)
 }
 
 func (f flowHandle) Delete(ctx context.Context, key []byte) error {
-	return pluginErr(f.store.Delete(ctx, f.id, f.keys.get(key), f.policy))
-}
-
-// keyCache turns the flow keys a plugin names (guest memory) into the
-// strings the flow seam takes, keeping the last few: a plugin names the
-// same few keys on every call, and each new string cost an allocation and
-// a copy, two per call for a get and a put. Slots are picked by a cheap
-// hash and replaced on a miss; concurrent calls share them lock-free.
-type keyCache [8]atomic.Pointer[string]
-
-// maxCachedKey bounds the keys kept, so that a cache never pins much.
-const maxCachedKey = 64
-
-func (c *keyCache) get(key []byte) string {
-	if len(key) == 0 || len(key) > maxCachedKey {
-		return string(key)
-	}
-	slot := &c[(len(key)+int(key[0])+int(key[len(key)-1]))%len(c)]
-	if p := slot.Load(); p != nil && *p == string(key) {
-		return *p
-	}
-	s := string(key)
-	slot.Store(&s)
-	return s
+	return pluginErr(f.store.Delete(ctx, f.id, f.keys.Bytes("", key), f.policy))
 }
 
 // pluginErr translates the flow seam's errors into the plugin host's.

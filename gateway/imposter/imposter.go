@@ -20,6 +20,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/intern"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/meter"
@@ -67,6 +68,9 @@ type Imposter struct {
 	// flowScope prefixes every flow id of the imposter, and portFlow is the
 	// id of a request without a flow header: made once, not per request.
 	flowScope, portFlow string
+	// flowIDs keeps the scoped ids of the flows seen last: a load test's
+	// virtual users send theirs again and again.
+	flowIDs *intern.Cache
 
 	ignoredMu sync.Mutex
 	ignored   map[string]bool // fields already warned about
@@ -97,6 +101,9 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	imp.log = opts.Logger.With("imposter", imp.scope())
 	imp.flowScope = flow.Scope(spec.Port, spec.Flow.Fleet)
 	imp.portFlow = imp.flowScope + strconv.Itoa(spec.Port)
+	if spec.Flow.Header != "" {
+		imp.flowIDs = intern.New(keptFlowIDs, maxKeptFlowID)
+	}
 	if imp.meters = meter.NewImposter(); opts.Meters != nil {
 		imp.meters = opts.Meters(imp.MetricLabel())
 	}
@@ -254,6 +261,9 @@ type exchange struct {
 
 // maxKeptBody bounds the body room an idle exchange keeps.
 const maxKeptBody = 16 << 10
+
+// Flow ids kept per imposter, and the longest kept (with its scope).
+const keptFlowIDs, maxKeptFlowID = 256, 128
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 

@@ -30,7 +30,7 @@ func (imp *Imposter) FlowID(r *message.Request) string {
 	}
 	if h := imp.spec.Flow.Header; h != "" {
 		if id, _ := r.Header(h); id != "" {
-			return imp.flowScope + id
+			return imp.flowIDs.String(imp.flowScope, id)
 		}
 	}
 	return imp.portFlow

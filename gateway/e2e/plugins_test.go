@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,4 +144,31 @@ func TestRepeatedPluginAnswerIsNotChangedByBehaviors(t *testing.T) {
 			t.Fatalf("after %s, /plain answered %d %q", path, status, body)
 		}
 	}
+}
+
+// TestPluginCountersKeepTheirFlowsApartUnderConcurrency: virtual users,
+// each on a flow of its own (ids of a load generator's length, over the 32
+// bytes a string concatenation keeps on the stack), step the WAT counter
+// at once; each sees exactly 1, 2, 3 ... Every answer's body is a copy in
+// its request's own room and every flow read a copy in its call's, so a
+// body or a count that leaked between concurrent requests shows here.
+func TestPluginCountersKeepTheirFlowsApartUnderConcurrency(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(fmt.Sprintf(`{"protocol":"http","_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},
+		"stubs":[{"responses":[{"wasm":{"module":%q}}]}]}`, filepath.Join(gatewaytest.WasmDir(t), "examples", "counter-wat.wasm")))
+	const users, steps = 24, 40
+	var wg sync.WaitGroup
+	for u := range users {
+		wg.Go(func() {
+			id := fmt.Sprintf("riftload-5f3a9c1e-2b7d-4c11-vu-%d", u)
+			for want := 1; want <= steps; want++ {
+				status, body := flowGet(t, port, id, "/")
+				if status != 200 || body != fmt.Sprint(want) {
+					t.Errorf("flow %s step %d answered %d %q", id, want, status, body)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -246,7 +246,7 @@ func (e *engine) wasmResponder(raw json.RawMessage, b imposter.Build) (imposter.
 
 // Respond runs the plugin as a response.
 func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
-	out, err := w.call(ctx, call.Imposter, call.Request, call.FlowID, nil, call.BodyRoom())
+	out, err := w.call(ctx, call.Imposter, call.Request, call.FlowID, nil, call)
 	if err := pluginFailure(out, err, "plugin"); err != nil {
 		return nil, err
 	}
@@ -334,9 +334,10 @@ var inputPool = sync.Pool{New: func() any { return new(callInput) }}
 
 // call runs the plugin on request r in flow flowID (none if imp is nil or
 // flowID empty), and on resp too for a decorate call.
-// room, if not nil, is where the answer's body may be copied (see
-// plugins.Input.BodyRoom).
-func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response, room *[]byte) (plugins.Output, error) {
+// A call made to answer (call not nil) lends it its body room (see
+// plugins.Input.BodyRoom) and counts its deadline from when the request was
+// matched.
+func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response, call *imposter.Call) (plugins.Output, error) {
 	c := inputPool.Get().(*callInput)
 	c.in = plugins.Input{
 		Method:      r.Method,
@@ -347,7 +348,9 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		FlowID:      flowID,
 		RequestFrom: remote{r},
 		Config:      w.config,
-		BodyRoom:    room,
+	}
+	if call != nil {
+		c.in.Start, c.in.BodyRoom = call.Matched, call.BodyRoom()
 	}
 	if imp != nil && flowID != "" {
 		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, w.keys, &c.value}

@@ -46,6 +46,9 @@ type Input struct {
 	Response *Response
 	// Flow serves the flow imports; nil answers them UNAVAILABLE.
 	Flow Flow
+	// Start is when the caller began on the request; the deadline counts
+	// from it, so the host need not read the clock (zero: from the call).
+	Start time.Time
 	// BodyRoom, if not nil, is a buffer the caller lends for the answer's
 	// body: a body decoded afresh is copied into it (*BodyRoom keeps the
 	// slice) instead of a new slice. The Output's Body then aliases it, so
@@ -204,10 +207,14 @@ type instance struct {
 // which the host's watchdog ends at the deadline, if the module has one,
 // or when ctx ends. The host imports find the call's state through it. The
 // caller disarms it with cc.end when the call returns.
-func (i *instance) arm(ctx context.Context) context.Context {
+func (i *instance) arm(ctx context.Context, start time.Time) context.Context {
 	due := time.Duration(math.MaxInt64)
 	if d := i.v.lim.Deadline; d > 0 {
-		due = i.v.h.wd.now() + d
+		if start.IsZero() {
+			due = i.v.h.wd.now() + d
+		} else {
+			due = start.Sub(i.v.h.wd.epoch) + d
+		}
 	}
 	i.cc.begin(ctx, due)
 	return i.cc
@@ -275,7 +282,7 @@ func (i *instance) setUp(ctx context.Context, what string, fn api.Function, in *
 		i.cs.begin(in)
 		defer i.cs.end()
 	}
-	_, err := fn.Call(i.arm(ctx))
+	_, err := fn.Call(i.arm(ctx, time.Time{}))
 	i.cc.end()
 	if err == nil {
 		return nil
@@ -459,7 +466,7 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	cs := &i.cs
 	cs.begin(in)
 	i.stack[0] = uint64(uint32(cs.reqLen))
-	err := fn.CallWithStack(i.arm(ctx), i.stack)
+	err := fn.CallWithStack(i.arm(ctx, in.Start), i.stack)
 	i.cc.end()
 	i.calls++
 	out := Output{Unavailable: cs.unavailable}

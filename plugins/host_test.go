@@ -507,6 +507,22 @@ func TestCallerCancelStopsRunningCall(t *testing.T) {
 	}
 }
 
+// TestDeadlineCountsFromStart: a caller that says when it began on the
+// request (Input.Start) has the deadline count from then, not from the
+// call: a guest called 59.9 s into its minute stops within moments.
+func TestDeadlineCountsFromStart(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "loop", "loop", Limits{Deadline: time.Minute})
+	in := sampleInput(nil)
+	in.Start = time.Now().Add(-time.Minute + 100*time.Millisecond)
+	start := time.Now()
+	_, err := h.Call(context.Background(), "loop", "handle", in)
+	wantKind(t, err, KindTimeout)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the call stopped %s after it began", took)
+	}
+}
+
 func TestRecycle(t *testing.T) {
 	h, _ := newTestHost(t, Limits{})
 	register(t, h, "good", "good", Limits{RecycleAfter: 3, PoolSize: 1})

@@ -47,6 +47,9 @@ type Call struct {
 	Request  *message.Request
 	Stub     *Stub
 	FlowID   string
+	// Matched is when the request was matched (the clock read once for the
+	// meters): a responder's deadline may count from it.
+	Matched time.Time
 
 	behaviors Behaviors
 	scratch   *message.Response // the imposter's, if it lends one

@@ -183,6 +183,11 @@ func Now() time.Duration { return time.Since(epoch) }
 // time.Now's do), without reading the clock.
 func At(t time.Time) time.Duration { return t.Sub(epoch) }
 
+// Time is the instant of a Now reading, with its monotonic clock: a
+// request's one reading serves whoever times it next, without reading the
+// clock again.
+func Time(d time.Duration) time.Time { return epoch.Add(d) }
+
 // Imposter is what one imposter counts. It outlives the imposter: Mountebank
 // keeps a deleted imposter's series until the process exits, and an
 // imposter created again under the same label adds to them.

@@ -40,7 +40,7 @@ func (s *Store) Records(ctx context.Context, flowID string, keys ...string) (Rec
 	if err := ctx.Err(); err != nil {
 		return set, fmt.Errorf("flowshard: %w", err)
 	}
-	f, now, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(ctx, flowID, false, 0)
 	if f == nil {
 		return set, err
 	}
@@ -108,7 +108,7 @@ func (s *Store) Merge(ctx context.Context, sets ...RecordSet) (int, error) {
 		if err := s.reserve(ctx, set.Durability); err != nil {
 			return stored, err
 		}
-		f, now, err := s.acquire(set.FlowID, true, s.recordTTL(set.Records[0]))
+		f, now, err := s.acquire(ctx, set.FlowID, true, s.recordTTL(set.Records[0]))
 		if err != nil {
 			return stored, err
 		}
@@ -175,7 +175,7 @@ func (s *Store) Summaries(keep func(flowID string) bool) ([]Summary, error) {
 	for _, f := range s.flows {
 		fs = append(fs, f)
 	}
-	now := s.nowMs()
+	now := s.nowMs(context.Background())
 	s.mu.Unlock()
 	fs = slices.DeleteFunc(fs, func(f *flow) bool { return !keep(f.id) })
 	out := make([]Summary, 0, len(fs))

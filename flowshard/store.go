@@ -240,7 +240,7 @@ func Open(path string, opts Options) (*Store, error) {
 // load reads the file into memory and, in the same transaction, deletes
 // what has expired and what exceeds MaxFlows.
 func (s *Store) load(db *bolt.DB) error {
-	now := s.nowMs()
+	now := s.nowMs(context.Background())
 	return db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(metaBucket)
 		if err != nil {
@@ -363,9 +363,24 @@ func (s *Store) count(key string, e *entry, n int64) {
 	s.stats.bytes.Add(n * int64(len(key)+len(e.value)))
 }
 
-func (s *Store) nowMs() int64 {
+// OpTimer is what the context of an operation may also be: one that knows
+// when its operation began (a request's start, which the caller read for
+// its own meters), so that the store does not read the clock again. The
+// time must be this process's, with its monotonic reading.
+type OpTimer interface {
+	OpTime() (time.Time, bool)
+}
+
+// nowMs is the operation's time in Unix milliseconds: Options.Now's, the
+// context's (OpTimer), or the clock's.
+func (s *Store) nowMs(ctx context.Context) int64 {
 	if s.opts.Now != nil {
 		return s.opts.Now().UnixMilli()
+	}
+	if t, ok := ctx.(OpTimer); ok {
+		if at, ok := t.OpTime(); ok {
+			return (s.openNs + int64(at.Sub(s.opened))) / int64(time.Millisecond)
+		}
 	}
 	// The wall clock at Open plus the monotonic time since, so that a step
 	// of the wall clock moves no expiry; in integers, since Time.Add and
@@ -414,9 +429,9 @@ func (s *Store) ttlMs(p Policy) (int64, error) {
 // an expired flow counts as absent. When absent it creates the flow if
 // create is set (shedding the least recently accessed flow when full),
 // else returns nil. On success the caller must call s.release(f).
-func (s *Store) acquire(flowID string, create bool, ttlMs int64) (*flow, int64, error) {
+func (s *Store) acquire(ctx context.Context, flowID string, create bool, ttlMs int64) (*flow, int64, error) {
 	for {
-		now := s.nowMs() // read before s.mu, to hold it for less
+		now := s.nowMs(ctx) // read before s.mu, to hold it for less
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -664,7 +679,7 @@ func (s *Store) Get(ctx context.Context, flowID, key string, dst []byte) (Entry,
 	if err := ctx.Err(); err != nil {
 		return Entry{}, fmt.Errorf("flowshard: %w", err)
 	}
-	f, now, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(ctx, flowID, false, 0)
 	if f == nil {
 		return Entry{}, cmp.Or(err, ErrNotFound)
 	}
@@ -711,7 +726,7 @@ func (s *Store) Put(ctx context.Context, flowID, key string, value []byte, p Pol
 	if err != nil {
 		return Version{}, err
 	}
-	f, now, err := s.acquire(flowID, true, ttl)
+	f, now, err := s.acquire(ctx, flowID, true, ttl)
 	if err != nil {
 		return Version{}, err
 	}
@@ -729,7 +744,7 @@ func (s *Store) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 	if err != nil {
 		return Entry{}, err
 	}
-	f, now, err := s.acquire(flowID, expect == 0, ttl)
+	f, now, err := s.acquire(ctx, flowID, expect == 0, ttl)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -766,7 +781,7 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) (Versi
 	if err != nil {
 		return Version{}, err
 	}
-	f, now, err := s.acquire(flowID, false, ttl)
+	f, now, err := s.acquire(ctx, flowID, false, ttl)
 	if f == nil {
 		return Version{}, cmp.Or(err, ErrNotFound)
 	}
@@ -789,7 +804,7 @@ func (s *Store) Delete(ctx context.Context, flowID, key string, p Policy) (Versi
 // its Durability asked: it waits for the commit of the flow's latest Sync
 // write, if that has not finished. It is how a NoWait writer completes.
 func (s *Store) Durable(ctx context.Context, flowID string) error {
-	f, _, err := s.acquire(flowID, false, 0)
+	f, _, err := s.acquire(ctx, flowID, false, 0)
 	if f == nil {
 		return err
 	}
@@ -806,7 +821,7 @@ func (s *Store) Keys(ctx context.Context, flowID string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flowshard: %w", err)
 	}
-	f, now, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(ctx, flowID, false, 0)
 	if f == nil {
 		return nil, err
 	}
@@ -830,7 +845,7 @@ func (s *Store) Entries(ctx context.Context, flowID string) ([]KeyEntry, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("flowshard: %w", err)
 	}
-	f, now, err := s.acquire(flowID, false, 0)
+	f, now, err := s.acquire(ctx, flowID, false, 0)
 	if f == nil {
 		return nil, err
 	}
@@ -886,7 +901,7 @@ func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, wr
 	if err := s.reserve(ctx, p.Durability); err != nil {
 		return nil, err
 	}
-	f, now, err := s.acquire(flowID, len(base) == 0 && stores, ttl)
+	f, now, err := s.acquire(ctx, flowID, len(base) == 0 && stores, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -1033,7 +1048,7 @@ func (s *Store) Flows(ctx context.Context, prefix, after string, limit int) (ids
 		s.mu.Unlock()
 		return nil, false, ErrClosed
 	}
-	now := s.nowMs()
+	now := s.nowMs(ctx)
 	for id, f := range s.flows {
 		if !strings.HasPrefix(id, prefix) || id <= after {
 			continue
@@ -1090,7 +1105,7 @@ func (s *Store) sweep(n int) {
 			s.sweepQ = append(s.sweepQ, f)
 		}
 	}
-	now := s.nowMs()
+	now := s.nowMs(context.Background())
 	for ; n > 0 && len(s.sweepQ) > 0; n-- {
 		f := s.sweepQ[len(s.sweepQ)-1]
 		s.sweepQ[len(s.sweepQ)-1] = nil

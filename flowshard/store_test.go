@@ -880,3 +880,28 @@ func TestNoWaitThenDurable(t *testing.T) {
 		t.Fatalf("after reopen: %+v", got)
 	}
 }
+
+// opTimeCtx is a context that knows when its operation began.
+type opTimeCtx struct {
+	context.Context
+	at time.Time
+}
+
+func (c opTimeCtx) OpTime() (time.Time, bool) { return c.at, true }
+
+// TestOpTimeIsTheOperationsTime: an operation whose context is an OpTimer
+// runs at the time it tells, not the clock's: a value written two hours
+// ago with a one-hour TTL is live at that time and gone now.
+func TestOpTimeIsTheOperationsTime(t *testing.T) {
+	s := open(t, "", Options{})
+	then := opTimeCtx{context.Background(), time.Now().Add(-2 * time.Hour)}
+	if _, err := s.Put(then, "f", "k", []byte("v"), Policy{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := s.Get(then, "f", "k", nil); err != nil || string(e.Value) != "v" {
+		t.Fatalf("at its own time: %q %v", e.Value, err)
+	}
+	if _, err := s.Get(bg, "f", "k", nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("now: %v, want ErrNotFound (expired an hour ago)", err)
+	}
+}

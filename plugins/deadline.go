@@ -65,6 +65,17 @@ func (c *callCtx) Err() error {
 	return c.err
 }
 
+// OpTime is when the call's request began (Input.Start), for the flow
+// store (flowshard.OpTimer), which the host's flow imports reach with c:
+// it spares the store a clock reading per operation. Only the call's own
+// goroutine asks.
+func (c *callCtx) OpTime() (time.Time, bool) {
+	if in := c.cs.in; in != nil && !in.Start.IsZero() {
+		return in.Start, true
+	}
+	return time.Time{}, false
+}
+
 func (c *callCtx) caller() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -523,6 +523,26 @@ func TestDeadlineCountsFromStart(t *testing.T) {
 	}
 }
 
+// TestFlowOperationsRunAtTheRequestsTime: the flow imports' context tells
+// the flow store when the request began (flowshard.OpTimer), so that the
+// store reads no clock; a call without Input.Start tells nothing.
+func TestFlowOperationsRunAtTheRequestsTime(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "good", "good", Limits{})
+	f := newMemFlow()
+	in := sampleInput(f)
+	in.Start = time.Now().Add(-time.Second)
+	for _, start := range []time.Time{in.Start, {}} {
+		in.Start, f.opTimes = start, nil
+		if _, err := h.Call(context.Background(), "good", "handle", in); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.opTimes) == 0 || !f.opTimes[0].Equal(start) {
+			t.Fatalf("the flow was read at %v, want %v", f.opTimes, start)
+		}
+	}
+}
+
 func TestRecycle(t *testing.T) {
 	h, _ := newTestHost(t, Limits{})
 	register(t, h, "good", "good", Limits{RecycleAfter: 3, PoolSize: 1})

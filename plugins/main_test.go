@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -94,6 +95,7 @@ type memFlow struct {
 	v           uint64
 	ops         int
 	unavailable bool
+	opTimes     []time.Time // what each Get's context said (flowshard.OpTimer), zero if nothing
 }
 
 type memEntry struct {
@@ -103,10 +105,15 @@ type memEntry struct {
 
 func newMemFlow() *memFlow { return &memFlow{m: map[string]memEntry{}} }
 
-func (f *memFlow) Get(_ context.Context, key []byte) ([]byte, uint64, error) {
+func (f *memFlow) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops++
+	var at time.Time
+	if t, ok := ctx.(interface{ OpTime() (time.Time, bool) }); ok {
+		at, _ = t.OpTime()
+	}
+	f.opTimes = append(f.opTimes, at)
 	if f.unavailable {
 		return nil, 0, ErrFlowUnavailable
 	}

@@ -578,14 +578,19 @@ func (g *Group[S, C, R]) IsIsolated() bool {
 	if !g.leading.Load() {
 		return true
 	}
-	voters := g.members.Load().Voters()
-	seen := 0
-	for _, v := range voters {
-		if v == g.id || now.Sub(g.tr.lastHeard(v)) < window {
+	// Counted over the members in place: every owner operation of a
+	// cluster asks, and Voters would allocate each time.
+	voters, seen := 0, 0
+	for _, mb := range g.members.Load().Members {
+		if mb.Role != RoleVoter {
+			continue
+		}
+		voters++
+		if mb.ID == g.id || now.Sub(g.tr.lastHeard(mb.ID)) < window {
 			seen++
 		}
 	}
-	return seen < len(voters)/2+1
+	return seen < voters/2+1
 }
 
 // TransferLeadership asks raft to hand leadership to member to.

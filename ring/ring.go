@@ -140,17 +140,21 @@ func (r *Ring) Owner(class, key string) uint64 {
 // besides the owner. It returns fewer when the ring has no more voters, and
 // nil when n <= 0 or the ring has at most one voter.
 func (r *Ring) Successors(class, key string, n int) []uint64 {
+	return r.AppendSuccessors(nil, class, key, n)
+}
+
+// AppendSuccessors appends Successors(class, key, n) to dst: with room in
+// dst, and up to 7 successors, it does not allocate.
+func (r *Ring) AppendSuccessors(dst []uint64, class, key string, n int) []uint64 {
 	n = min(n, len(r.voters)-1)
 	if n <= 0 {
-		return nil
+		return dst
 	}
-	// Keep the best n+1 (owner included) by insertion: n is small, and up
-	// to 7 successors this costs one allocation, the result.
-	ids := make([]uint64, 0, n+1)
-	var scores [8]uint64
-	sc := scores[:0]
-	if n+1 > len(scores) {
-		sc = make([]uint64, 0, n+1)
+	// Keep the best n+1 (owner included) by insertion: n is small.
+	var idRoom, scoreRoom [8]uint64
+	ids, sc := idRoom[:0], scoreRoom[:0]
+	if n+1 > len(idRoom) {
+		ids, sc = make([]uint64, 0, n+1), make([]uint64, 0, n+1)
 	}
 	for _, id := range r.voters {
 		s := Score(id, class, key)
@@ -168,5 +172,5 @@ func (r *Ring) Successors(class, key string, n int) []uint64 {
 		}
 		ids[i], sc[i] = id, s
 	}
-	return ids[1:]
+	return append(dst, ids[1:]...)
 }

@@ -96,6 +96,9 @@ func TestRingMatchesFrozen(t *testing.T) {
 				if !slices.Equal(got, w) {
 					t.Fatalf("Successors(%q, %q, %d) = %x, frozen %x", class, key, n, got, w)
 				}
+				if got := r.AppendSuccessors([]uint64{7}, class, key, n); got[0] != 7 || !slices.Equal(got[1:], w) {
+					t.Fatalf("AppendSuccessors([7], %q, %q, %d) = %x, frozen %x after 7", class, key, n, got, w)
+				}
 			}
 		}
 	})
@@ -309,6 +312,10 @@ func TestAllocations(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { r.Successors(ClassFlow, key, ReplicaSuccessors) }); a != 1 {
 		t.Errorf("Successors allocates %.0f times, want 1 (the result)", a)
+	}
+	room := make([]uint64, 0, ReplicaSuccessors)
+	if a := testing.AllocsPerRun(100, func() { r.AppendSuccessors(room[:0], ClassFlow, key, ReplicaSuccessors) }); a != 0 {
+		t.Errorf("AppendSuccessors with room allocates %.0f times, want 0", a)
 	}
 }
 

@@ -308,7 +308,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 	var one [1]string
 	switch r.op {
 	case opGet:
-		e, err := f.shard.Get(ctx, r.flow, r.key, nil)
+		e, err := a.read(ctx, f.shard, r.flow, r.key)
 		shardStatus(a, err)
 		a.present, a.ver, a.value = err == nil, flow.Version(e.Version), e.Value
 	case opLoad:
@@ -330,7 +330,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 	case opSwap:
 		// Under the flow's lock nothing writes between the read and the
 		// CAS on the version it read.
-		e, err := f.shard.Get(ctx, r.flow, r.key, nil)
+		e, err := a.read(ctx, f.shard, r.flow, r.key)
 		switch {
 		case err != nil && !errors.Is(err, flowshard.ErrNotFound):
 			shardStatus(a, err)

@@ -26,7 +26,8 @@ import (
 // with the answer (mergeCarried), which saves that push its own frames,
 // merge call and wake-ups at both ends.
 func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []string, d flow.Durability, carry uint64) (carried []flowshard.RecordSet, err error) {
-	succ := v.ring.Successors(ring.ClassFlow, flowID, ring.ReplicaSuccessors)
+	var room [ring.ReplicaSuccessors]uint64
+	succ := v.ring.AppendSuccessors(room[:0], ring.ClassFlow, flowID, ring.ReplicaSuccessors)
 	if len(succ) == 0 {
 		return nil, nil
 	}

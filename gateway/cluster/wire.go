@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,11 +135,26 @@ type answer struct {
 	more    bool
 	next    string // cursor of the next page
 	sets    []flowshard.RecordSet
+	// room is where the owner's reads copy a value (flowshard.Get's dst):
+	// a pooled answer is encoded before it is reused, so it keeps its room.
+	room []byte
 }
 
 func (a *answer) reset() {
-	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0]}
+	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0], room: a.room[:0]}
 }
+
+// read reads key of flowID into a's room.
+func (a *answer) read(ctx context.Context, shard *flowshard.Store, flowID, key string) (flowshard.Entry, error) {
+	e, err := shard.Get(ctx, flowID, key, a.room)
+	if err == nil && cap(e.Value) <= maxKeptRoom {
+		a.room = e.Value
+	}
+	return e, err
+}
+
+// maxKeptRoom bounds the read room a pooled answer keeps.
+const maxKeptRoom = 4 << 10
 
 // maxTTLms bounds a record's TTL on the wire (about 35 years), so that it
 // converts to a time.Duration.

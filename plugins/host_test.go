@@ -717,18 +717,23 @@ func TestLoopingGuestDoesNotHoldUpTheGarbageCollector(t *testing.T) {
 // TestRepeatedResponseIsDecodedOnce: an instance decodes a response envelope
 // it decoded last only once, and a new envelope's decoding never changes a
 // response handed out before.
-func TestRepeatedResponseIsDecodedOnce(t *testing.T) {
+// fixedCaller registers the fixed guest with one instance and returns
+// what calls an export of it with in and returns the response it wrote.
+func fixedCaller(t *testing.T, in *Input) func(export string) Response {
 	h, _ := newTestHost(t, Limits{})
 	register(t, h, "m", "fixed", Limits{PoolSize: 1})
-	ctx, in := context.Background(), &Input{}
-	call := func(export string) Response {
+	return func(export string) Response {
 		t.Helper()
-		out, err := h.Call(ctx, "m", export, in)
+		out, err := h.Call(context.Background(), "m", export, in)
 		if err != nil || !out.Wrote {
 			t.Fatalf("%s: %v %+v", export, err, out)
 		}
 		return out.Response
 	}
+}
+
+func TestRepeatedResponseIsDecodedOnce(t *testing.T) {
+	call := fixedCaller(t, &Input{})
 	want := Response{Status: 200, Headers: []Pair{{"x", "y"}}, Body: []byte("hi")}
 	same := func(r Response) bool {
 		return r.Status == want.Status && slices.Equal(r.Headers, want.Headers) && bytes.Equal(r.Body, want.Body)
@@ -758,18 +763,8 @@ func TestRepeatedResponseIsDecodedOnce(t *testing.T) {
 // envelope repeated is decoded into a body of the instance's own, which is
 // kept, so what is shared never aliases a room the caller reuses.
 func TestBodyRoom(t *testing.T) {
-	h, _ := newTestHost(t, Limits{})
-	register(t, h, "m", "fixed", Limits{PoolSize: 1})
 	var room []byte
-	ctx, in := context.Background(), &Input{BodyRoom: &room}
-	call := func(export string) Response {
-		t.Helper()
-		out, err := h.Call(ctx, "m", export, in)
-		if err != nil || !out.Wrote {
-			t.Fatalf("%s: %v %+v", export, err, out)
-		}
-		return out.Response
-	}
+	call := fixedCaller(t, &Input{BodyRoom: &room})
 	first := call("handle")
 	if string(first.Body) != "hi" || len(room) == 0 || &first.Body[0] != &room[0] {
 		t.Fatalf("the first answer %q was not decoded into the room %q", first.Body, room)

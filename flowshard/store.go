@@ -377,15 +377,24 @@ func (s *Store) nowMs(ctx context.Context) int64 {
 	if s.opts.Now != nil {
 		return s.opts.Now().UnixMilli()
 	}
-	if t, ok := ctx.(OpTimer); ok {
-		if at, ok := t.OpTime(); ok {
-			return (s.openNs + int64(at.Sub(s.opened))) / int64(time.Millisecond)
-		}
-	}
 	// The wall clock at Open plus the monotonic time since, so that a step
 	// of the wall clock moves no expiry; in integers, since Time.Add and
 	// UnixMilli cost as much again as the clock reading itself.
-	return (s.openNs + int64(time.Since(s.opened))) / int64(time.Millisecond)
+	var since time.Duration
+	if at, ok := opTime(ctx); ok {
+		since = at.Sub(s.opened)
+	} else {
+		since = time.Since(s.opened)
+	}
+	return (s.openNs + int64(since)) / int64(time.Millisecond)
+}
+
+// opTime is the operation's time if its context knows it (OpTimer).
+func opTime(ctx context.Context) (time.Time, bool) {
+	if t, ok := ctx.(OpTimer); ok {
+		return t.OpTime()
+	}
+	return time.Time{}, false
 }
 
 func (s *Store) check(flowID, key string, value []byte) error {

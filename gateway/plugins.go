@@ -350,7 +350,7 @@ func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.
 		Config:      w.config,
 	}
 	if call != nil {
-		c.in.Start, c.in.BodyRoom = call.Matched, call.BodyRoom()
+		c.in.Start, c.in.BodyRoom = call.Matched(), call.BodyRoom()
 	}
 	if imp != nil && flowID != "" {
 		c.flow = flowHandle{w.e.flows, flowID, imp.Spec().Flow.Policy, w.keys, &c.value}

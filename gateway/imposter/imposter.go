@@ -284,7 +284,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 			st.recordMatch(imp, req, r, r.static)
 		}
 	default:
-		x.call = Call{Imposter: imp, Request: req, Stub: st, Matched: meter.Time(matched), scratch: &x.resp, room: &x.body}
+		x.call = Call{Imposter: imp, Request: req, Stub: st, matched: matched, scratch: &x.resp, room: &x.body}
 		resp := imp.respondSlow(ctx, &x.call, r)
 		if st != nil && resp != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, resp)

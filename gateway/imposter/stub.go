@@ -19,6 +19,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/meter"
 	"github.com/valyala/fasthttp"
 )
 
@@ -47,14 +48,22 @@ type Call struct {
 	Request  *message.Request
 	Stub     *Stub
 	FlowID   string
-	// Matched is when the request was matched (the clock read once for the
-	// meters): a responder's deadline may count from it.
-	Matched time.Time
 
+	matched   time.Duration // the meters' reading when the request was matched; 0 if none
 	behaviors Behaviors
 	scratch   *message.Response // the imposter's, if it lends one
 	scratched bool              // Scratch was called
 	room      *[]byte           // the imposter's body room, if it lends one
+}
+
+// Matched is when the request was matched (the clock the meters read
+// once), zero if the imposter did not say: a responder's deadline may
+// count from it. It is made on demand, since most responders never ask.
+func (c *Call) Matched() time.Time {
+	if c.matched == 0 {
+		return time.Time{}
+	}
+	return meter.Time(c.matched)
 }
 
 // BodyRoom is a buffer a Responder may copy its response's body into,

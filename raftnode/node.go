@@ -559,7 +559,11 @@ func (g *Group[S, C, R]) LeaderView() LeaderView {
 // window CheckQuorum uses; a follower checks that it heard from the leader
 // within that window. Owner-side writes and strong reads refuse while it
 // is true.
-func (g *Group[S, C, R]) IsIsolated() bool {
+func (g *Group[S, C, R]) IsIsolated() bool { return g.IsIsolatedAt(time.Now()) }
+
+// IsIsolatedAt is IsIsolated at now, a clock reading the caller already
+// has: an owner asks on every operation and reads the clock once for it.
+func (g *Group[S, C, R]) IsIsolatedAt(now time.Time) bool {
 	if g.closed.Load() || g.failed.Load() != nil {
 		return true
 	}
@@ -571,7 +575,6 @@ func (g *Group[S, C, R]) IsIsolated() bool {
 		return true // removed, or not yet admitted
 	}
 	window := g.cfg.electionTimeout()
-	now := time.Now()
 	if lead != g.id {
 		return now.Sub(g.tr.lastHeard(lead)) >= window
 	}

@@ -49,7 +49,11 @@
 // under /flows/.
 package cluster
 
-import "github.com/riftgate/riftgate/raftnode"
+import (
+	"time"
+
+	"github.com/riftgate/riftgate/raftnode"
+)
 
 // Membership is what the flow runtime needs of the Raft group.
 type Membership interface {
@@ -58,9 +62,10 @@ type Membership interface {
 	// Current is the committed membership this node has applied; its
 	// Index is the m_idx that ownership is computed at.
 	Current() raftnode.Membership
-	// IsIsolated reports the isolated-owner rule (seed 000 §11): true
-	// unless this node sees a leader that a quorum acknowledged recently.
-	IsIsolated() bool
+	// IsIsolatedAt reports the isolated-owner rule (seed 000 §11) at now:
+	// true unless this node sees a leader that a quorum acknowledged
+	// recently.
+	IsIsolatedAt(now time.Time) bool
 	// LeaderChanged returns a channel closed when the leader this node
 	// knows next changes: an owner waiting out an election wakes on it.
 	LeaderChanged() <-chan struct{}

@@ -314,7 +314,10 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 		return errShed
 	}
 	defer f.permits.Add(-1)
-	deadline := time.Now().Add(f.deadline)
+	// The operation's one clock reading: its deadline, its budget, and
+	// below, the owner's checks and its flowshard operation all use it.
+	now := time.Now()
+	deadline := now.Add(f.deadline)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -325,16 +328,17 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 			return fmt.Errorf("%w: the cluster has no voters", flow.ErrUnavailable)
 		}
 		r.mIdx = v.idx
-		r.budget = uint64(max(time.Until(deadline).Milliseconds(), 1))
+		r.budget = uint64(max(deadline.Sub(now).Milliseconds(), 1))
 		r.remote = owner != f.self
 		if !r.remote {
-			oc := newOpCtx(deadline)
+			r.ownerAt = v
+			oc := newOpCtx(now, deadline)
 			f.serveOwner(oc, r, a)
 			oc.release()
+			r.ownerAt = nil
 		} else {
-			start := time.Now()
 			err := f.call(owner, slotOps, deadline, r, a)
-			f.rpcLatency.observe(time.Since(start))
+			f.rpcLatency.observe(time.Since(now))
 			if err != nil {
 				if errors.Is(err, errNotSent) {
 					return fmt.Errorf("%w: owner %s: %w", errRefused, formatID(owner), err)
@@ -343,6 +347,7 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 			}
 		}
 		if a.status == statusFenced && a.mIdx > r.mIdx && attempt == 0 && f.waitView(a.mIdx, deadline) {
+			now = time.Now()
 			continue
 		}
 		return statusErr(a)
@@ -640,7 +645,7 @@ func (f *Flows) broadcast(ctx context.Context, r *request) ([]*answer, int) {
 		})
 	}
 	local := &answer{}
-	oc := newOpCtx(deadline)
+	oc := newOpCtx(time.Now(), deadline)
 	f.serveNode(oc, r, local)
 	oc.release()
 	wg.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -94,15 +95,25 @@ func (l *flowLocks) drop(sh *lockShard, id string, fl *flowLock) {
 // opCtx is the deadline of one owner operation, as a context that costs
 // no allocation: it is pooled, its timer is reused, and its done channel
 // is replaced only after it fired. It carries no values and no parent.
+//
+// Its timer runs only once someone asks for Done: most operations never
+// wait (an uncontended lock, a memory or async write), and arming and
+// stopping a runtime timer for each was a tenth of a local operation's
+// cost. Until then Err stays nil, as the context contract allows: Done has
+// not been closed, and nobody is waiting on it.
 type opCtx struct {
 	// inline: the operation runs on a session's reader goroutine and must
 	// not wait (see inlineable).
-	inline   bool
-	mu       sync.Mutex
+	inline bool
+	// now is the operation's one clock reading: its flowshard operations
+	// run at that time (flowshard.OpTimer), and the isolation rule and
+	// push queue read it instead of the clock.
+	now      time.Time
 	deadline time.Time
+	fired    atomic.Bool
+	mu       sync.Mutex
 	done     chan struct{}
-	fired    bool
-	armed    bool
+	timing   bool // the timer is armed for deadline
 	timer    *time.Timer
 }
 
@@ -113,17 +124,11 @@ var opCtxPool = sync.Pool{New: func() any {
 	return c
 }}
 
-// newOpCtx returns a context that ends at deadline; call release when done.
-func newOpCtx(deadline time.Time) *opCtx {
+// newOpCtx returns a context for an operation begun at now that ends at
+// deadline; call release when done.
+func newOpCtx(now, deadline time.Time) *opCtx {
 	c := opCtxPool.Get().(*opCtx)
-	c.mu.Lock()
-	c.deadline, c.armed = deadline, true
-	c.mu.Unlock()
-	if d := time.Until(deadline); d > 0 {
-		c.timer.Reset(d)
-	} else {
-		c.fire()
-	}
+	c.now, c.deadline = now, deadline
 	return c
 }
 
@@ -132,32 +137,60 @@ func newOpCtx(deadline time.Time) *opCtx {
 func (c *opCtx) fire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.armed && !c.fired && !time.Now().Before(c.deadline) {
-		c.fired = true
+	if c.timing && !c.fired.Load() && !time.Now().Before(c.deadline) {
+		c.fired.Store(true)
 		close(c.done)
 	}
 }
 
 func (c *opCtx) release() {
-	c.timer.Stop()
 	c.inline = false
 	c.mu.Lock()
-	c.armed = false
-	if c.fired {
-		c.done, c.fired = make(chan struct{}), false
+	if c.timing {
+		c.timer.Stop()
+		c.timing = false
+	}
+	if c.fired.Load() {
+		c.done = make(chan struct{})
+		c.fired.Store(false)
 	}
 	c.mu.Unlock()
 	opCtxPool.Put(c)
 }
 
 func (c *opCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-func (c *opCtx) Done() <-chan struct{}       { return c.done }
 func (c *opCtx) Value(any) any               { return nil }
-func (c *opCtx) Err() error {
+
+// Done arms the timer on first use.
+func (c *opCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fired {
+	if !c.timing {
+		c.timing = true
+		if d := time.Until(c.deadline); d > 0 {
+			c.timer.Reset(d)
+		} else {
+			c.fired.Store(true)
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+func (c *opCtx) Err() error {
+	if c.fired.Load() {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// OpTime implements flowshard.OpTimer.
+func (c *opCtx) OpTime() (time.Time, bool) { return c.now, true }
+
+// opNow is the time of the operation ctx is, or the clock's.
+func opNow(ctx context.Context) time.Time {
+	if oc, ok := ctx.(*opCtx); ok {
+		return oc.now
+	}
+	return time.Now()
 }

@@ -261,8 +261,11 @@ func (n *Node) Self() uint64 { return n.group.ID() }
 // Current implements Membership: the membership this node has applied.
 func (n *Node) Current() raftnode.Membership { return n.members.Load().Clone() }
 
-// IsIsolated implements Membership.
+// IsIsolated reports raftnode's isolated-owner rule now.
 func (n *Node) IsIsolated() bool { return n.group.IsIsolated() }
+
+// IsIsolatedAt implements Membership.
+func (n *Node) IsIsolatedAt(now time.Time) bool { return n.group.IsIsolatedAt(now) }
 
 // LeaderChanged implements Membership.
 func (n *Node) LeaderChanged() <-chan struct{} { return n.group.LeaderChanged() }

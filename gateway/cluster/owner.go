@@ -157,7 +157,8 @@ func inlineable(r *request) bool {
 func (f *Flows) answerOne(r *request, inline bool) bool {
 	a := ansPool.Get().(*answer)
 	a.reset()
-	oc := newOpCtx(time.Now().Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds()))) * time.Millisecond))
+	now := time.Now()
+	oc := newOpCtx(now, now.Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds())))*time.Millisecond))
 	oc.inline = inline
 	done := true
 	if ownerOp(r.op) {
@@ -253,17 +254,22 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		f.fenced.Add(1)
 		refuse(a, statusFenced, "fenced: the caller is at membership index %d, the owner at %d", r.mIdx, v.idx)
 		return true
-	case v.ring.Owner(class, r.flow) != f.self:
+	case r.ownerAt != v && v.ring.Owner(class, r.flow) != f.self:
 		f.notOwner.Add(1)
 		refuse(a, statusNotOwner, "node %s does not own %q at membership index %d", formatID(f.self), r.flow, v.idx)
 		return true
-	case ctx.inline && f.cfg.Membership.IsIsolated():
-		return false // isolatedFor waits for a leader
-	case f.isolatedFor(ctx):
-		f.isolated.Add(1)
-		refuse(a, statusIsolated, "owner %s is isolated: it cannot see a leader that a quorum acknowledged", formatID(f.self))
-		return true
-	case f.adopted.Load() != v.idx:
+	}
+	if f.cfg.Membership.IsIsolatedAt(ctx.now) {
+		if ctx.inline {
+			return false // isolatedFor waits for a leader
+		}
+		if f.isolatedFor(ctx) {
+			f.isolated.Add(1)
+			refuse(a, statusIsolated, "owner %s is isolated: it cannot see a leader that a quorum acknowledged", formatID(f.self))
+			return true
+		}
+	}
+	if f.adopted.Load() != v.idx {
 		f.adopting.Add(1)
 		refuse(a, statusAdopting, "owner %s is still adopting its flows at membership index %d", formatID(f.self), v.idx)
 		return true
@@ -434,9 +440,6 @@ const isolationGrace = 250 * time.Millisecond
 // isolatedFor reports whether this node is isolated, waiting up to
 // isolationGrace (within ctx's deadline) for it not to be.
 func (f *Flows) isolatedFor(ctx *opCtx) bool {
-	if !f.cfg.Membership.IsIsolated() {
-		return false
-	}
 	until := time.Now().Add(isolationGrace)
 	if ctx.deadline.Before(until) {
 		until = ctx.deadline
@@ -447,7 +450,7 @@ func (f *Flows) isolatedFor(ctx *opCtx) bool {
 	defer poll.Stop()
 	for {
 		changed := f.cfg.Membership.LeaderChanged()
-		if !f.cfg.Membership.IsIsolated() {
+		if !f.cfg.Membership.IsIsolatedAt(time.Now()) {
 			return false
 		}
 		left := time.Until(until)

@@ -38,6 +38,7 @@ func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []st
 	if len(set.Records) == 0 {
 		return nil, nil
 	}
+	at := opNow(ctx)
 	var ack *ack
 	if d == flow.Sync {
 		ack = newAck(len(succ))
@@ -53,7 +54,7 @@ func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []st
 			ack.done(fmt.Errorf("no URL for successor %s", formatID(id)))
 			continue
 		}
-		f.peer(id, url).push.add(set, ack)
+		f.peer(id, url).push.add(set, ack, at)
 	}
 	if ack == nil {
 		return carried, nil
@@ -172,7 +173,7 @@ func newPushQueue(f *Flows, p *peer) *pushQueue {
 	return q
 }
 
-func (q *pushQueue) add(set flowshard.RecordSet, a *ack) {
+func (q *pushQueue) add(set flowshard.RecordSet, a *ack, at time.Time) {
 	select {
 	case <-q.stop:
 		a.done(errSessionClosed)
@@ -186,7 +187,7 @@ func (q *pushQueue) add(set flowshard.RecordSet, a *ack) {
 		q.f.pushDropped.Add(1)
 		defer old.ack.done(errDropped)
 	}
-	q.q = append(q.q, pushItem{set: set, ack: a, at: time.Now()})
+	q.q = append(q.q, pushItem{set: set, ack: a, at: at})
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -343,7 +344,7 @@ func (f *Flows) offer(v *view, id uint64, sums []flowshard.Summary) error {
 				return err
 			}
 			if len(set.Records) > 0 {
-				p.push.add(set, nil)
+				p.push.add(set, nil, time.Now())
 				f.repaired.Add(1)
 			}
 		}

@@ -103,6 +103,9 @@ type request struct {
 	id uint32
 	// Whether the calling node sent it to another owner; not on the wire.
 	remote bool
+	// ownerAt is the view under which the calling node, serving its own
+	// operation, found itself the owner; not on the wire.
+	ownerAt *view
 }
 
 // wirePolicy is a flow.Policy on the wire: durability and TTL in ms.

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/intern"
 )
 
 // The owner RPC's bodies: one request or answer per frame (session.go
@@ -106,6 +108,10 @@ type request struct {
 	// ownerAt is the view under which the calling node, serving its own
 	// operation, found itself the owner; not on the wire.
 	ownerAt *view
+	// The rooms decodeRequest keeps between uses of a pooled request:
+	// values, and the records of sets.
+	room []byte
+	recs []flowshard.Record
 }
 
 // wirePolicy is a flow.Policy on the wire: durability and TTL in ms.
@@ -188,6 +194,10 @@ func (e *enc) policy(p wirePolicy)    { e.byte(p.durability); e.u(p.ttlMs) }
 type dec struct {
 	b   []byte
 	err error
+	// When set, str interns names (a replica's flow ids and keys recur on
+	// every push) and bytes copies into room instead of allocating.
+	names *intern.Cache
+	room  *[]byte
 }
 
 func (d *dec) fail() {
@@ -240,8 +250,23 @@ func (d *dec) raw() []byte {
 	return v
 }
 
-func (d *dec) str() string   { return string(d.raw()) }
-func (d *dec) bytes() []byte { return append([]byte{}, d.raw()...) }
+func (d *dec) str() string {
+	if d.names != nil {
+		return d.names.Bytes("", d.raw())
+	}
+	return string(d.raw())
+}
+
+func (d *dec) bytes() []byte {
+	v := d.raw()
+	if d.room == nil {
+		return append([]byte{}, v...)
+	}
+	// Capped, so that appending to one value cannot overwrite the next.
+	at := len(*d.room)
+	*d.room = append(*d.room, v...)
+	return (*d.room)[at:len(*d.room):len(*d.room)]
+}
 func (d *dec) version() flow.Version {
 	return flow.Version{MIdx: d.u(), V: d.u(), Origin: d.u()}
 }
@@ -379,16 +404,32 @@ func (e *enc) sets(sets []flowshard.RecordSet) {
 	}
 }
 
-func (d *dec) sets() []flowshard.RecordSet {
-	out := make([]flowshard.RecordSet, d.count())
-	for i := range out {
-		s := &out[i]
+func (d *dec) sets() []flowshard.RecordSet { return d.setsInto(nil, nil) }
+
+// setsInto decodes record sets into the room of out, and their records
+// into the room of *recs when recs is not nil.
+func (d *dec) setsInto(out []flowshard.RecordSet, recs *[]flowshard.Record) []flowshard.RecordSet {
+	n := d.count()
+	out = slices.Grow(out[:0], n)
+	for range n {
+		out = append(out, flowshard.RecordSet{})
+		s := &out[len(out)-1]
 		s.FlowID = d.str()
 		s.Durability = flowshard.Durability(d.byte())
 		if s.Durability > flowshard.Sync {
 			d.fail()
 		}
-		s.Records = make([]flowshard.Record, d.count())
+		m := d.count()
+		if recs == nil {
+			s.Records = make([]flowshard.Record, m)
+		} else {
+			// A new array when the room grows: the sets decoded before
+			// keep the old one.
+			at := len(*recs)
+			*recs = slices.Grow(*recs, m)[:at+m]
+			s.Records = (*recs)[at : at+m : at+m]
+			clear(s.Records)
+		}
 		for j := range s.Records {
 			r := &s.Records[j]
 			r.Key = d.str()
@@ -407,10 +448,23 @@ func (d *dec) sets() []flowshard.RecordSet {
 	return out
 }
 
-// decodeRequest decodes a request body into r. Values are copied: r
-// outlives the frame buffer.
+// wireNames interns the flow ids and keys of the requests a node answers.
+var wireNames = intern.New(4096, 128)
+
+// maxRequestRoom bounds the rooms a pooled request keeps.
+const maxRequestRoom = 64 << 10
+
+// decodeRequest decodes a request body into r. Values are copied, into
+// r's room, which r keeps for its next decoding: r outlives the frame
+// buffer, and nothing keeps a value past the answer (the shard copies what
+// it stores).
 func decodeRequest(b []byte, r *request) error {
-	d := dec{b: b}
+	room, sets, recs := r.room[:0], r.sets[:0], r.recs[:0]
+	if cap(room) > maxRequestRoom || cap(recs) > maxRequestRoom/64 {
+		room, sets, recs = nil, nil, nil
+	}
+	d := dec{b: b, names: wireNames, room: &room}
+	defer func() { r.room, r.recs = room, recs }()
 	*r = request{op: d.byte(), mIdx: d.u(), budget: d.u()}
 	switch r.op {
 	case opGet:
@@ -454,7 +508,7 @@ func decodeRequest(b []byte, r *request) error {
 	case opList:
 		r.flow, r.key, r.limit = d.str(), d.str(), d.u()
 	case opPush:
-		r.sets = d.sets()
+		r.sets = d.setsInto(sets, &recs)
 	case opOffer:
 		r.sums = make([]flowshard.Summary, d.count())
 		for i := range r.sums {

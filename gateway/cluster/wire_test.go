@@ -175,11 +175,20 @@ func normalize(v any) any {
 
 func TestWireRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		r := genRequest(t)
+		// Decoded into a request that decoded another before, as a pooled
+		// one does: nothing of the first may show in the second.
 		var got request
-		if err := decodeRequest(appendRequest(nil, &r), &got); err != nil {
-			t.Fatalf("decode %+v: %v", r, err)
+		first := genRequest(t)
+		if err := decodeRequest(appendRequest(nil, &first), &got); err != nil {
+			t.Fatalf("decode %+v: %v", first, err)
 		}
+		r := genRequest(t)
+		for range 2 { // and then into one that decoded the same shape
+			if err := decodeRequest(appendRequest(nil, &r), &got); err != nil {
+				t.Fatalf("decode %+v: %v", r, err)
+			}
+		}
+		got.room, got.recs = nil, nil // the rooms, not on the wire
 		for i := range got.sets {
 			if len(got.sets[i].Records) == 0 {
 				got.sets[i].Records = nil
@@ -281,4 +290,32 @@ func FuzzDecodeAnswer(f *testing.F) {
 			t.Fatalf("%x decoded to %+v, which encodes as %x", b, a, again)
 		}
 	})
+}
+
+// TestDecodeRequestReusesRooms: a pooled request decodes into the rooms
+// its last decoding left, and shows nothing of that decoding.
+func TestDecodeRequestReusesRooms(t *testing.T) {
+	rec := func(key, value string, v uint64) flowshard.Record {
+		return flowshard.Record{Key: key, Value: []byte(value), Version: flowshard.Version{MIdx: 1, V: v, Origin: 2}}
+	}
+	push := func(sets ...flowshard.RecordSet) request { return request{op: opPush, sets: sets} }
+	seq := []request{
+		push(flowshard.RecordSet{FlowID: "i1:a", Records: []flowshard.Record{rec("n", "41", 3), rec("m", "x", 4)}},
+			flowshard.RecordSet{FlowID: "i1:b", Records: []flowshard.Record{rec("n", "7", 1)}}),
+		push(flowshard.RecordSet{FlowID: "i1:c", Records: []flowshard.Record{rec("k", "long value", 9)}}),
+		{op: opSwap, flow: "i1:a", key: "s", hasOld: true, old: []byte("in"), value: []byte("out")},
+		push(flowshard.RecordSet{FlowID: "i1:a", Records: []flowshard.Record{rec("n", "42", 5), {Key: "m", Deleted: true, Version: flowshard.Version{V: 6}}}}),
+		{op: opPut, flow: "i1:d", key: "k", value: []byte("v")},
+	}
+	var r request
+	for i, want := range seq {
+		if err := decodeRequest(appendRequest(nil, &want), &r); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		got := r
+		got.room, got.recs = nil, nil
+		if !reflect.DeepEqual(normalize(&got), normalize(&want)) {
+			t.Fatalf("%d: decoded after another\n got %+v\nwant %+v", i, got, want)
+		}
+	}
 }

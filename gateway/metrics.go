@@ -138,7 +138,9 @@ func (g *gateway) processMetrics(p *promWriter) {
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
 		p.gauge("mb_process_max_fds", "gauge", "Maximum number of open file descriptors.", strconv.FormatUint(lim.Cur, 10))
 	}
-	p.gauge("riftgate_go_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects", strconv.FormatUint(ms.HeapAlloc, 10))
+	p.gauge("riftgate_go_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects, the collector's 64 MiB floor included when it is set", strconv.FormatUint(ms.HeapAlloc, 10))
+	p.gauge("riftgate_go_heap_goal_bytes", "gauge", "Heap size at which the next garbage collection starts", strconv.FormatUint(ms.NextGC, 10))
+	p.gauge("riftgate_go_gc_cycles_total", "counter", "Garbage collections completed", strconv.FormatUint(uint64(ms.NumGC), 10))
 }
 
 type procStat struct {

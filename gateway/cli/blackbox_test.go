@@ -985,3 +985,48 @@ func TestCommandsAsMountebank(t *testing.T) {
 		})
 	}
 }
+
+// TestGCFloor: a server the user has not tuned lets its heap grow to
+// 64 MiB before it collects; with GOGC set, Go's own pacing stands.
+func TestGCFloor(t *testing.T) {
+	heapGoal := func(t *testing.T, env ...string) uint64 {
+		dir := t.TempDir()
+		port := gatewaytest.FreePort(t)
+		p := &proc{cmd: exec.Command(gatewaytest.Binary(t), "start", "--port", strconv.Itoa(port),
+			"--pidfile", filepath.Join(dir, "rg.pid"), "--nologfile"), out: &gatewaytest.LockedBuffer{}, done: make(chan struct{})}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+				p.cmd.Env = append(p.cmd.Env, kv)
+			}
+		}
+		p.cmd.Env = append(p.cmd.Env, env...)
+		p.cmd.Dir, p.cmd.Stdout, p.cmd.Stderr = dir, p.out, p.out
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.err = p.cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
+		waitForFile(t, p, filepath.Join(dir, "rg.pid"))
+		code, body := getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /metrics: %d", code)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "riftgate_go_heap_goal_bytes "); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("no riftgate_go_heap_goal_bytes in /metrics:\n%s", body)
+		return 0
+	}
+	if goal := heapGoal(t); goal < 64<<20 {
+		t.Errorf("untuned: heap goal %d bytes, want at least the 64 MiB floor", goal)
+	}
+	if goal := heapGoal(t, "GOGC=100"); goal >= 64<<20 {
+		t.Errorf("GOGC=100: heap goal %d bytes, want Go's own (well under 64 MiB for an idle server)", goal)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 // every listener is up and removes it on shutdown. The engine logs the
 // shutdown ("Adios"); the CLI logs what depends on its options.
 func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
+	defer runtime.KeepAlive(gcFloorFor())
 	opts, err := engineOptions(ctx, s)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -134,6 +134,39 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 	}
 }
 
+// A write that waited for its flow's lock runs at the time it got it: its
+// TTL counts from then, not from when the operation began (whose one clock
+// reading the owner's checks and the flow store otherwise share).
+func TestWriteAfterALockWaitRunsAtItsTime(t *testing.T) {
+	c := threeNodes(t, nil)
+	n1 := c.get("n1")
+	id := flowsOwnedBy(n1.f.currentView(), "n1", 1)[0]
+	ctx := context.Background()
+	pol := flow.Policy{Durability: flow.Memory, TTL: 2 * time.Second}
+	fl, err := n1.f.locks.lock(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := n1.f.Put(ctx, id, "k", []byte("v"), pol)
+		got <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	unlocked := time.Now()
+	n1.f.locks.unlock(id, fl)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	e, err := n1.f.shard.Get(ctx, id, "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if early := unlocked.Add(pol.TTL).Sub(e.Expires); early > 100*time.Millisecond {
+		t.Fatalf("the entry expires at %v, %v before the lock's release plus its TTL", e.Expires, early)
+	}
+}
+
 // Swap writes on the value the owner holds, whatever its version, and
 // says what it holds when that differs; Recall lends what this node last
 // heard an owner say, stale as it may be, which Swap then refuses; and a

@@ -107,7 +107,8 @@ type opCtx struct {
 	inline bool
 	// now is the operation's one clock reading: its flowshard operations
 	// run at that time (flowshard.OpTimer), and the isolation rule and
-	// push queue read it instead of the clock.
+	// push queue read it instead of the clock. An operation that waited
+	// (for the membership, for its flow's lock) reads it again after.
 	now      time.Time
 	deadline time.Time
 	fired    atomic.Bool
@@ -182,6 +183,14 @@ func (c *opCtx) Err() error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// waited reports whether someone asked for Done: the operation waited, or
+// is about to.
+func (c *opCtx) waited() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timing
 }
 
 // OpTime implements flowshard.OpTimer.

@@ -243,6 +243,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		}
 		f.waitView(r.mIdx, wait)
 		v = f.currentView()
+		ctx.now = time.Now() // the checks below judge the time after the wait
 	}
 	a.mIdx = v.idx
 	class := ring.ClassFlow
@@ -268,6 +269,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 			refuse(a, statusIsolated, "owner %s is isolated: it cannot see a leader that a quorum acknowledged", formatID(f.self))
 			return true
 		}
+		ctx.now = time.Now() // it waited for a leader
 	}
 	if f.adopted.Load() != v.idx {
 		f.adopting.Add(1)
@@ -287,6 +289,11 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		return true
 	}
 	defer f.locks.unlock(r.flow, fl)
+	if ctx.waited() {
+		// It waited for the lock: its write is stamped, and its TTL
+		// counted, from when it got it.
+		ctx.now = time.Now()
+	}
 	if fl := f.floor.Load(); v.idx < fl {
 		f.fenced.Add(1)
 		refuse(a, statusFenced, "fenced: another node adopted at membership index %d", fl)

@@ -106,15 +106,7 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fl, err := n1.f.locks.lock(ctx, busy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := n2.f.Put(ctx, busy, "k", []byte("later"), mem)
-		got <- err
-	}()
+	unlock, got := putBehindLock(t, n1, n2, busy, []byte("later"), mem)
 	for range 20 {
 		if e, err := n2.f.Get(ctx, free, "k", nil); err != nil || string(e.Value) != free {
 			t.Fatalf("Get %s behind a busy flow = %q, %v", free, e.Value, err)
@@ -125,13 +117,31 @@ func TestBusyFlowDoesNotHoldUpItsSession(t *testing.T) {
 		t.Fatalf("the Put on a locked flow ended: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	n1.f.locks.unlock(busy, fl)
+	unlock()
 	if err := <-got; err != nil {
 		t.Fatalf("the Put once the lock is free: %v", err)
 	}
 	if e, err := n2.f.Get(ctx, busy, "k", nil); err != nil || string(e.Value) != "later" {
 		t.Fatalf("Get %s = %q, %v", busy, e.Value, err)
 	}
+}
+
+// putBehindLock holds flow id's lock on its owner and puts k=value from
+// caller, which waits for the lock; unlock releases it, and the Put's
+// error arrives on the channel.
+func putBehindLock(t *testing.T, owner, caller *tnode, id string, value []byte, p flow.Policy) (unlock func(), done <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	fl, err := owner.f.locks.lock(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := caller.f.Put(ctx, id, "k", value, p)
+		got <- err
+	}()
+	return func() { owner.f.locks.unlock(id, fl) }, got
 }
 
 // A write that waited for its flow's lock runs at the time it got it: its
@@ -143,18 +153,10 @@ func TestWriteAfterALockWaitRunsAtItsTime(t *testing.T) {
 	id := flowsOwnedBy(n1.f.currentView(), "n1", 1)[0]
 	ctx := context.Background()
 	pol := flow.Policy{Durability: flow.Memory, TTL: 2 * time.Second}
-	fl, err := n1.f.locks.lock(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := n1.f.Put(ctx, id, "k", []byte("v"), pol)
-		got <- err
-	}()
+	unlock, got := putBehindLock(t, n1, n1, id, []byte("v"), pol)
 	time.Sleep(500 * time.Millisecond)
 	unlocked := time.Now()
-	n1.f.locks.unlock(id, fl)
+	unlock()
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}

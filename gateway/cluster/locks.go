@@ -70,6 +70,11 @@ func (l *flowLocks) lock(ctx context.Context, id string) (*flowLock, error) {
 	}
 	select {
 	case fl.ch <- struct{}{}:
+		if oc, ok := ctx.(*opCtx); ok {
+			// It waited: its write is stamped, and its TTL counted, from
+			// when it got the lock.
+			oc.now = time.Now()
+		}
 		return fl, nil
 	case <-ctx.Done():
 		l.drop(sh, id, fl)
@@ -185,21 +190,5 @@ func (c *opCtx) Err() error {
 	return nil
 }
 
-// waited reports whether someone asked for Done: the operation waited, or
-// is about to.
-func (c *opCtx) waited() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.timing
-}
-
 // OpTime implements flowshard.OpTimer.
 func (c *opCtx) OpTime() (time.Time, bool) { return c.now, true }
-
-// opNow is the time of the operation ctx is, or the clock's.
-func opNow(ctx context.Context) time.Time {
-	if oc, ok := ctx.(*opCtx); ok {
-		return oc.now
-	}
-	return time.Now()
-}

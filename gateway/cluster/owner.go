@@ -289,11 +289,6 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		return true
 	}
 	defer f.locks.unlock(r.flow, fl)
-	if ctx.waited() {
-		// It waited for the lock: its write is stamped, and its TTL
-		// counted, from when it got it.
-		ctx.now = time.Now()
-	}
 	if fl := f.floor.Load(); v.idx < fl {
 		f.fenced.Add(1)
 		refuse(a, statusFenced, "fenced: another node adopted at membership index %d", fl)

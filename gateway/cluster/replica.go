@@ -25,7 +25,7 @@ import (
 // that asked for the write: its push is not queued but returned, to go
 // with the answer (mergeCarried), which saves that push its own frames,
 // merge call and wake-ups at both ends.
-func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []string, d flow.Durability, carry uint64) (carried []flowshard.RecordSet, err error) {
+func (f *Flows) replicate(ctx *opCtx, v *view, flowID string, keys []string, d flow.Durability, carry uint64) (carried []flowshard.RecordSet, err error) {
 	var room [ring.ReplicaSuccessors]uint64
 	succ := v.ring.AppendSuccessors(room[:0], ring.ClassFlow, flowID, ring.ReplicaSuccessors)
 	if len(succ) == 0 {
@@ -38,7 +38,6 @@ func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []st
 	if len(set.Records) == 0 {
 		return nil, nil
 	}
-	at := opNow(ctx)
 	var ack *ack
 	if d == flow.Sync {
 		ack = newAck(len(succ))
@@ -54,7 +53,7 @@ func (f *Flows) replicate(ctx context.Context, v *view, flowID string, keys []st
 			ack.done(fmt.Errorf("no URL for successor %s", formatID(id)))
 			continue
 		}
-		f.peer(id, url).push.add(set, ack, at)
+		f.peer(id, url).push.add(set, ack, ctx.now)
 	}
 	if ack == nil {
 		return carried, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/flow/flowtest"
 	"github.com/riftgate/riftgate/raftnode"
@@ -241,5 +242,53 @@ func TestSwapOnTheValueAndRecall(t *testing.T) {
 				t.Fatalf("recall of a key last seen absent = %+v, %v", r, ok)
 			}
 		})
+	}
+}
+
+// A push outside sync is told (seed 000 §11: fire-and-forget): the
+// successor merges it and writes no answer, and one it cannot merge costs
+// it a count, not the session.
+func TestPushesAreToldWithoutAnAnswer(t *testing.T) {
+	c := threeNodes(t, func(cfg *FlowsConfig) { cfg.AntiEntropy = time.Hour })
+	n1, n2 := c.get("n1"), c.get("n2")
+	ctx := context.Background()
+	id := flowsOwnedBy(n1.f.currentView(), "n1", 1)[0]
+	if _, err := n1.f.Put(ctx, id, "k", []byte("v1"), flow.Policy{Durability: flow.Memory}); err != nil {
+		t.Fatal(err)
+	}
+	replicated := func(want string) func() bool {
+		return func() bool {
+			set, err := n2.f.shard.Records(ctx, id, "k")
+			return err == nil && len(set.Records) == 1 && string(set.Records[0].Value) == want
+		}
+	}
+	eventually(t, "n2 holds the push", replicated("v1"))
+	// The frames n2 has written to n1 on the sessions n1 opened.
+	written := func() (n uint64) {
+		n2.f.sessMu.Lock()
+		defer n2.f.sessMu.Unlock()
+		for s := range n2.f.sessions {
+			if s.peer == n1.f.self {
+				s.wmu.Lock()
+				n += s.out.pos
+				s.wmu.Unlock()
+			}
+		}
+		return n
+	}
+	before := written()
+	bad := request{op: opPush, mIdx: n1.f.currentView().idx, budget: 1000, sets: []flowshard.RecordSet{
+		{FlowID: id, Records: []flowshard.Record{{Key: "k", Value: []byte("bad")}}}, // version 0: refused
+	}}
+	if err := n1.f.tell(n2.f.self, slotBulk, &bad); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n2 counts the push it could not merge", func() bool { return n2.f.toldFailed.Load() == 1 })
+	if _, err := n1.f.Put(ctx, id, "k", []byte("v2"), flow.Policy{Durability: flow.Memory}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n2 holds the next push on the same session", replicated("v2"))
+	if got := written(); got != before {
+		t.Errorf("n2 wrote %d frames to n1 for two told pushes, want none", got-before)
 	}
 }

@@ -20,6 +20,7 @@ type flowMetrics struct {
 	sheds, fenced, notOwner, isolated, adopting atomic.Uint64
 	adoptions, adoptNanos                       atomic.Uint64
 	pushed, pushFailed, pushDropped, repaired   atomic.Uint64
+	toldFailed                                  atomic.Uint64 // pushes told to this node that it could not merge
 	dialFailures                                atomic.Uint64
 }
 
@@ -101,6 +102,8 @@ func (f *Flows) WriteMetrics(w io.Writer) {
 	fmt.Fprintf(w, "riftgate_cluster_replica_pushes_total{outcome=\"ok\"} %d\n", f.pushed.Load())
 	fmt.Fprintf(w, "riftgate_cluster_replica_pushes_total{outcome=\"failed\"} %d\n", f.pushFailed.Load())
 	fmt.Fprintf(w, "riftgate_cluster_replica_pushes_total{outcome=\"dropped\"} %d\n", f.pushDropped.Load())
+	metric("riftgate_cluster_replica_merge_failures_total", "counter", "Pushes from owners this node could not merge (anti-entropy repairs them)")
+	fmt.Fprintf(w, "riftgate_cluster_replica_merge_failures_total %d\n", f.toldFailed.Load())
 	metric("riftgate_cluster_replica_repaired_total", "counter", "Records anti-entropy brought to this node's replicas")
 	fmt.Fprintf(w, "riftgate_cluster_replica_repaired_total %d\n", f.repaired.Load())
 	f.peerMu.RLock()

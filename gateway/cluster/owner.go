@@ -182,6 +182,13 @@ func (f *Flows) answerOne(r *request, inline bool) bool {
 // reply sends a, the answer to op; inline, it is queued for the reader's
 // next flush.
 func (f *Flows) reply(s *session, id uint32, op byte, a *answer, inline bool) {
+	if id == tellID {
+		if a.status != statusOK {
+			f.toldFailed.Add(1)
+			f.log.Debug("cluster: a request that wants no answer failed", "op", op, "from", formatID(s.peer), "err", a.msg)
+		}
+		return
+	}
 	buf := bufPool.Get().(*[]byte)
 	*buf = appendAnswer((*buf)[:0], op, a)
 	if inline {

@@ -220,6 +220,9 @@ func (f *Flows) callURL(id uint64, url string, i int, deadline time.Time, r *req
 		return c.err
 	}
 	c.next++
+	if c.next == tellID {
+		c.next++ // id 0 is a frame that wants no answer
+	}
 	n := c.next
 	c.pending[n] = cl
 	c.mu.Unlock()
@@ -244,6 +247,31 @@ func (f *Flows) callURL(id uint64, url string, i int, deadline time.Time, r *req
 		return err
 	}
 	return nil
+}
+
+// tellID is the frame id of a request that wants no answer (tell): the
+// answerer sends none. An answerer of a build before it answers anyway,
+// and the caller's reader drops that answer as no call's.
+const tellID uint32 = 0
+
+// tell sends r to peer id on session slot i and waits for no answer: it
+// returns once r is written or queued behind a write in progress.
+func (f *Flows) tell(id uint64, i int, r *request) error {
+	url := f.view.Load().urls[id]
+	if url == "" {
+		return fmt.Errorf("cluster: node %s is not a member", formatID(id))
+	}
+	c, err := f.peer(id, url).get(i, time.Now().Add(f.deadline))
+	if err != nil {
+		return err
+	}
+	buf := bufPool.Get().(*[]byte)
+	*buf = appendRequest((*buf)[:0], r)
+	err = c.s.send(tellID, *buf)
+	if cap(*buf) <= 64<<10 {
+		bufPool.Put(buf)
+	}
+	return err
 }
 
 // forget takes cl out of the pending calls. If the reader already took it,

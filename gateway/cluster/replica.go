@@ -251,15 +251,24 @@ func (q *pushQueue) run() {
 	}
 }
 
+// send pushes one batch. A batch that no Sync write waits for is told,
+// fire-and-forget (seed 000 §11): no answer frame, no wake-up for it at
+// either end; the successor counts what it could not merge, and
+// anti-entropy repairs it.
 func (q *pushQueue) send(batch []pushItem) error {
 	sets := make([]flowshard.RecordSet, len(batch))
+	waited := false
 	for i, it := range batch {
 		sets[i] = it.set
+		waited = waited || it.ack != nil
 	}
 	r := request{op: opPush, sets: sets}
+	r.mIdx, r.budget = q.f.view.Load().idx, uint64(q.f.deadline.Milliseconds())
+	if !waited {
+		return q.f.tell(q.p.id, slotBulk, &r)
+	}
 	var a answer
 	deadline := time.Now().Add(q.f.deadline)
-	r.mIdx, r.budget = q.f.view.Load().idx, uint64(q.f.deadline.Milliseconds())
 	if err := q.f.call(q.p.id, slotBulk, deadline, &r, &a); err != nil {
 		return err
 	}

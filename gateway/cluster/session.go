@@ -34,6 +34,8 @@ import (
 // a tag under it over its direction, its position on the stream, and its
 // bytes: a frame is accepted once, in order, on this stream only, with no
 // nonce of its own and nothing to remember. A failed tag ends the session.
+// A request with id 0 wants no answer (tellID): replica pushes outside
+// `sync` go so.
 //
 //	frame := length u32 (of what follows) ‖ version u8 ‖ id u32 ‖ body ‖ tag [16]
 //	tag   := HMAC-SHA256(session key, direction u8 ‖ position u64 ‖ version ‖ id ‖ body)[:16]

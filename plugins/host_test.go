@@ -785,3 +785,31 @@ func TestBodyRoom(t *testing.T) {
 		t.Fatalf("after another envelope the answer %q was not in the room", again.Body)
 	}
 }
+
+// A call waiting for the only instance gets it when the call holding it
+// returns, though the instance goes back to the pool's hot slot when no
+// one waits: with two callers taking turns on one instance, neither may
+// starve. A lost hand-off shows as a caller's deadline.
+func TestPoolHandsItsOnlyInstanceToAWaitingCall(t *testing.T) {
+	h, _ := newTestHost(t, Limits{})
+	register(t, h, "one", "good", Limits{PoolSize: 1})
+	f := newMemFlow()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 500 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := h.Call(ctx, "one", "handle", sampleInput(f))
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := statsOf(t, h, "one"); st.InstancesLive != 1 {
+		t.Errorf("%d instances live, want 1", st.InstancesLive)
+	}
+}

@@ -203,10 +203,7 @@ func (f *Flows) call(id uint64, i int, deadline time.Time, r *request, a *answer
 // callURL is call to a member at url, which may have left the membership
 // (adoption asks the members of the last view too).
 func (f *Flows) callURL(id uint64, url string, i int, deadline time.Time, r *request, a *answer) error {
-	if url == "" {
-		return fmt.Errorf("cluster: node %s is not a member", formatID(id))
-	}
-	c, err := f.peer(id, url).get(i, deadline)
+	c, err := f.session(id, url, i, deadline)
 	if err != nil {
 		return err
 	}
@@ -249,6 +246,14 @@ func (f *Flows) callURL(id uint64, url string, i int, deadline time.Time, r *req
 	return nil
 }
 
+// session returns the live session of slot i to member id at url.
+func (f *Flows) session(id uint64, url string, i int, deadline time.Time) (*caller, error) {
+	if url == "" {
+		return nil, fmt.Errorf("cluster: node %s is not a member", formatID(id))
+	}
+	return f.peer(id, url).get(i, deadline)
+}
+
 // tellID is the frame id of a request that wants no answer (tell): the
 // answerer sends none. An answerer of a build before it answers anyway,
 // and the caller's reader drops that answer as no call's.
@@ -257,11 +262,7 @@ const tellID uint32 = 0
 // tell sends r to peer id on session slot i and waits for no answer: it
 // returns once r is written or queued behind a write in progress.
 func (f *Flows) tell(id uint64, i int, r *request) error {
-	url := f.view.Load().urls[id]
-	if url == "" {
-		return fmt.Errorf("cluster: node %s is not a member", formatID(id))
-	}
-	c, err := f.peer(id, url).get(i, time.Now().Add(f.deadline))
+	c, err := f.session(id, f.view.Load().urls[id], i, time.Now().Add(f.deadline))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,15 +75,10 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	c.t.Helper()
 	n := c.get(name)
 	if n == nil {
-		n = &tnode{name: name, dir: filepath.Join(c.base, name)}
-		ln, err := net.Listen("tcp", testHost+":0")
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		n.listen = ln.Addr().String()
-		ln.Close()
+		n = &tnode{name: name, dir: filepath.Join(c.base, name), listen: c.freeListen()}
 		n.front = n.listen
 		if !c.direct {
+			var err error
 			if n.front, err = c.net.Front(name, testHost, n.listen); err != nil {
 				c.t.Fatal(err)
 			}
@@ -104,6 +100,16 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	for range 50 { // a port just closed may linger
 		if node, err = Start(ctx, opts); err == nil {
 			break
+		}
+		if errors.Is(err, syscall.EADDRINUSE) && !c.direct {
+			// Another socket took the port since it was picked (the
+			// proxies and every connection draw from the same range):
+			// the member listens on another, which its proxy, the
+			// address the others know, forwards to.
+			n.listen = c.freeListen()
+			opts.Listen = n.listen
+			c.net.Retarget(name, n.listen)
+			continue
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -131,6 +137,16 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	c.nodes[name] = n
 	c.mu.Unlock()
 	return n
+}
+
+// freeListen returns an address of testHost with a port free just now.
+func (c *tcluster) freeListen() string {
+	ln, err := net.Listen("tcp", testHost+":0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // stop closes name gracefully, keeping its data for a restart.

@@ -66,6 +66,14 @@ var (
 	bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 )
 
+// putBuf returns a frame body's buffer to bufPool, unless one huge body
+// grew it: the session copies what it sends, so the buffer is free again.
+func putBuf(buf *[]byte) {
+	if cap(*buf) <= 64<<10 {
+		bufPool.Put(buf)
+	}
+}
+
 // serveSession reads requests until the session ends, answering each on
 // its own goroutine: a `sync` write waits for disks and replicas, and must
 // not hold up the lookups behind it.
@@ -196,9 +204,7 @@ func (f *Flows) reply(s *session, id uint32, op byte, a *answer, inline bool) {
 	} else {
 		_ = s.send(id, *buf) // a failed send killed the session; the caller sees that
 	}
-	if cap(*buf) <= 64<<10 {
-		bufPool.Put(buf)
-	}
+	putBuf(buf)
 }
 
 func refuse(a *answer, status byte, format string, args ...any) {

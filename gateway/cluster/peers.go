@@ -269,9 +269,7 @@ func (f *Flows) tell(id uint64, i int, r *request) error {
 	buf := bufPool.Get().(*[]byte)
 	*buf = appendRequest((*buf)[:0], r)
 	err = c.s.send(tellID, *buf)
-	if cap(*buf) <= 64<<10 {
-		bufPool.Put(buf)
-	}
+	putBuf(buf)
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -337,15 +338,45 @@ func (in *Instance) PostImposter(imposter any) int {
 	return created.Port
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a port that was free on every address a moment ago,
+// from below Linux's ephemeral range (32768 and up): every socket bound to
+// port 0 and every outgoing connection, which other tests running at the
+// same time make by the thousand, takes its port from that range, so a port
+// picked there can be taken again before the test binds it (EADDRINUSE).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return FreePortIn(t, 10000, 32767)
+}
+
+var picked struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+// FreePortIn returns a port in [lo, hi] that was free on every address a
+// moment ago and that this process has not returned before.
+func FreePortIn(t testing.TB, lo, hi int) int {
+	t.Helper()
+	picked.mu.Lock()
+	defer picked.mu.Unlock()
+	if picked.used == nil {
+		picked.used = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for range 1000 {
+		n := lo + rand.IntN(hi-lo+1)
+		if picked.used[n] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", n))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		picked.used[n] = true
+		return n
+	}
+	t.Fatalf("no free port in %d-%d", lo, hi)
+	return 0
 }
 
 // LockedBuffer is a bytes.Buffer safe for one writer and concurrent readers:

@@ -3,9 +3,6 @@ package mbdocs_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -168,11 +165,10 @@ func configVersion(t *testing.T, srv *gatewaytest.Instance) string {
 // ports hands out free ports with as many digits as the page's own, so that
 // every Content-Length the pages show stays right.
 type ports struct {
-	t    *testing.T
-	used map[int]bool
+	t *testing.T
 }
 
-func newPorts(t *testing.T) *ports { return &ports{t: t, used: map[int]bool{}} }
+func newPorts(t *testing.T) *ports { return &ports{t: t} }
 
 // mapping maps the page's admin port to admin, and its other ports to free
 // ones in the same order, so that lists sorted by port stay in the page's
@@ -200,23 +196,8 @@ func (p *ports) mapping(pagePorts []int, admin int) map[int]int {
 }
 
 func (p *ports) like(port int) int {
-	lo, hi := 1024, 9999
 	if port >= 10000 {
-		lo, hi = 10000, 32767 // below Linux's ephemeral range, where other tests' port 0 lands
+		return gatewaytest.FreePortIn(p.t, 10000, 32767)
 	}
-	for range 1000 {
-		n := lo + rand.IntN(hi-lo+1)
-		if p.used[n] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", n))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		p.used[n] = true
-		return n
-	}
-	p.t.Fatalf("no free port like %d", port)
-	return 0
+	return gatewaytest.FreePortIn(p.t, 1024, 9999)
 }

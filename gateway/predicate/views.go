@@ -34,22 +34,16 @@ func (v *jsonView) Make(r *message.Request) any {
 // document once per request.
 type jsonDoc struct {
 	doc      any
-	selected map[string]any // by selector (and deepEquals' forcing), shaped
+	selected selections // by selector (deep: deepEquals' forcing), shaped
 }
 
 func (d *jsonDoc) eval(l *leaf) any {
-	key := l.jsonpath.String()
-	if l.op == opDeepEquals {
-		key = "\x00deep\x00" + key
-	}
-	if v, ok := d.selected[key]; ok {
+	key, deep := l.jsonpath.String(), l.op == opDeepEquals
+	if v, ok := d.selected.get(key, deep); ok {
 		return v
 	}
 	v := l.selectJSON(d.doc)
-	if d.selected == nil {
-		d.selected = map[string]any{}
-	}
-	d.selected[key] = v
+	d.selected.add(key, deep, v)
 	return v
 }
 
@@ -65,19 +59,55 @@ func (v *xmlView) Make(r *message.Request) any {
 // once per request.
 type xmlDoc struct {
 	doc      *selector.XMLDoc
-	selected map[string]any // by XPath.Key, shaped
+	selected selections // by XPath.Key, shaped
 }
 
 func (d *xmlDoc) eval(x *selector.XPath) any {
-	if v, ok := d.selected[x.Key()]; ok {
+	if v, ok := d.selected.get(x.Key(), false); ok {
 		return v
 	}
 	v := shape(x.Eval(d.doc))
-	if d.selected == nil {
-		d.selected = map[string]any{}
-	}
-	d.selected[x.Key()] = v
+	d.selected.add(x.Key(), false, v)
 	return v
+}
+
+// selections is what a request's selectors selected, by selector. A
+// request's stubs mostly use one selector, whichever value each tests, so
+// the first lives in the document's own allocation and the rest in a
+// slice, found by comparing strings: a map cost two allocations and a
+// hash per lookup, and room for more than one made every parsed body
+// larger, equals' too.
+type selections struct {
+	first selection
+	n     int
+	more  []selection
+}
+
+type selection struct {
+	key  string
+	deep bool
+	v    any
+}
+
+func (s *selections) get(key string, deep bool) (any, bool) {
+	if e := &s.first; s.n > 0 && e.deep == deep && e.key == key {
+		return e.v, true
+	}
+	for i := range s.more {
+		if e := &s.more[i]; e.deep == deep && e.key == key {
+			return e.v, true
+		}
+	}
+	return nil, false
+}
+
+func (s *selections) add(key string, deep bool, v any) {
+	if s.n == 0 {
+		s.first = selection{key, deep, v}
+	} else {
+		s.more = append(s.more, selection{key, deep, v})
+	}
+	s.n++
 }
 
 type bodyViews struct {

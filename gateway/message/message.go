@@ -64,10 +64,16 @@ type Request struct {
 
 // A View is something matchers derive from a request and share: the body
 // parsed as JSON or as XML, say. A View value is its own key (a pointer,
-// so comparing is cheap), and Make computes it.
+// so comparing is cheap), and Make computes it. A value Make returns that
+// has a Release method is released when the request is reset, so that it
+// can lend what it is made of to a later request's: nothing may keep it,
+// or anything it holds, past the request.
 type View interface {
 	Make(r *Request) any
 }
+
+// releaser is a view's value that gives back its room (see View).
+type releaser interface{ Release() }
 
 type view struct {
 	key View
@@ -90,6 +96,11 @@ func (r *Request) View(v View) any {
 // Reset empties r for reuse, keeping its slices' capacity.
 func (r *Request) Reset() {
 	q, h, f, vs := r.Query[:0], r.Headers[:0], r.form[:0], r.views
+	for _, v := range vs {
+		if rv, ok := v.val.(releaser); ok {
+			rv.Release()
+		}
+	}
 	clear(vs) // let go of what the views held
 	*r = Request{Query: q, Headers: h, form: f, views: vs[:0]}
 }

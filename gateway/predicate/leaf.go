@@ -463,8 +463,11 @@ func shape(vals []any) any {
 
 // tryJSON is mb's tryJSON: s parsed as JSON with keys and strings
 // transformed (arrays kept in order), or s itself when it is not JSON.
-func (l *leaf) tryJSON(s string) any {
-	v, ok := selector.ParseJSONWith(s, l.parseKey, l.parseStr)
+func (l *leaf) tryJSON(s string) any { return l.tryJSONInto(s, nil) }
+
+// tryJSONInto is tryJSON with the objects made of maps that m lends.
+func (l *leaf) tryJSONInto(s string, m *selector.Maps) any {
+	v, ok := selector.ParseJSONInto(s, l.parseKey, l.parseStr, m)
 	if !ok {
 		return s
 	}

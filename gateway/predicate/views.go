@@ -26,15 +26,29 @@ type transform struct {
 type jsonView struct{ t *leaf }
 
 func (v *jsonView) Make(r *message.Request) any {
-	return &jsonDoc{doc: v.t.tryJSON(v.t.str(b2s(r.Body)))}
+	d := jsonDocs.Get().(*jsonDoc)
+	d.doc = v.t.tryJSONInto(v.t.str(b2s(r.Body)), &d.maps)
+	return d
 }
 
 // jsonDoc is a parsed body and what jsonpath selectors selected from it,
 // so that stubs testing one selector against different values walk the
-// document once per request.
+// document once per request. Its objects are maps that the next request's
+// document reuses (Release): a body is parsed on every request.
 type jsonDoc struct {
 	doc      any
 	selected selections // by selector (deep: deepEquals' forcing), shaped
+	maps     selector.Maps
+}
+
+var jsonDocs = sync.Pool{New: func() any { return new(jsonDoc) }}
+
+// Release is called when the request is reset (message.View): nothing
+// keeps a request's document, or what was selected from it, past it.
+func (d *jsonDoc) Release() {
+	d.doc, d.selected = nil, selections{}
+	d.maps.Release()
+	jsonDocs.Put(d)
 }
 
 func (d *jsonDoc) eval(l *leaf) any {

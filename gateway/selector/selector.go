@@ -273,6 +273,21 @@ func Shape(vals []any) any {
 // String renders a selected value as JavaScript's String() does, which is
 // what mb substitutes into a response token.
 func String(v any) string {
+	switch v := v.(type) { // the scalars, without a buffer
+	case string:
+		return v
+	case json.Number:
+		return JSNumber(v)
+	case bool:
+		if v {
+			return "true"
+		}
+		return "false"
+	case nil:
+		return "null"
+	case map[string]any:
+		return "[object Object]"
+	}
 	var b bytes.Buffer
 	writeJS(&b, v)
 	return b.String()

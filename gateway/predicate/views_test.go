@@ -58,7 +58,9 @@ func TestPropReusedBodyDocument(t *testing.T) {
 }
 
 // Once warm, matching a body of objects alone allocates nothing: the
-// document's maps are the previous request's.
+// document's maps are the previous request's. Under -race, where pools
+// drop documents at random, it must still allocate fewer than the three
+// objects' six allocations.
 func TestBodyDocumentReusesItsMaps(t *testing.T) {
 	p, err := Compile(json.RawMessage(`{"equals":{"body":{"a":{"b":{"c":true}}}}}`), Options{})
 	if err != nil {
@@ -74,7 +76,8 @@ func TestBodyDocumentReusesItsMaps(t *testing.T) {
 		m.Reset()
 	}
 	match()
-	if n := testing.AllocsPerRun(100, match); n != 0 {
-		t.Fatalf("%v allocations a request, want 0", n)
+	n := testing.AllocsPerRun(200, match)
+	if raceOn && n >= 6 || !raceOn && n != 0 {
+		t.Fatalf("%v allocations a request", n)
 	}
 }

@@ -8,15 +8,18 @@ import (
 	"pgregory.net/rapid"
 )
 
-// genObject draws a JSON object whose keys vary from draw to draw, nested
-// to depth, so that a document made of an earlier one's maps would show
-// a key left behind.
+// genObject draws a JSON object whose keys and arrays vary from draw to
+// draw, nested to depth, so that a document made of an earlier one's maps
+// and array room would show a key or an element left behind.
 func genObject(t *rapid.T, depth int, label string) map[string]any {
 	o := map[string]any{}
 	for _, k := range rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"a", "b", "c", "D", "e"}), 0, 4, rapid.ID[string]).Draw(t, label+"keys") {
-		if depth > 0 && rapid.Bool().Draw(t, label+k+"nest") {
+		switch kind := rapid.IntRange(0, 2).Draw(t, label+k+"kind"); {
+		case kind == 0 && depth > 0:
 			o[k] = genObject(t, depth-1, label+k)
-		} else {
+		case kind == 1:
+			o[k] = rapid.SliceOfN(genWord, 0, 3).Draw(t, label+k+"elems")
+		default:
 			o[k] = genWord.Draw(t, label+k)
 		}
 	}

@@ -63,12 +63,14 @@ const maxPendingRoom = 1024
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
 
-// Maps lends a parser maps that earlier documents were made of, so that a
-// document parsed on every request, and dropped at its end, costs no map
-// allocations once the maps it needs exist: on a 120-byte body of three
-// objects, six of fifteen allocations, and 864 of 1256 bytes.
+// Maps lends a parser the maps and array room that earlier documents were
+// made of, so that a document parsed on every request, and dropped at its
+// end, costs no allocation for its objects and arrays once the room it
+// needs exists: on a 120-byte body of three objects and an array, seven
+// of fifteen allocations, and 960 of 1256 bytes.
 type Maps struct {
 	free, lent []map[string]any
+	elems      []any // the arrays' elements, each array a full slice of it
 }
 
 // maxLentMaps and maxLentMapLen bound what Release keeps, so that one huge
@@ -76,6 +78,7 @@ type Maps struct {
 const (
 	maxLentMaps   = 64
 	maxLentMapLen = 64
+	maxLentElems  = 1024
 )
 
 func (m *Maps) get(n int) map[string]any {
@@ -91,9 +94,26 @@ func (m *Maps) get(n int) map[string]any {
 	return out
 }
 
-// Release takes back every map lent since the last Release, emptied: the
-// documents made of them must no longer be in use.
+// array returns a copy of vals in the room: a full slice, so that an
+// append to it copies instead of writing over the next array.
+func (m *Maps) array(vals []any) []any {
+	if len(m.elems)+len(vals) > cap(m.elems) {
+		// Arrays already made keep the old room; the new one is kept.
+		m.elems = make([]any, 0, max(2*cap(m.elems), len(vals), 16))
+	}
+	at := len(m.elems)
+	m.elems = append(m.elems, vals...)
+	return m.elems[at:len(m.elems):len(m.elems)]
+}
+
+// Release takes back every map lent since the last Release, emptied, and
+// the arrays' room: the documents made of them must no longer be in use.
 func (m *Maps) Release() {
+	clear(m.elems)
+	m.elems = m.elems[:0]
+	if cap(m.elems) > maxLentElems {
+		m.elems = nil
+	}
 	for i, mp := range m.lent {
 		if len(mp) <= maxLentMapLen && len(m.free) < maxLentMaps {
 			clear(mp)
@@ -288,6 +308,9 @@ func (p *jsonParser) array() (any, bool) {
 		if more, ok := p.next(']'); !ok {
 			return nil, false
 		} else if !more {
+			if p.maps != nil {
+				return p.maps.array(p.vals[mark:]), true
+			}
 			return slices.Clone(p.vals[mark:]), true
 		}
 	}

@@ -84,31 +84,51 @@ func BenchmarkParseJSON(b *testing.B) {
 	})
 }
 
+// docs draws JSON documents of a few keys, nested arrays and objects.
+var docs = rapid.Custom(func(t *rapid.T) any {
+	var gen func(depth int) any
+	gen = func(depth int) any {
+		switch k := rapid.IntRange(0, 3).Draw(t, "kind"); {
+		case depth > 3 || k == 0:
+			return rapid.SampledFrom([]any{"x", json.Number("1"), true, nil}).Draw(t, "leaf")
+		case k == 1:
+			a := []any{}
+			for range rapid.IntRange(0, 3).Draw(t, "len") {
+				a = append(a, gen(depth+1))
+			}
+			return a
+		default:
+			m := map[string]any{}
+			for _, k := range rapid.SliceOfN(rapid.SampledFrom([]string{"a", "b", "0"}), 0, 3).Draw(t, "keys") {
+				m[k] = gen(depth + 1)
+			}
+			return m
+		}
+	}
+	return gen(0)
+})
+
+// Documents parsed into lent room, one after another with a Release
+// between, are each the document ParseJSON makes, and stay so until the
+// Release: nothing of an earlier document, nor of a sibling, shows.
+func TestPropParseJSONIntoLentRoom(t *testing.T) {
+	var m Maps
+	rapid.Check(t, func(t *rapid.T) {
+		for i := range rapid.IntRange(1, 4).Draw(t, "docs") {
+			text, _ := json.Marshal(docs.Draw(t, "doc"+strings.Repeat("'", i)))
+			got, ok := ParseJSONInto(string(text), nil, nil, &m)
+			want, _ := ParseJSON(string(text))
+			if !ok || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: got %#v, want %#v", text, got, want)
+			}
+			m.Release()
+		}
+	})
+}
+
 // TestChildStepsWalkAsTheLibrary: a selector of child names and indices,
 // which Select walks itself, selects what the library's evaluation does.
 func TestChildStepsWalkAsTheLibrary(t *testing.T) {
-	docs := rapid.Custom(func(t *rapid.T) any {
-		var gen func(depth int) any
-		gen = func(depth int) any {
-			switch k := rapid.IntRange(0, 3).Draw(t, "kind"); {
-			case depth > 3 || k == 0:
-				return rapid.SampledFrom([]any{"x", json.Number("1"), true, nil}).Draw(t, "leaf")
-			case k == 1:
-				a := []any{}
-				for range rapid.IntRange(0, 3).Draw(t, "len") {
-					a = append(a, gen(depth+1))
-				}
-				return a
-			default:
-				m := map[string]any{}
-				for _, k := range rapid.SliceOfN(rapid.SampledFrom([]string{"a", "b", "0"}), 0, 3).Draw(t, "keys") {
-					m[k] = gen(depth + 1)
-				}
-				return m
-			}
-		}
-		return gen(0)
-	})
 	steps := rapid.SliceOfN(rapid.SampledFrom([]string{".a", ".b", "['0']", "[0]", "[1]", "[2]", "[9]"}), 0, 4)
 	rapid.Check(t, func(t *rapid.T) {
 		expr := "$" + strings.Join(steps.Draw(t, "steps"), "")

@@ -87,7 +87,7 @@ func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*me
 	if err != nil {
 		return nil, injectError(err)
 	}
-	resp, _, err := f.Response(&r.defaults)
+	resp, _, err := f.ResponseInto(&r.defaults, call.Scratch())
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error())
 	}

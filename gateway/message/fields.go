@@ -37,7 +37,13 @@ var nonBase64 = regexp.MustCompile(`[^A-Za-z0-9=+/]+`)
 // filling what f leaves out; isJSON reports an object or array body. The
 // response owns f's slices, not d's.
 func (f *ResponseFields) Response(d *ResponseFields) (r *Response, isJSON bool, err error) {
-	r = &Response{StatusCode: 200}
+	return f.ResponseInto(d, new(Response))
+}
+
+// ResponseInto is Response made in r, which it overwrites: a caller that
+// lends a response (imposter.Call.Scratch) allocates none.
+func (f *ResponseFields) ResponseInto(d *ResponseFields, r *Response) (_ *Response, isJSON bool, err error) {
+	*r = Response{StatusCode: 200}
 	switch {
 	case f.HasStatus:
 		r.StatusCode = cmp.Or(f.Status, 200)

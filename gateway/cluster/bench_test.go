@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/cluster/clustertest"
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
 
 // writer replaces one imposter's stubs on n back to back and remembers
@@ -97,7 +98,7 @@ func BenchmarkAdminWritePause(b *testing.B) {
 						break
 					}
 				}
-				port := clustertest.FreePort(b, c.Nodes[0].Host, c.Nodes[1].Host, c.Nodes[2].Host)
+				port := gatewaytest.FreePort(b)
 				if code, body := f.Do("POST", "/imposters", map[string]any{"protocol": "http", "port": port}); code != http.StatusCreated {
 					b.Fatalf("POST /imposters: %d %s", code, body)
 				}

@@ -117,8 +117,8 @@ func imposterURLOn(host string, port int, path string) string {
 func TestScenarioFlowsAnswerAsOnOneNode(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	const alone = "127.0.0.19"
-	single := gatewaytest.StartOn(t, alone, clustertest.FreePort(t, alone))
-	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3), alone)
+	single := gatewaytest.StartOn(t, alone, gatewaytest.FreePort(t))
+	port := gatewaytest.FreePort(t)
 	postServed(t, c, port, scenarioImposter(port))
 	post(t, single, scenarioImposter(port))
 	steps := [][2]string{{"POST", "/cart"}, {"POST", "/pay"}, {"POST", "/done"}, {"GET", "/status"}}
@@ -196,7 +196,7 @@ func names(nodes []*clustertest.Node) []string {
 // throughout; back, it serves its flows with what they held.
 func TestKilledOwnerAnswers503UntilItReturns(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
-	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
+	port := gatewaytest.FreePort(t)
 	postServed(t, c, port, syncImposter(port))
 	voters := names(c.Nodes)
 	owned := map[string][]string{}
@@ -248,7 +248,7 @@ func TestKilledOwnerAnswers503UntilItReturns(t *testing.T) {
 // while it dies, and every write that was answered 200 is read back.
 func TestNoSyncWriteLostWhenANodeIsKilled(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
-	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
+	port := gatewaytest.FreePort(t)
 	postServed(t, c, port, syncImposter(port))
 	var mu sync.Mutex
 	acked := map[string]string{} // flow/key -> value
@@ -325,7 +325,7 @@ func TestNoSyncWriteLostWhenANodeIsKilled(t *testing.T) {
 // whichever node takes each request; a stub with one costs nothing.
 func TestResponsesCycleAcrossNodes(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
-	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
+	port := gatewaytest.FreePort(t)
 	is := func(body string) map[string]any { return map[string]any{"is": map[string]any{"body": body}} }
 	postServed(t, c, port, map[string]any{"protocol": "http", "port": port, "stubs": []any{
 		map[string]any{"responses": []any{is("a"), map[string]any{"is": map[string]any{"body": "b"}, "repeat": 2}, is("c")}},
@@ -360,7 +360,7 @@ func TestProxyOnceAcrossNodes(t *testing.T) {
 	}))
 	defer upstream.Close()
 	c := clustertest.Start(t, clustertest.Options{})
-	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3))
+	port := gatewaytest.FreePort(t)
 	postServed(t, c, port, map[string]any{"protocol": "http", "port": port, "stubs": []any{
 		map[string]any{"responses": []any{map[string]any{"proxy": map[string]any{"to": upstream.URL, "mode": "proxyOnce",
 			"predicateGenerators": []any{map[string]any{"matches": map[string]any{"path": true}}}}}}},
@@ -422,7 +422,7 @@ func TestProxyOnceAcrossNodes(t *testing.T) {
 
 func TestLinearizableAcrossProcessesThroughFaults(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Faults: true})
-	port := clustertest.FreePort(t, clustertest.Host(1), clustertest.Host(2), clustertest.Host(3), clustertest.Host(4))
+	port := gatewaytest.FreePort(t)
 	postServed(t, c, port, syncImposter(port))
 	voters := names(c.Nodes)
 	var flows []string

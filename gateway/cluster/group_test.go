@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/config"
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
 	"github.com/riftgate/riftgate/raftnode"
 )
 
@@ -70,14 +71,10 @@ var testSecret = []byte("cluster-test-secret-0123456789")
 // package's tests use (clustertest.Host is the processes').
 const testHost = "127.0.0.10"
 
-func freeAddr(t *testing.T) string {
+// freeAddr is an address of testHost with a port free just now.
+func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", testHost+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort(testHost, strconv.Itoa(gatewaytest.FreePort(t)))
 }
 
 // fastRaft keeps elections quick and snapshots early.

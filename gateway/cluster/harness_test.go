@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -75,7 +74,7 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	c.t.Helper()
 	n := c.get(name)
 	if n == nil {
-		n = &tnode{name: name, dir: filepath.Join(c.base, name), listen: c.freeListen()}
+		n = &tnode{name: name, dir: filepath.Join(c.base, name), listen: freeAddr(c.t)}
 		n.front = n.listen
 		if !c.direct {
 			var err error
@@ -102,11 +101,11 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 			break
 		}
 		if errors.Is(err, syscall.EADDRINUSE) && !c.direct {
-			// Another socket took the port since it was picked (the
-			// proxies and every connection draw from the same range):
-			// the member listens on another, which its proxy, the
-			// address the others know, forwards to.
-			n.listen = c.freeListen()
+			// Another socket took the port since it was picked (another
+			// test process may pick the same one): the member listens on
+			// another, which its proxy, the address the others know,
+			// forwards to.
+			n.listen = freeAddr(c.t)
 			opts.Listen = n.listen
 			c.net.Retarget(name, n.listen)
 			continue
@@ -137,16 +136,6 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 	c.nodes[name] = n
 	c.mu.Unlock()
 	return n
-}
-
-// freeListen returns an address of testHost with a port free just now.
-func (c *tcluster) freeListen() string {
-	ln, err := net.Listen("tcp", testHost+":0")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // stop closes name gracefully, keeping its data for a restart.

@@ -77,7 +77,7 @@ func createImposter(t *testing.T, n *clustertest.Node, port int, body string, re
 func TestThreeNodesServeEveryImposterAndShareRecordings(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	port := clustertest.FreePort(t, n1.Host, n2.Host, n3.Host)
+	port := gatewaytest.FreePort(t)
 
 	// Made on a follower, answered once that node runs it: read your
 	// writes there at once; the others follow.
@@ -142,7 +142,7 @@ func TestThreeNodesServeEveryImposterAndShareRecordings(t *testing.T) {
 	// A stopped node restarts with the same flags (its --cluster-join is
 	// then a no-op) and follows what changed while it was away.
 	n3.Stop()
-	away := clustertest.FreePort(t, n1.Host, n2.Host, n3.Host)
+	away := gatewaytest.FreePort(t)
 	createImposter(t, n1, away, "while n3 was away", false)
 	n3.Restart()
 	c.WaitVoters(3)
@@ -159,7 +159,7 @@ func TestThreeNodesServeEveryImposterAndShareRecordings(t *testing.T) {
 	if code, body := n1.Do("DELETE", "/cluster/members/n3", nil); code != http.StatusNotFound {
 		t.Fatalf("removing n3 twice: %d %s", code, body)
 	}
-	after := clustertest.FreePort(t, n1.Host, n2.Host)
+	after := gatewaytest.FreePort(t)
 	createImposter(t, n2, after, "after removal", false)
 	waitServed(t, c, after, "after removal", n1, n2)
 	st, err := n3.Status()
@@ -218,7 +218,7 @@ func TestLeaderKilledWritesResume(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{})
 	l := c.Leader()
 	rest := others(c, l)
-	port := clustertest.FreePort(t, c.Nodes[0].Host, c.Nodes[1].Host, c.Nodes[2].Host)
+	port := gatewaytest.FreePort(t)
 	l.Kill()
 	took := writeUntil(t, c.Node(rest[0]), port, "after the kill", 20*time.Second)
 	t.Logf("a write on %s after the leader was killed took %v", rest[0], took)
@@ -239,8 +239,7 @@ func TestIsolatedNodeRefusesThenCatchesUp(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Faults: true})
 	l := c.Leader()
 	rest := others(c, l)
-	hosts := []string{c.Nodes[0].Host, c.Nodes[1].Host, c.Nodes[2].Host}
-	before := clustertest.FreePort(t, hosts...)
+	before := gatewaytest.FreePort(t)
 	createImposter(t, l, before, "before", false)
 	waitServed(t, c, before, "before")
 
@@ -267,7 +266,7 @@ func TestIsolatedNodeRefusesThenCatchesUp(t *testing.T) {
 		t.Fatalf("the isolated node stopped serving its imposters: %d %q", code, got)
 	}
 
-	during := clustertest.FreePort(t, hosts...)
+	during := gatewaytest.FreePort(t)
 	writeUntil(t, c.Node(rest[0]), during, "during", 20*time.Second)
 	waitServed(t, c, during, "during", c.Node(rest[0]), c.Node(rest[1]))
 	if code, _ := get(imposterURL(l, during, "/"), nil); code != -1 {
@@ -285,7 +284,7 @@ func TestIsolatedNodeRefusesThenCatchesUp(t *testing.T) {
 	c.Faults.SetAll(clustertest.Link{Drop: 0.05, Delay: 2 * time.Millisecond, Jitter: 10 * time.Millisecond})
 	lossy := map[*clustertest.Node]int{}
 	for _, n := range c.Nodes {
-		lossy[n] = clustertest.FreePort(t, hosts...)
+		lossy[n] = gatewaytest.FreePort(t)
 		writeUntil(t, n, lossy[n], "lossy "+n.Name, 30*time.Second)
 	}
 	c.Faults.Heal()
@@ -314,7 +313,7 @@ func TestLargeModulesTravelInPartsAndByHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := clustertest.Start(t, clustertest.Options{})
-	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	n2, n3 := c.Nodes[1], c.Nodes[2]
 	before := appliedIndex(t, n2)
 	if code, body := n2.Do("PUT", "/plugins/counter", wasm); code != http.StatusOK {
 		t.Fatalf("PUT /plugins/counter (%d bytes): %d %s", len(wasm), code, body)
@@ -329,7 +328,7 @@ func TestLargeModulesTravelInPartsAndByHash(t *testing.T) {
 			return code == http.StatusOK
 		})
 	}
-	port := clustertest.FreePort(t, n1.Host, n2.Host, n3.Host)
+	port := gatewaytest.FreePort(t)
 	before = appliedIndex(t, n3)
 	code, body := n3.Do("POST", "/imposters", map[string]any{
 		"protocol": "http", "port": port,

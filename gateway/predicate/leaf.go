@@ -465,9 +465,9 @@ func shape(vals []any) any {
 // transformed (arrays kept in order), or s itself when it is not JSON.
 func (l *leaf) tryJSON(s string) any { return l.tryJSONInto(s, nil) }
 
-// tryJSONInto is tryJSON with the objects made of maps that m lends.
-func (l *leaf) tryJSONInto(s string, m *selector.Maps) any {
-	v, ok := selector.ParseJSONInto(s, l.parseKey, l.parseStr, m)
+// tryJSONInto is tryJSON with the objects and arrays made in the room it lends.
+func (l *leaf) tryJSONInto(s string, room *selector.Room) any {
+	v, ok := selector.ParseJSONInto(s, l.parseKey, l.parseStr, room)
 	if !ok {
 		return s
 	}

@@ -27,7 +27,7 @@ type jsonView struct{ t *leaf }
 
 func (v *jsonView) Make(r *message.Request) any {
 	d := jsonDocs.Get().(*jsonDoc)
-	d.doc = v.t.tryJSONInto(v.t.str(b2s(r.Body)), &d.maps)
+	d.doc = v.t.tryJSONInto(v.t.str(b2s(r.Body)), &d.room)
 	return d
 }
 
@@ -38,7 +38,7 @@ func (v *jsonView) Make(r *message.Request) any {
 type jsonDoc struct {
 	doc      any
 	selected selections // by selector (deep: deepEquals' forcing), shaped
-	maps     selector.Maps
+	room     selector.Room
 }
 
 var jsonDocs = sync.Pool{New: func() any { return new(jsonDoc) }}
@@ -47,7 +47,7 @@ var jsonDocs = sync.Pool{New: func() any { return new(jsonDoc) }}
 // keeps a request's document, or what was selected from it, past it.
 func (d *jsonDoc) Release() {
 	d.doc, d.selected = nil, selections{}
-	d.maps.Release()
+	d.room.Release()
 	jsonDocs.Put(d)
 }
 
@@ -93,7 +93,7 @@ func (d *xmlDoc) eval(x *selector.XPath) any {
 // larger, equals' too.
 type selections struct {
 	first selection
-	n     int
+	used  bool // first holds one
 	more  []selection
 }
 
@@ -104,7 +104,7 @@ type selection struct {
 }
 
 func (s *selections) get(key string, deep bool) (any, bool) {
-	if e := &s.first; s.n > 0 && e.deep == deep && e.key == key {
+	if e := &s.first; s.used && e.deep == deep && e.key == key {
 		return e.v, true
 	}
 	for i := range s.more {
@@ -116,12 +116,11 @@ func (s *selections) get(key string, deep bool) (any, bool) {
 }
 
 func (s *selections) add(key string, deep bool, v any) {
-	if s.n == 0 {
-		s.first = selection{key, deep, v}
+	if !s.used {
+		s.first, s.used = selection{key, deep, v}, true
 	} else {
 		s.more = append(s.more, selection{key, deep, v})
 	}
-	s.n++
 }
 
 type bodyViews struct {

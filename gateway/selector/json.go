@@ -25,14 +25,15 @@ func ParseJSONWith(text string, key, str func(string) string) (any, bool) {
 	return ParseJSONInto(text, key, str, nil)
 }
 
-// ParseJSONInto is ParseJSONWith making its objects of maps that m lends
-// (nil: new ones). The document is then valid only until m.Release.
-func ParseJSONInto(text string, key, str func(string) string, m *Maps) (any, bool) {
-	p := jsonParser{s: text, key: key, str: str, maps: m}
+// ParseJSONInto is ParseJSONWith making its objects and arrays in what room
+// lends (nil: new ones). The document is then valid only until
+// room.Release.
+func ParseJSONInto(text string, key, str func(string) string, room *Room) (any, bool) {
+	p := jsonParser{s: text, key: key, str: str, room: room}
 	// The pending members and elements live in recycled room, so that
 	// only the maps and slices the document is made of are allocated.
-	room := pendingRoom.Get().(*pending)
-	p.kvs, p.vals = room.kvs[:0], room.vals[:0]
+	pend := pendingRoom.Get().(*pending)
+	p.kvs, p.vals = pend.kvs[:0], pend.vals[:0]
 	v, ok := p.document()
 	if cap(p.kvs) <= maxPendingRoom && cap(p.vals) <= maxPendingRoom {
 		if !ok {
@@ -41,9 +42,9 @@ func ParseJSONInto(text string, key, str func(string) string, m *Maps) (any, boo
 			clear(p.kvs[:cap(p.kvs)])
 			clear(p.vals[:cap(p.vals)])
 		}
-		room.kvs, room.vals = p.kvs[:0], p.vals[:0]
+		pend.kvs, pend.vals = p.kvs[:0], p.vals[:0]
 	}
-	pendingRoom.Put(room)
+	pendingRoom.Put(pend)
 	return v, ok
 }
 
@@ -63,25 +64,25 @@ const maxPendingRoom = 1024
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
 
-// Maps lends a parser the maps and array room that earlier documents were
+// Room lends a parser the maps and array elements that earlier documents were
 // made of, so that a document parsed on every request, and dropped at its
 // end, costs no allocation for its objects and arrays once the room it
 // needs exists: on a 120-byte body of three objects and an array, seven
 // of fifteen allocations, and 960 of 1256 bytes.
-type Maps struct {
+type Room struct {
 	free, lent []map[string]any
 	elems      []any // the arrays' elements, each array a full slice of it
 }
 
-// maxLentMaps and maxLentMapLen bound what Release keeps, so that one huge
-// document does not pin its maps.
+// maxLentMaps, maxLentMapLen and maxLentElems bound what Release keeps, so
+// that one huge document does not pin its room.
 const (
 	maxLentMaps   = 64
 	maxLentMapLen = 64
 	maxLentElems  = 1024
 )
 
-func (m *Maps) get(n int) map[string]any {
+func (m *Room) get(n int) map[string]any {
 	var out map[string]any
 	if k := len(m.free); k > 0 {
 		out = m.free[k-1]
@@ -96,7 +97,7 @@ func (m *Maps) get(n int) map[string]any {
 
 // array returns a copy of vals in the room: a full slice, so that an
 // append to it copies instead of writing over the next array.
-func (m *Maps) array(vals []any) []any {
+func (m *Room) array(vals []any) []any {
 	if len(m.elems)+len(vals) > cap(m.elems) {
 		// Arrays already made keep the old room; the new one is kept.
 		m.elems = make([]any, 0, max(2*cap(m.elems), len(vals), 16))
@@ -108,7 +109,7 @@ func (m *Maps) array(vals []any) []any {
 
 // Release takes back every map lent since the last Release, emptied, and
 // the arrays' room: the documents made of them must no longer be in use.
-func (m *Maps) Release() {
+func (m *Room) Release() {
 	clear(m.elems)
 	m.elems = m.elems[:0]
 	if cap(m.elems) > maxLentElems {
@@ -125,7 +126,7 @@ func (m *Maps) Release() {
 }
 
 type jsonParser struct {
-	maps     *Maps // nil: make new maps
+	room     *Room // nil: allocate the maps and arrays
 	s        string
 	i        int
 	depth    int
@@ -263,8 +264,8 @@ func (p *jsonParser) next(closing byte) (more, ok bool) {
 func (p *jsonParser) finish(mark int) map[string]any {
 	kvs := p.kvs[mark:]
 	var m map[string]any
-	if p.maps != nil {
-		m = p.maps.get(len(kvs))
+	if p.room != nil {
+		m = p.room.get(len(kvs))
 	} else {
 		m = make(map[string]any, len(kvs))
 	}
@@ -308,8 +309,8 @@ func (p *jsonParser) array() (any, bool) {
 		if more, ok := p.next(']'); !ok {
 			return nil, false
 		} else if !more {
-			if p.maps != nil {
-				return p.maps.array(p.vals[mark:]), true
+			if p.room != nil {
+				return p.room.array(p.vals[mark:]), true
 			}
 			return slices.Clone(p.vals[mark:]), true
 		}

@@ -112,7 +112,7 @@ var docs = rapid.Custom(func(t *rapid.T) any {
 // between, are each the document ParseJSON makes, and stay so until the
 // Release: nothing of an earlier document, nor of a sibling, shows.
 func TestPropParseJSONIntoLentRoom(t *testing.T) {
-	var m Maps
+	var m Room
 	rapid.Check(t, func(t *rapid.T) {
 		for i := range rapid.IntRange(1, 4).Draw(t, "docs") {
 			text, _ := json.Marshal(docs.Draw(t, "doc"+strings.Repeat("'", i)))

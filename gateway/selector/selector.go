@@ -273,42 +273,40 @@ func Shape(vals []any) any {
 // String renders a selected value as JavaScript's String() does, which is
 // what mb substitutes into a response token.
 func String(v any) string {
-	switch v := v.(type) { // the scalars, without a buffer
-	case string:
-		return v
-	case json.Number:
-		return JSNumber(v)
-	case bool:
-		if v {
-			return "true"
-		}
-		return "false"
-	case nil:
-		return "null"
-	case map[string]any:
-		return "[object Object]"
+	if s, ok := scalarJS(v); ok { // without a buffer
+		return s
 	}
 	var b bytes.Buffer
 	writeJS(&b, v)
 	return b.String()
 }
 
-func writeJS(b *bytes.Buffer, v any) {
+// scalarJS is String of a scalar; ok is false for an array or an object.
+func scalarJS(v any) (s string, ok bool) {
 	switch v := v.(type) {
 	case string:
-		b.WriteString(v)
+		return v, true
 	case json.Number:
-		b.WriteString(JSNumber(v))
+		return JSNumber(v), true
 	case float64:
-		b.WriteString(formatFloat(v))
+		return formatFloat(v), true
 	case bool:
 		if v {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
+			return "true", true
 		}
+		return "false", true
 	case nil:
-		b.WriteString("null")
+		return "null", true
+	}
+	return "", false
+}
+
+func writeJS(b *bytes.Buffer, v any) {
+	if s, ok := scalarJS(v); ok {
+		b.WriteString(s)
+		return
+	}
+	switch v := v.(type) {
 	case []any:
 		// Array.prototype.toString joins the elements with commas; null
 		// and undefined elements render empty.

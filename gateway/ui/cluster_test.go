@@ -30,7 +30,7 @@ var clusterHosts = []string{"127.0.0.21", "127.0.0.22", "127.0.0.23"}
 func TestClusterPage(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, Hosts: clusterHosts, Names: []string{"n1", "n2", hostile}})
 	n1 := c.Node("n1")
-	port := clustertest.FreePort(t, clusterHosts...)
+	port := gatewaytest.FreePort(t)
 	n1.PostImposter(map[string]any{
 		"protocol": "http", "port": port, "name": "shop",
 		"_rift": map[string]any{"flowState": map[string]any{"flowIdSource": "header:X-Flow-Id"}},

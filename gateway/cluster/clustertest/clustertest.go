@@ -21,8 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,13 +96,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := os.WriteFile(c.secret, []byte("clustertest-secret-"+strconv.FormatInt(time.Now().UnixNano(), 36)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hosts := make([]string, opts.Nodes)
-	for i := range hosts {
-		hosts[i] = c.host(i + 1)
-	}
-	c.adminPort, c.peerPort = FreePort(t, hosts...), FreePort(t, hosts...)
+	c.adminPort, c.peerPort = gatewaytest.FreePort(t), gatewaytest.FreePort(t)
 	if opts.Faults {
-		c.proxyPort = FreePort(t, hosts...)
+		c.proxyPort = gatewaytest.FreePort(t)
 		c.Faults = faultproxy.New(uint64(time.Now().UnixNano()))
 		t.Cleanup(c.Faults.Close)
 	}
@@ -270,44 +264,4 @@ func (c *Cluster) Leader(names ...string) *Node {
 		return true
 	})
 	return c.Node(leader)
-}
-
-// handedOut are the ports FreePort returned, never returned twice.
-var handedOut struct {
-	sync.Mutex
-	ports map[int]bool
-}
-
-// FreePort returns a port that was free a moment ago on every host, and
-// that it has not returned before.
-func FreePort(t testing.TB, hosts ...string) int {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = map[int]bool{}
-	}
-	for range 100 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(hosts[0], "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		free := true
-		for _, h := range hosts[1:] {
-			l, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		ln.Close()
-		if free && !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port
-		}
-	}
-	t.Fatalf("clustertest: no port free on all of %s", strings.Join(hosts, ", "))
-	return 0
 }

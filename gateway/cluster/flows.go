@@ -601,13 +601,19 @@ func (f *Flows) List(ctx context.Context, prefix, after string, limit int) ([]st
 }
 
 // DeletePrefix implements flow.Store over the whole cluster: every member
-// removes the flows it holds under prefix, and counts those it owns.
+// removes the flows it holds under prefix, and counts those it owns. It
+// runs twice: a member drains its pushes before it deletes, so the second
+// round finds every push of a write acknowledged before the call merged,
+// and removes the replica copies a push brought back after the first.
 func (f *Flows) DeletePrefix(ctx context.Context, prefix string) (int, error) {
-	r := request{op: opDeletePrefix, flow: prefix}
-	answers, failed := f.broadcast(ctx, &r)
-	n := 0
-	for _, a := range answers {
-		n += int(a.n)
+	n, failed := 0, 0
+	for range 2 {
+		r := request{op: opDeletePrefix, flow: prefix}
+		answers, down := f.broadcast(ctx, &r)
+		for _, a := range answers {
+			n += int(a.n)
+		}
+		failed = max(failed, down)
 	}
 	if failed > 0 {
 		return n, fmt.Errorf("%w: %d members unreachable; their copies of %q remain until their TTL", flow.ErrUnavailable, failed, prefix)

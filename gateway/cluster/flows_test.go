@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -290,5 +291,32 @@ func TestPushesAreToldWithoutAnAnswer(t *testing.T) {
 	eventually(t, "n2 holds the next push on the same session", replicated("v2"))
 	if got := written(); got != before {
 		t.Errorf("n2 wrote %d frames to n1 for two told pushes, want none", got-before)
+	}
+}
+
+// DeletePrefix removes what was written before it everywhere, replica
+// copies included: a push of an acknowledged write still on its way to a
+// successor when the delete reaches that successor must not bring the flow
+// back there (TestContract caught one so).
+func TestDeletePrefixOutrunsNoPush(t *testing.T) {
+	c := threeNodes(t, nil)
+	n := c.get("n2")
+	ctx := context.Background()
+	mem := flow.Policy{Durability: flow.Memory}
+	for round := range 30 {
+		for j := range 12 {
+			id := fmt.Sprintf("i7:r%d-%d", round, j)
+			if _, err := n.f.Put(ctx, id, "k", []byte("v"), mem); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := n.f.DeletePrefix(ctx, "i7:"); err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range c.running() {
+			if ids, _, err := other.f.Shard().Flows(ctx, "i7:", "", 100); err != nil || len(ids) > 0 {
+				t.Fatalf("round %d: %s still holds %v (%v) after DeletePrefix", round, other.name, ids, err)
+			}
+		}
 	}
 }

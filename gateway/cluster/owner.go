@@ -503,6 +503,9 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		shardStatus(a, err)
 		a.ids, a.more = ids, more
 	case opDeletePrefix:
+		if err := f.drainPushes(ctx); err != nil {
+			f.log.Debug("cluster: deleting a prefix before some pushes were drained", "prefix", r.flow, "err", err)
+		}
 		v := f.currentView()
 		owned, err := f.shard.Summaries(func(id string) bool {
 			return strings.HasPrefix(id, r.flow) && v.ring.Owner(ring.ClassFlow, id) == f.self

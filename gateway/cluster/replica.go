@@ -142,6 +142,13 @@ type pushQueue struct {
 	wake chan struct{}
 	stop chan struct{}
 	once sync.Once
+	// For drain, under mu: queued counts the items ever added, and taken
+	// those taken off q (sent, being sent or dropped); sending holds the
+	// first item number of each batch being sent; progress is closed and
+	// replaced whenever a batch has been sent.
+	queued, taken uint64
+	sending       []uint64
+	progress      chan struct{}
 }
 
 type pushItem struct {
@@ -163,7 +170,7 @@ const (
 var errDropped = errors.New("dropped: the successor's push queue was full")
 
 func newPushQueue(f *Flows, p *peer) *pushQueue {
-	q := &pushQueue{f: f, p: p, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	q := &pushQueue{f: f, p: p, wake: make(chan struct{}, 1), stop: make(chan struct{}), progress: make(chan struct{})}
 	for range pushSenders {
 		if !f.spawn(q.run) {
 			q.close()
@@ -183,10 +190,12 @@ func (q *pushQueue) add(set flowshard.RecordSet, a *ack, at time.Time) {
 	if len(q.q) >= maxQueued {
 		old := q.q[0]
 		q.q = q.q[1:]
+		q.taken++
 		q.f.pushDropped.Add(1)
 		defer old.ack.done(errDropped)
 	}
 	q.q = append(q.q, pushItem{set: set, ack: a, at: at})
+	q.queued++
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -214,6 +223,7 @@ func (q *pushQueue) run() {
 			q.mu.Lock()
 			rest := q.q
 			q.q = nil
+			q.taken += uint64(len(rest))
 			q.mu.Unlock()
 			for _, it := range rest {
 				it.ack.done(errSessionClosed)
@@ -232,11 +242,17 @@ func (q *pushQueue) run() {
 			}
 			batch = append(batch[:0], q.q[:n]...)
 			q.q = slices.Delete(q.q, 0, n)
+			first := q.taken
+			q.taken += uint64(n)
+			if n > 0 {
+				q.sending = append(q.sending, first)
+			}
 			q.mu.Unlock()
 			if len(batch) == 0 {
 				break
 			}
 			err := q.send(batch)
+			q.sent(first)
 			for _, it := range batch {
 				it.ack.done(err)
 			}
@@ -249,6 +265,82 @@ func (q *pushQueue) run() {
 			clear(batch)
 		}
 	}
+}
+
+// sent records that the batch starting at item number first was sent
+// (or failed), waking drain.
+func (q *pushQueue) sent(first uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sending = slices.DeleteFunc(q.sending, func(n uint64) bool { return n == first })
+	close(q.progress)
+	q.progress = make(chan struct{})
+}
+
+// drain returns once every push queued before it was called has been sent
+// and merged by the successor, or dropped: it waits for the batches ahead
+// of it, then asks the successor an empty push, which is answered after
+// every frame this node sent before it on the session (told pushes are
+// merged in order, on the session's reader). A delete that runs after
+// every member drained cannot be overtaken by an older push.
+func (q *pushQueue) drain(ctx context.Context) error {
+	q.mu.Lock()
+	target := q.queued
+	for {
+		done := q.taken
+		for _, n := range q.sending {
+			done = min(done, n)
+		}
+		if done >= target {
+			break
+		}
+		wait := q.progress
+		q.mu.Unlock()
+		select {
+		case <-wait:
+		case <-q.stop:
+			return errSessionClosed
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: draining pushes to %s: %w", formatID(q.p.id), ctx.Err())
+		}
+		q.mu.Lock()
+	}
+	empty := target == 0
+	q.mu.Unlock()
+	if empty {
+		return nil // this node never pushed to the successor
+	}
+	r := request{op: opPush}
+	r.mIdx, r.budget = q.f.view.Load().idx, uint64(q.f.deadline.Milliseconds())
+	var a answer
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(q.f.deadline)
+	}
+	if err := q.f.call(q.p.id, slotBulk, deadline, &r, &a); err != nil {
+		return err
+	}
+	if a.status != statusOK {
+		return statusErr(&a)
+	}
+	return nil
+}
+
+// drainPushes drains (pushQueue.drain) every successor's queue at once.
+func (f *Flows) drainPushes(ctx context.Context) error {
+	f.peerMu.RLock()
+	queues := make([]*pushQueue, 0, len(f.peers))
+	for _, p := range f.peers {
+		queues = append(queues, p.push)
+	}
+	f.peerMu.RUnlock()
+	errs := make([]error, len(queues))
+	var wg sync.WaitGroup
+	for i, q := range queues {
+		wg.Go(func() { errs[i] = q.drain(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // send pushes one batch. A batch that no Sync write waits for is told,

@@ -271,7 +271,7 @@ func TestPushesAreToldWithoutAnAnswer(t *testing.T) {
 		for s := range n2.f.sessions {
 			if s.peer == n1.f.self {
 				s.wmu.Lock()
-				n += s.out.pos
+				n += s.frames
 				s.wmu.Unlock()
 			}
 		}

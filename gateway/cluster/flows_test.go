@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -317,6 +318,43 @@ func TestDeletePrefixOutrunsNoPush(t *testing.T) {
 			if ids, _, err := other.f.Shard().Flows(ctx, "i7:", "", 100); err != nil || len(ids) > 0 {
 				t.Fatalf("round %d: %s still holds %v (%v) after DeletePrefix", round, other.name, ids, err)
 			}
+		}
+	}
+}
+
+// A member cut off does not hold up the others' part of a delete: each
+// waits for its pushes to that member only so long, deletes, and answers
+// in time, so the delete reports just the one member unreachable.
+func TestDeletePrefixWithAMemberCutOff(t *testing.T) {
+	c := threeNodes(t, nil)
+	n := c.get("n2")
+	ctx := context.Background()
+	mem := flow.Policy{Durability: flow.Memory}
+	for j := range 12 {
+		if _, err := n.f.Put(ctx, fmt.Sprintf("i7:cut-%d", j), "k", []byte("v"), mem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.net.Isolate("n3")
+	defer c.net.Heal()
+	// What n1 and n2 queue for n3 from now on waits for it.
+	v := n.f.currentView()
+	for _, id := range append(flowsOwnedBy(v, "n1", 6), flowsOwnedBy(v, "n2", 6)...) {
+		if _, err := n.f.Put(ctx, id, "k", []byte("v"), mem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	_, err := n.f.DeletePrefix(ctx, "i7:")
+	if !errors.Is(err, flow.ErrUnavailable) || !strings.Contains(err.Error(), "1 members unreachable") {
+		t.Fatalf("DeletePrefix with n3 cut off = %v", err)
+	}
+	if took := time.Since(start); took > 4*n.f.deadline { // two rounds, each waiting out n3
+		t.Fatalf("DeletePrefix took %v", took)
+	}
+	for _, name := range []string{"n1", "n2"} {
+		if ids, _, err := c.get(name).f.Shard().Flows(ctx, "i7:", "", 100); err != nil || len(ids) > 0 {
+			t.Fatalf("%s still holds %v (%v)", name, ids, err)
 		}
 	}
 }

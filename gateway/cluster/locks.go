@@ -106,6 +106,11 @@ func (l *flowLocks) drop(sh *lockShard, id string, fl *flowLock) {
 // stopping a runtime timer for each was a tenth of a local operation's
 // cost. Until then Err stays nil, as the context contract allows: Done has
 // not been closed, and nobody is waiting on it.
+//
+// Never derive a context from one (context.WithTimeout and the like): the
+// standard library watches a foreign parent from a goroutine of its own,
+// which can still read the opCtx after its release, when the pool has
+// handed it to another operation.
 type opCtx struct {
 	// inline: the operation runs on a session's reader goroutine and must
 	// not wait (see inlineable).

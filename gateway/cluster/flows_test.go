@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -303,14 +304,8 @@ func TestDeletePrefixOutrunsNoPush(t *testing.T) {
 	c := threeNodes(t, nil)
 	n := c.get("n2")
 	ctx := context.Background()
-	mem := flow.Policy{Durability: flow.Memory}
 	for round := range 30 {
-		for j := range 12 {
-			id := fmt.Sprintf("i7:r%d-%d", round, j)
-			if _, err := n.f.Put(ctx, id, "k", []byte("v"), mem); err != nil {
-				t.Fatal(err)
-			}
-		}
+		putFlows(t, n, numbered(fmt.Sprintf("i7:r%d-", round), 12))
 		if _, err := n.f.DeletePrefix(ctx, "i7:"); err != nil {
 			t.Fatal(err)
 		}
@@ -329,21 +324,12 @@ func TestDeletePrefixWithAMemberCutOff(t *testing.T) {
 	c := threeNodes(t, nil)
 	n := c.get("n2")
 	ctx := context.Background()
-	mem := flow.Policy{Durability: flow.Memory}
-	for j := range 12 {
-		if _, err := n.f.Put(ctx, fmt.Sprintf("i7:cut-%d", j), "k", []byte("v"), mem); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putFlows(t, n, numbered("i7:cut-", 12))
 	c.net.Isolate("n3")
 	defer c.net.Heal()
 	// What n1 and n2 queue for n3 from now on waits for it.
 	v := n.f.currentView()
-	for _, id := range append(flowsOwnedBy(v, "n1", 6), flowsOwnedBy(v, "n2", 6)...) {
-		if _, err := n.f.Put(ctx, id, "k", []byte("v"), mem); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putFlows(t, n, append(flowsOwnedBy(v, "n1", 6), flowsOwnedBy(v, "n2", 6)...))
 	start := time.Now()
 	_, err := n.f.DeletePrefix(ctx, "i7:")
 	if !errors.Is(err, flow.ErrUnavailable) || !strings.Contains(err.Error(), "1 members unreachable") {
@@ -357,4 +343,23 @@ func TestDeletePrefixWithAMemberCutOff(t *testing.T) {
 			t.Fatalf("%s still holds %v (%v)", name, ids, err)
 		}
 	}
+}
+
+// putFlows writes key "k" of each flow from n, in memory.
+func putFlows(t *testing.T, n *tnode, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := n.f.Put(context.Background(), id, "k", []byte("v"), flow.Policy{Durability: flow.Memory}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// numbered is prefix0 ... prefix(n-1).
+func numbered(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + strconv.Itoa(i)
+	}
+	return out
 }

@@ -503,11 +503,12 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		shardStatus(a, err)
 		a.ids, a.more = ids, more
 	case opDeletePrefix:
-		// Half of the operation's budget, so that a successor cut off
+		// Half of what the operation has left, so that a successor cut off
 		// costs the drain, not this member's delete and answer. (A context
 		// of its own: one derived from the pooled opCtx would watch it
 		// after its release.)
-		dctx, cancel := context.WithTimeout(context.Background(), time.Duration(min(r.budget, uint64(f.deadline.Milliseconds())))*time.Millisecond/2)
+		end, _ := ctx.Deadline()
+		dctx, cancel := context.WithTimeout(context.Background(), time.Until(end)/2)
 		if err := f.drainPushes(dctx); err != nil {
 			f.log.Debug("cluster: deleting a prefix before some pushes were drained", "prefix", r.flow, "err", err)
 		}

@@ -310,20 +310,11 @@ func (q *pushQueue) drain(ctx context.Context) error {
 	if empty {
 		return nil // this node never pushed to the successor
 	}
-	r := request{op: opPush}
-	r.mIdx, r.budget = q.f.view.Load().idx, uint64(q.f.deadline.Milliseconds())
-	var a answer
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(q.f.deadline)
 	}
-	if err := q.f.call(q.p.id, slotBulk, deadline, &r, &a); err != nil {
-		return err
-	}
-	if a.status != statusOK {
-		return statusErr(&a)
-	}
-	return nil
+	return q.push(nil, true, deadline)
 }
 
 // drainPushes drains (pushQueue.drain) every successor's queue at once.
@@ -354,13 +345,18 @@ func (q *pushQueue) send(batch []pushItem) error {
 		sets[i] = it.set
 		waited = waited || it.ack != nil
 	}
+	return q.push(sets, waited, time.Now().Add(q.f.deadline))
+}
+
+// push sends sets to the successor on the bulk session: asked, it waits
+// until deadline for the successor's answer, else it is told.
+func (q *pushQueue) push(sets []flowshard.RecordSet, asked bool, deadline time.Time) error {
 	r := request{op: opPush, sets: sets}
 	r.mIdx, r.budget = q.f.view.Load().idx, uint64(q.f.deadline.Milliseconds())
-	if !waited {
+	if !asked {
 		return q.f.tell(q.p.id, slotBulk, &r)
 	}
 	var a answer
-	deadline := time.Now().Add(q.f.deadline)
 	if err := q.f.call(q.p.id, slotBulk, deadline, &r, &a); err != nil {
 		return err
 	}

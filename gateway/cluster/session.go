@@ -58,7 +58,6 @@ const (
 	hdrSession        = "X-Rift-Session" // the answerer's nonce, hex
 	authGroup         = "riftgate-flows"
 	tagBytes          = 16
-	frameHeader       = 4 + 1 + 4
 	// maxFrame bounds one frame: a page of adoption or anti-entropy, a few
 	// MiB, or one 64 KiB value with room to spare.
 	maxFrame = 8 << 20

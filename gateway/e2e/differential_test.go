@@ -152,8 +152,10 @@ func (e *env) expand(s string) string {
 }
 
 // sentinels stand for each port in normalized answers, as numbers, so that
-// JSON stays JSON.
-var sentinels = map[string]string{"admin": "10000", "a": "10001", "b": "10002", "c": "10003"}
+// JSON stays JSON. They lie below gatewaytest.FreePort's range: a sentinel
+// that could be a real port would be replaced again by the next port's
+// pattern (normalizePorts goes through the ports in no set order).
+var sentinels = map[string]string{"admin": "9000", "a": "9001", "b": "9002", "c": "9003"}
 
 func (e *env) normalizePorts(s string) string {
 	all := map[string]int{"admin": e.sys.in.Port}

@@ -497,7 +497,7 @@ func (b *bench) clusterReport(p func(string, ...any)) {
 	}
 	p("\n## Cluster (3 nodes) against one node\n\n")
 	p("Three riftgate processes on 127.0.0.1-3, started with the cluster flags and pinned with the single node to the servers' CPU, against the single node in the same rounds and slices. The load goes to the three nodes in turn, so two of every three flow operations reach their flow's owner over an owner RPC; each write is also pushed to the flow's two other nodes.\n\n")
-	p("| case | 3 nodes req/s | one node req/s | 3 nodes / one node | target |\n|---|---|---|---|---|\n")
+	p("| case | 3 nodes req/s | one node req/s | 3 nodes / one node | target | server CPU µs/req, 3 nodes / one node |\n|---|---|---|---|---|---|\n")
 	for _, c := range rows {
 		cells := b.cells[c.id]
 		cr, sr := cells[sysCluster], cells[sysRift]
@@ -525,7 +525,7 @@ func (b *bench) clusterReport(p func(string, ...any)) {
 		} else if c.clusterTarget > 0 {
 			t += ": n/a " + mdEscape(noteOr(cr))
 		}
-		p("| %s | %s | %s | %s | %s |\n", c.title, crps, srps, ratio, t)
+		p("| %s | %s | %s | %s | %s | %s / %s |\n", c.title, crps, srps, ratio, t, cr.cpu(), sr.cpu())
 	}
 	if len(b.rpc) == 2 {
 		p("\nOwner RPC latency over every RPC of the run (GET /metrics `riftgate_cluster_owner_rpc_seconds` of the three nodes, %d RPCs, interpolated within its buckets): p50 **%.0f µs**, p99 **%.0f µs**.\n", b.rpcN, float64(b.rpc[0].Microseconds()), float64(b.rpc[1].Microseconds()))

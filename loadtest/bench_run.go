@@ -37,6 +37,9 @@ type bench struct {
 	pauses  []pause
 	// inProcess is the -inprocess file's benchmarks (nil without one).
 	inProcess *inProcess
+	// servers are each system's server processes, whose CPU time a
+	// measurement reads.
+	servers map[string]func() []*process
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -59,6 +62,9 @@ type measurement struct {
 	rate          float64 // open loop only
 	unsent        int64   // open loop: due but never sent
 	round         int
+	// cpu is the server processes' CPU time per request sent, in µs
+	// (warm-up included, since its CPU is too); 0 when unknown.
+	cpu float64
 }
 
 type wrkRound struct{ wrk, riftload float64 }
@@ -96,6 +102,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("bench: the raw server is needed as the reference: %w", err)
 	}
 	defer raw.stop()
+	b.servers = map[string]func() []*process{sysRaw: func() []*process { return []*process{raw} }}
 	admins := map[string]string{}
 	down := map[string]string{}
 	rg, admin, err := b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, "--datadir", dir+"/riftgate-data")
@@ -104,6 +111,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	} else {
 		defer rg.stop()
 		admins[sysRift] = admin
+		b.servers[sysRift] = func() []*process { return []*process{rg} }
 	}
 	mb, admin, err := b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
 	if err != nil {
@@ -111,6 +119,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	} else {
 		defer mb.stop()
 		admins[sysMB] = admin
+		b.servers[sysMB] = func() []*process { return []*process{mb} }
 	}
 	b.cases = benchCases(b.cfg.wasmDir, rawURL)
 	if b.wantsCluster() {
@@ -118,6 +127,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 			down[sysCluster] = err.Error()
 		} else {
 			defer b.cluster.stop()
+			b.servers[sysCluster] = func() []*process { return b.cluster.procs }
 		}
 	}
 	for sys, why := range down {
@@ -291,6 +301,11 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 		n = b.cfg.slices
 	}
 	parts := map[string][]*Result{}
+	cpu := map[string]time.Duration{}
+	cpuOK := map[string]bool{}
+	for _, sys := range live {
+		cpuOK[sys] = true
+	}
 	for k := range n {
 		seq := slices.Clone(live)
 		if k%2 == 1 {
@@ -302,17 +317,43 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 			if k > 0 {
 				o.Warmup = 0
 			}
+			cpu0, ok0 := b.serverCPU(sys)
 			res, err := Run(ctx, o)
 			if err != nil {
 				cells[sys].errNote = "failed: " + err.Error()
 				return
 			}
+			cpu1, ok1 := b.serverCPU(sys)
+			cpu[sys] += cpu1 - cpu0
+			cpuOK[sys] = cpuOK[sys] && ok0 && ok1
 			parts[sys] = append(parts[sys], res)
 		}
 	}
 	for _, sys := range live {
-		b.record(c, sys, cells[sys], round, opts[sys].Rate, mergeResults(parts[sys]))
+		res := mergeResults(parts[sys])
+		perReq := 0.0
+		if sent := res.Requests + res.WarmupRequests; cpuOK[sys] && sent > 0 {
+			perReq = float64(cpu[sys].Microseconds()) / float64(sent)
+		}
+		b.record(c, sys, cells[sys], round, opts[sys].Rate, res, perReq)
 	}
+}
+
+// serverCPU is the CPU time sys's server processes have used so far.
+func (b *bench) serverCPU(sys string) (time.Duration, bool) {
+	procs := b.servers[sys]
+	if procs == nil {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, p := range procs() {
+		d, ok := p.cpuTime()
+		if !ok {
+			return 0, false
+		}
+		sum += d
+	}
+	return sum, true
 }
 
 // options is the load for one measurement of (c, sys), or nil when there
@@ -346,12 +387,12 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 	return o
 }
 
-func (b *bench) record(c benchCase, sys string, cl *cell, round int, rate float64, res *Result) {
+func (b *bench) record(c benchCase, sys string, cl *cell, round int, rate float64, res *Result, cpu float64) {
 	m := measurement{rps: res.Throughput, p50: res.Latency.P50, p99: res.Latency.P99,
-		requests: res.Requests, errors: res.Errors, rate: rate, unsent: res.Unsent, round: round}
+		requests: res.Requests, errors: res.Errors, rate: rate, unsent: res.Unsent, round: round, cpu: cpu}
 	cl.runs = append(cl.runs, m)
 	b.log.Info("measured", "round", round+1, "case", c.id, "system", sys,
-		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors)
+		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors, "cpuUsPerReq", m.cpu)
 	if res.Requests == 0 || float64(res.Errors) > maxErrorRate*float64(res.Requests) {
 		ex := ""
 		for k, v := range res.ErrorExamples {
@@ -455,6 +496,22 @@ func (cl *cell) medians() (rps, p50, p99 float64) {
 	return median(a), median(b), median(c)
 }
 
+// cpu is the median of the rounds' server CPU per request, in µs, and
+// "-" when a round could not read it.
+func (cl *cell) cpu() string {
+	var a []float64
+	for _, m := range cl.runs {
+		if m.cpu <= 0 {
+			return "-"
+		}
+		a = append(a, m.cpu)
+	}
+	if len(a) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", median(a))
+}
+
 // ok reports whether the cell has numbers to show.
 func (cl *cell) ok() bool { return cl != nil && len(cl.runs) > 0 && cl.note == "" && cl.errNote == "" }
 
@@ -504,7 +561,8 @@ func (b *bench) report() string {
 	}
 
 	p("## Throughput and latency (medians)\n\n")
-	p("| case | system | req/s | p50 ms | p99 ms | rounds | note |\n|---|---|---|---|---|---|---|\n")
+	p("Server CPU is the user and system time of the system's server processes (`/proc/<pid>/stat`, the three nodes summed for the cluster) over the requests they were sent, warm-up included: what a request costs the servers' core, whatever the load generator or the machine's neighbours did to the throughput. A server that is not the bottleneck (raw fasthttp and the static stub, when the load generator is) spends it with idle time between requests, which makes each request dearer than at saturation.\n\n")
+	p("| case | system | req/s | p50 ms | p99 ms | server CPU µs/req | rounds | note |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]
 		if !ok || c.halfOf != "" {
@@ -514,9 +572,9 @@ func (b *bench) report() string {
 			cl := cells[sys]
 			if len(cl.runs) > 0 {
 				rps, p50, p99 := cl.medians()
-				p("| %s | %s | %.0f | %.3f | %.3f | %d | %s |\n", c.title, sys, rps, p50, p99, len(cl.runs), mdEscape(cl.errNote))
+				p("| %s | %s | %.0f | %.3f | %.3f | %s | %d | %s |\n", c.title, sys, rps, p50, p99, cl.cpu(), len(cl.runs), mdEscape(cl.errNote))
 			} else {
-				p("| %s | %s | - | - | - | %d | %s |\n", c.title, sys, len(cl.runs), mdEscape(noteOr(cl)))
+				p("| %s | %s | - | - | - | - | %d | %s |\n", c.title, sys, len(cl.runs), mdEscape(noteOr(cl)))
 			}
 		}
 	}

@@ -268,3 +268,51 @@ func probe(base string, steps []probeStep, checkBody bool) error {
 	}
 	return nil
 }
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, which
+// Linux fixes at 100 for user space whatever the kernel's tick).
+const clockTicks = 100
+
+// cpuTime is the user and system CPU time p and the processes it started
+// (mb's node, a wrapper's child) have used so far; false where /proc is
+// not there to read.
+func (p *process) cpuTime() (time.Duration, bool) {
+	if p == nil || p.cmd.Process == nil {
+		return 0, false
+	}
+	return treeCPU(p.cmd.Process.Pid, 0)
+}
+
+func treeCPU(pid, depth int) (time.Duration, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command (field 2) is in parentheses and may hold spaces; utime
+	// and stime are fields 14 and 15, the 12th and 13th after it.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	d := time.Duration(ut+st) * time.Second / clockTicks
+	if depth > 4 {
+		return d, true
+	}
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, t := range tasks {
+		kids, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		for _, k := range strings.Fields(string(kids)) {
+			if n, err := strconv.Atoi(k); err == nil {
+				if c, ok := treeCPU(n, depth+1); ok {
+					d += c
+				}
+			}
+		}
+	}
+	return d, true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,8 +37,8 @@ func TestBenchReportsUnavailableSystems(t *testing.T) {
 	for _, want := range []string{
 		"| static `is` stub | raw fasthttp | ",
 		"| 50 stubs, only the last matching | raw fasthttp | ",
-		"| static `is` stub | riftgate | - | - | - | 0 | not available: riftgate: stat ",
-		"| static `is` stub | mb 2.9.1 | - | - | - | 0 | not available: mb: stat ",
+		"| static `is` stub | riftgate | - | - | - | - | 0 | not available: riftgate: stat ",
+		"| static `is` stub | mb 2.9.1 | - | - | - | - | 0 | not available: mb: stat ",
 		"| WASM counter (WAT, a flow per user) | riftgate | - |",
 		"| static `is` stub | n/a | >= 0.9x: n/a | n/a | >= 12x: n/a |",
 		"## p99 at 50% of peak (open loop)",
@@ -63,6 +64,15 @@ func TestBenchReportsUnavailableSystems(t *testing.T) {
 	}
 	if strings.Contains(md, "regex") {
 		t.Error("-only did not filter the cases")
+	}
+	// The raw server is a real process: its CPU per request is read from
+	// /proc (case | system | req/s | p50 | p99 | CPU | rounds | note).
+	row := "| static `is` stub | raw fasthttp | "
+	if i := strings.Index(md, row); i >= 0 {
+		f := strings.Split(md[i:i+strings.IndexByte(md[i:], '\n')], "|")
+		if cpu, err := strconv.ParseFloat(strings.TrimSpace(f[6]), 64); err != nil || cpu <= 0 {
+			t.Errorf("raw server CPU per request %q, want a number above 0", f[6])
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,7 +177,13 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 	if listen == nil {
 		listen = net.Listen
 	}
-	ln, err := listen("tcp", net.JoinHostPort(host, strconv.Itoa(spec.Port)))
+	// An IPv4 address binds an IPv4 socket, as Node binds it: Go would make
+	// 0.0.0.0 dual-stack, and answer IPv6 clients mb refuses.
+	network := "tcp"
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is4() {
+		network = "tcp4"
+	}
+	ln, err := listen(network, net.JoinHostPort(host, strconv.Itoa(spec.Port)))
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, mberr.AddressInUse(host, spec.Port)

@@ -11,6 +11,7 @@ package message
 import (
 	"bytes"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -105,7 +106,8 @@ func (r *Request) Reset() {
 	*r = Request{Query: q, Headers: h, form: f, views: vs[:0]}
 }
 
-// RequestFrom returns "ip:port" of the client.
+// RequestFrom returns "ip:port" of the client, as mb shows it (see
+// renderAddr).
 func (r *Request) RequestFrom() string {
 	r.renderAddr()
 	return r.requestFrom
@@ -118,6 +120,9 @@ func (r *Request) RequestFromLen() int {
 	if t, ok := r.addr.(*net.TCPAddr); ok {
 		if ip4 := t.IP.To4(); ip4 != nil && t.Zone == "" && t.Port >= 0 {
 			n := len("...:") + decimalLen(uint64(t.Port))
+			if len(t.IP) == net.IPv6len {
+				n += len(mappedPrefix)
+			}
 			for _, o := range ip4 {
 				n += decimalLen(uint64(o))
 			}
@@ -147,58 +152,55 @@ func (r *Request) SetRemote(requestFrom, ip string) {
 	r.addr, r.requestFrom, r.ip = nil, requestFrom, ip
 }
 
+// mappedPrefix is how Node writes an IPv4 client of a dual-stack socket.
+const mappedPrefix = "::ffff:"
+
+// renderAddr renders the client's address as Node renders a socket's
+// remote address, which is what mb records: in the family of the socket
+// it came on, so that an IPv4 client of a dual-stack listener (an imposter
+// without a host) is "::ffff:127.0.0.1", then ":" and the port, with no
+// brackets around an IPv6 address ("::1:5000"). Go keeps the family too:
+// an address from an IPv6 socket is 16 bytes long, from an IPv4 one 4.
+// One string holds both fields: every computed response needs it, and two
+// renderings cost about a microsecond.
 func (r *Request) renderAddr() {
 	if r.addr == nil {
 		return
 	}
 	a := r.addr
 	r.addr = nil
-	if t, ok := a.(*net.TCPAddr); ok {
-		// One string for both, rendered as net.TCPAddr.String renders it
-		// ("1.2.3.4:5", "[::1]:5"): every computed response needs it, and
-		// two renderings cost about a microsecond.
-		if ip4 := t.IP.To4(); ip4 != nil && t.Zone == "" && t.Port >= 0 {
-			// The usual case, written directly: a third of netip's cost.
-			b := appendOctet(r.addrBuf[:0], ip4[0])
-			for _, o := range ip4[1:] {
-				b = appendOctet(append(b, '.'), o)
-			}
-			end := len(b)
-			b = strconv.AppendUint(append(b, ':'), uint64(t.Port), 10)
-			r.requestFrom = unsafe.String(&r.addrBuf[0], len(b)) // at most 15+1+19 bytes: it fits
-			r.ip = r.requestFrom[:end]
-			return
+	t, ok := a.(*net.TCPAddr)
+	if !ok || t.Port < 0 {
+		r.requestFrom = a.String()
+		r.ip = r.requestFrom
+		if host, _, err := net.SplitHostPort(r.requestFrom); err == nil {
+			r.ip = host
 		}
-		ap := t.AddrPort()
-		ip := ap.Addr().Unmap()
-		if ip.Zone() == "" {
-			b := r.addrBuf[:0]
-			if ip.Is6() {
-				b = append(b, '[')
-			}
-			start := len(b)
-			b = ip.AppendTo(b)
-			end := len(b)
-			if ip.Is6() {
-				b = append(b, ']')
-			}
-			b = strconv.AppendUint(append(b, ':'), uint64(ap.Port()), 10)
-			if &b[0] == &r.addrBuf[0] { // it fitted: no copy
-				r.requestFrom = unsafe.String(&b[0], len(b))
-			} else {
-				r.requestFrom = string(b)
-			}
-			r.ip = r.requestFrom[start:end]
-			return
-		}
-		r.requestFrom, r.ip = t.String(), t.IP.String()
 		return
 	}
-	r.requestFrom = a.String()
-	r.ip = r.requestFrom
-	if host, _, err := net.SplitHostPort(r.requestFrom); err == nil {
-		r.ip = host
+	b := r.addrBuf[:0]
+	if ip4 := t.IP.To4(); ip4 != nil && t.Zone == "" {
+		// The usual case, written directly: a third of netip's cost.
+		if len(t.IP) == net.IPv6len {
+			b = append(b, mappedPrefix...)
+		}
+		b = appendOctet(b, ip4[0])
+		for _, o := range ip4[1:] {
+			b = appendOctet(append(b, '.'), o)
+		}
+	} else if ip, ok := netip.AddrFromSlice(t.IP); ok {
+		b = ip.WithZone(t.Zone).AppendTo(b)
+	} else {
+		b = append(b, t.IP.String()...) // "<nil>" or "?…", as net renders what is no address
 	}
+	end := len(b)
+	b = strconv.AppendUint(append(b, ':'), uint64(t.Port), 10)
+	if &b[0] == &r.addrBuf[0] { // it fitted: no copy
+		r.requestFrom = unsafe.String(&b[0], len(b))
+	} else {
+		r.requestFrom = string(b)
+	}
+	r.ip = r.requestFrom[:end]
 }
 
 // appendOctet appends o in decimal.

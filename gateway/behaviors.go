@@ -47,19 +47,19 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	if b.Empty() {
 		return nil, nil
 	}
-	var r struct {
-		Is *isFields `json:"is"`
+	var is []json.RawMessage // statusCode, headers, body
+	if m, err := message.Members(response, "is"); err == nil && m[0] != nil {
+		is, _ = message.Members(m[0], "statusCode", "headers", "body")
 	}
-	_ = json.Unmarshal(response, &r)
 	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp"}
-	if r.Is != nil && !out.tcp {
+	if is != nil && !out.tcp {
 		// Only an `is` can leave fields out: proxied and injected
 		// responses have them all.
 		for _, f := range []struct {
 			raw json.RawMessage
 			bit behavior.Fields
-		}{{r.Is.StatusCode, behavior.StatusField}, {r.Is.Headers, behavior.HeadersField}, {r.Is.Body, behavior.BodyField}} {
-			if len(f.raw) == 0 || string(f.raw) == "null" {
+		}{{is[0], behavior.StatusField}, {is[1], behavior.HeadersField}, {is[2], behavior.BodyField}} {
+			if message.Falsy(f.raw) { // mb's `||`: the defaultResponse gives it
 				out.unset |= f.bit
 			}
 		}
@@ -67,22 +67,15 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 			return nil, err
 		}
 	} else {
-		r.Is = &isFields{}
+		is = make([]json.RawMessage, 3)
 	}
 	var s string
-	if json.Unmarshal(r.Is.StatusCode, &s) == nil {
+	if json.Unmarshal(is[0], &s) == nil {
 		out.statusText = s
 	}
-	body := bytes.TrimSpace(r.Is.Body)
+	body := bytes.TrimSpace(is[2])
 	out.jsonBody = len(body) > 0 && (body[0] == '{' || body[0] == '[')
 	return out, nil
-}
-
-// isFields are the `is` fields behaviors care about.
-type isFields struct {
-	StatusCode json.RawMessage `json:"statusCode"`
-	Headers    json.RawMessage `json:"headers"`
-	Body       json.RawMessage `json:"body"`
 }
 
 // Apply implements imposter.Behaviors.

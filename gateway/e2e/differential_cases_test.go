@@ -423,4 +423,27 @@ var moreCases = []dcase{
 		admin("DELETE", "/imposters/{a}/stubs/0", "").andStored(),
 		get("/new"),
 	}},
+	// Node writes an IPv4 client of a dual-stack listener (an imposter on
+	// "::", or on no host when mb has no --host) as ::ffff:127.0.0.1, and mb
+	// records and matches it so; an imposter on an IPv4 address sees it
+	// plain.
+	{name: "the client's address in its socket's family", steps: []dstep{
+		imposter(`"host":"::","stubs":[{"predicates":[{"startsWith":{"requestFrom":"::ffff:127.0.0.1:"}},{"equals":{"ip":"::ffff:127.0.0.1"}}],"responses":[{"is":{"body":"mapped"}}]},{"responses":[{"is":{"body":"other"}}]}]`),
+		get("/"),
+		post(`{"protocol":"http","port":{b},"host":"127.0.0.1","stubs":[{"predicates":[{"equals":{"ip":"127.0.0.1"}}],"responses":[{"is":{"body":"plain"}}]}]}`),
+		call("b", "GET", "/", ""),
+		// 0.0.0.0 is an IPv4 socket for Node, not Go's dual-stack one.
+		post(`{"protocol":"http","port":{c},"host":"0.0.0.0","stubs":[{"predicates":[{"equals":{"ip":"127.0.0.1"}}],"responses":[{"is":{"body":"plain"}}]}]}`),
+		call("c", "GET", "/", ""),
+	}},
+	// JavaScript reads keys by exact name, and mb's `||` gives a falsy
+	// field the defaultResponse's.
+	{name: "response fields by exact name, falsy ones defaulted", steps: []dstep{
+		imposter(`"defaultResponse":{"statusCode":404,"body":"default"},"stubs":[
+			{"predicates":[{"equals":{"path":"/is"}}],"responses":[{"is":{"Body":"x","StatusCode":500}}]},
+			{"predicates":[{"equals":{"path":"/empty"}}],"responses":[{"is":{"statusCode":201,"body":"b"},"behaviors":[{"decorate":"(config, response) => { response.statusCode = ''; response.body = 0; }"}]}]},
+			{"predicates":[{"equals":{"path":"/case"}}],"responses":[{"is":{"statusCode":201,"body":"b"},"behaviors":[{"decorate":"(config, response) => ({ StatusCode: 500, BODY: 'upper', headers: { A: '1' } })"}]}]},
+			{"predicates":[{"equals":{"path":"/zero"}}],"responses":[{"is":{"statusCode":0,"body":""}}]}]`),
+		get("/is"), get("/empty"), get("/case"), get("/zero"),
+	}},
 }

@@ -130,8 +130,11 @@ func FuzzParseSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec(data)
 		if err != nil {
+			// One error, or several answered together as mb answers
+			// `{"port":""}` (a bad port and no protocol).
 			var e *mberr.Error
-			if !errors.As(err, &e) {
+			var l mberr.List
+			if !errors.As(err, &e) && !(errors.As(err, &l) && len(l) > 0) {
 				t.Fatalf("error not in mb's shape: %v", err)
 			}
 			return

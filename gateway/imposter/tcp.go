@@ -161,11 +161,11 @@ func (s *tcpServer) writeError(conn net.Conn, err error) bool {
 // buildData computes a tcp `is` response: its data decoded for the wire
 // (base64 in binary mode, as node's lenient decoder reads it).
 func buildData(is json.RawMessage, binary bool) *message.Response {
-	var s struct {
-		Data json.RawMessage `json:"data"`
+	var data json.RawMessage
+	if m, err := message.Members(is, "data"); err == nil {
+		data = m[0]
 	}
-	_ = json.Unmarshal(is, &s)
-	text, _ := message.BodyBytes(s.Data)
+	text, _ := message.BodyBytes(data)
 	return &message.Response{Body: message.DecodeData(string(text), binary), Binary: binary}
 }
 

@@ -75,32 +75,29 @@ func writeString(b *bytes.Buffer, s string) {
 	b.Truncate(b.Len() - 1)
 }
 
-// shape is a response object read back from JSON.
-type shape struct {
-	StatusCode json.RawMessage `json:"statusCode"`
-	Headers    json.RawMessage `json:"headers"`
-	Body       json.RawMessage `json:"body"`
-	Mode       string          `json:"_mode"`
-}
-
 // apply writes a response object (the JSON of a decorated or shell-
 // transformed response) onto r. A body that is not a string is rendered as
-// mb renders it, JSON.stringify(body, null, 4), and marked JSONBody.
+// mb renders it, JSON.stringify(body, null, 4), and marked JSONBody. A
+// field that JavaScript counts as false is unset, as mb's `||` makes it:
+// the imposter's defaultResponse gives it.
 func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]byte, error)) error {
 	if r.TCP {
 		return applyTCP(text, r)
 	}
-	var s shape
-	if err := json.Unmarshal(text, &s); err != nil {
+	m, err := message.Members(text, "statusCode", "headers", "body", "_mode")
+	if err != nil {
 		return fmt.Errorf("not a response object: %w", err)
 	}
+	status, headers, body := m[0], m[1], m[2]
+	var mode string
+	_ = json.Unmarshal(m[3], &mode) // anything but a string is no mode
 	if r.Response == nil {
 		r.Response = &message.Response{}
 	}
 	r.StatusCode, r.StatusText = 0, ""
 	r.Unset = 0
-	switch sc := bytes.TrimSpace(s.StatusCode); {
-	case len(sc) == 0 || string(sc) == "null":
+	switch sc := bytes.TrimSpace(status); {
+	case message.Falsy(sc):
 		r.Unset |= behavior.StatusField
 	case sc[0] == '"':
 		_ = json.Unmarshal(sc, &r.StatusText)
@@ -112,7 +109,7 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		r.StatusCode = int(f)
 	}
 	r.Headers = nil
-	if h := bytes.TrimSpace(s.Headers); len(h) == 0 || string(h) == "null" {
+	if h := bytes.TrimSpace(headers); message.Falsy(h) {
 		r.Unset |= behavior.HeadersField
 	} else {
 		kvs, err := message.ReadMultiMap(h)
@@ -122,8 +119,8 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		r.Headers = kvs
 	}
 	r.Body, r.JSONBody, r.Binary = nil, false, false
-	switch body := bytes.TrimSpace(s.Body); {
-	case len(body) == 0 || string(body) == "null":
+	switch body := bytes.TrimSpace(body); {
+	case message.Falsy(body):
 		r.Unset |= behavior.BodyField
 	case body[0] == '"':
 		var str string
@@ -136,7 +133,7 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		}
 		r.Body, r.JSONBody = out, true
 	}
-	if s.Mode == "binary" {
+	if mode == "binary" {
 		dec, err := base64.StdEncoding.DecodeString(string(r.Body))
 		if err != nil {
 			return fmt.Errorf("binary body: %w", err)

@@ -138,17 +138,15 @@ func tcpResponseText(r *behavior.Response) string {
 
 // applyTCP writes a decorated tcp response object's data onto r.
 func applyTCP(text []byte, r *behavior.Response) error {
-	var s struct {
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(text, &s); err != nil {
+	m, err := message.Members(text, "data")
+	if err != nil {
 		return fmt.Errorf("not a response object: %w", err)
 	}
 	if r.Response == nil {
 		r.Response = &message.Response{}
 	}
 	var data string
-	switch d := bytes.TrimSpace(s.Data); {
+	switch d := bytes.TrimSpace(m[0]); {
 	case len(d) == 0 || string(d) == "null":
 	case d[0] == '"':
 		_ = json.Unmarshal(d, &data)

@@ -73,37 +73,55 @@ func (f *ResponseFields) ResponseInto(d *ResponseFields, r *Response) (_ *Respon
 // ParseResponseFields reads the fields of an `is`-shaped JSON object; an
 // empty raw has none.
 func ParseResponseFields(raw json.RawMessage) (ResponseFields, error) {
-	var s struct {
-		StatusCode json.RawMessage `json:"statusCode"`
-		Headers    json.RawMessage `json:"headers"`
-		Body       json.RawMessage `json:"body"`
-		Mode       string          `json:"_mode"`
-	}
 	var f ResponseFields
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return f, err
-		}
+	if len(raw) == 0 {
+		return f, nil
 	}
-	if !Falsy(s.StatusCode) {
+	m, err := Members(raw, "statusCode", "headers", "body", "_mode")
+	if err != nil {
+		return f, err
+	}
+	status, headers, body := m[0], m[1], m[2]
+	if !Falsy(status) {
 		f.HasStatus = true
-		if code, ok := StatusCode(s.StatusCode); ok {
+		if code, ok := StatusCode(status); ok {
 			f.Status = code
 		}
 	}
-	if !Falsy(s.Headers) {
-		h, err := ResponseHeaders(s.Headers)
+	if !Falsy(headers) {
+		h, err := ResponseHeaders(headers)
 		if err != nil {
 			return f, err
 		}
 		f.Headers, f.HasHeaders = h, true
 	}
-	if !Falsy(s.Body) {
-		f.Body, f.BodyJSON = BodyBytes(s.Body)
+	if !Falsy(body) {
+		f.Body, f.BodyJSON = BodyBytes(body)
 		f.HasBody = true
 	}
-	f.Mode = s.Mode
+	if len(m[3]) > 0 {
+		if err := json.Unmarshal(m[3], &f.Mode); err != nil {
+			return f, err
+		}
+	}
 	return f, nil
+}
+
+// Members returns the raw values of an object's members named names, nil
+// for an absent one, reading keys as JavaScript does: by exact name, the
+// last of duplicates winning. Go's decoder into a struct would also take
+// "Body" or "BODY" for "body", which mb ignores. A raw that is not an
+// object (or null) is an error.
+func Members(raw []byte, names ...string) ([]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, len(names))
+	for i, n := range names {
+		out[i] = m[n]
+	}
+	return out, nil
 }
 
 // Falsy reports whether a JSON value is one JavaScript counts as false.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/pprof"
@@ -55,7 +56,26 @@ func (g *gateway) adminHandler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	}
-	return g.guard(mux)
+	return g.guard(expressNotFound(mux))
+}
+
+// expressNotFound answers a request no route takes as mb's Express does:
+// 404 with its error page, whatever the method, where Go's mux would answer
+// 405 for a known path with another method, or a text 404.
+func expressNotFound(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		msg := html.EscapeString("Cannot " + r.Method + " " + r.URL.EscapedPath())
+		_, _ = io.WriteString(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>"+msg+"</pre>\n</body>\n</html>\n")
+	})
 }
 
 // guard refuses what a hostile web page sends through a browser

@@ -446,4 +446,11 @@ var moreCases = []dcase{
 			{"predicates":[{"equals":{"path":"/zero"}}],"responses":[{"is":{"statusCode":0,"body":""}}]}]`),
 		get("/is"), get("/empty"), get("/case"), get("/zero"),
 	}},
+	// Express answers a route mb lacks 404 with its page, whatever the
+	// method; Go's mux would answer a known path's other methods 405.
+	{name: "a route the admin API lacks", steps: []dstep{
+		imposter(""),
+		admin("GET", "/imposters/{a}/stubs", ""), admin("PATCH", "/imposters", ""),
+		admin("GET", "/no%20such?x=<b>", ""), admin("POST", "/logs", ""),
+	}},
 }

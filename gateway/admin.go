@@ -56,26 +56,22 @@ func (g *gateway) adminHandler() http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	}
-	return g.guard(expressNotFound(mux))
+	// The least specific pattern: what no route takes, whatever the method.
+	mux.HandleFunc("/", expressNotFound)
+	return g.guard(mux)
 }
 
 // expressNotFound answers a request no route takes as mb's Express does:
-// 404 with its error page, whatever the method, where Go's mux would answer
-// 405 for a known path with another method, or a text 404.
-func expressNotFound(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusNotFound)
-		msg := html.EscapeString("Cannot " + r.Method + " " + r.URL.EscapedPath())
-		_, _ = io.WriteString(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>"+msg+"</pre>\n</body>\n</html>\n")
-	})
+// 404 with its error page, where Go's mux would answer 405 for a known path
+// with another method, or a text 404.
+func expressNotFound(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	msg := html.EscapeString("Cannot " + r.Method + " " + r.URL.EscapedPath())
+	_, _ = io.WriteString(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>"+msg+"</pre>\n</body>\n</html>\n")
 }
 
 // guard refuses what a hostile web page sends through a browser

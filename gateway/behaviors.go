@@ -47,8 +47,8 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	if b.Empty() {
 		return nil, nil
 	}
-	var is []json.RawMessage // statusCode, headers, body
-	if m, err := message.Members(response, "is"); err == nil && m[0] != nil {
+	var is []json.RawMessage // statusCode, headers, body; nil unless an object
+	if m, err := message.Members(response, "is"); err == nil && !message.Falsy(m[0]) {
 		is, _ = message.Members(m[0], "statusCode", "headers", "body")
 	}
 	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp"}

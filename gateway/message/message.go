@@ -190,9 +190,7 @@ func (r *Request) renderAddr() {
 		}
 	} else if ip, ok := netip.AddrFromSlice(t.IP); ok {
 		b = ip.WithZone(t.Zone).AppendTo(b)
-	} else {
-		b = append(b, t.IP.String()...) // "<nil>" or "?…", as net renders what is no address
-	}
+	} // else no address: ":port", as net.TCPAddr renders it
 	end := len(b)
 	b = strconv.AppendUint(append(b, ':'), uint64(t.Port), 10)
 	if &b[0] == &r.addrBuf[0] { // it fitted: no copy

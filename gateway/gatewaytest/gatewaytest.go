@@ -29,9 +29,17 @@ var build struct {
 
 // Binary returns the riftgate binary to test: $RIFTGATE_BIN when set (the
 // Makefile sets it), else one built from this checkout once per test process.
+// Go's test cache cannot see the sources of a binary built here, so outside
+// the Makefile a product change needs `go test -count=1`.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("RIFTGATE_BIN"); p != "" {
+		// The stat is for Go's test cache as much as for the error: a test
+		// that only execs the binary would stay cached after it is rebuilt,
+		// while a stat makes its size and mtime part of the cache key.
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("RIFTGATE_BIN: %v", err)
+		}
 		return p
 	}
 	build.once.Do(func() {

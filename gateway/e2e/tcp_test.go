@@ -393,6 +393,19 @@ func TestTCPMatchesMountebank(t *testing.T) {
 			{"predicates":[{"equals":{"data":"c"}}],"responses":[{"is":{"data":"<${X}>"},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":"."}}}]}]},
 			{"predicates":[{"equals":{"data":"d"}}],"responses":[{"is":{"data":"lower"},"behaviors":[{"decorate":"function (config) { config.response.data = config.response.data.toUpperCase(); }"}]}]}]`,
 			[][]byte{[]byte("i"), []byte("c"), []byte("d")}},
+		// mb writes Buffer.from(data || defaultData): a falsy data takes the
+		// default, an array one byte an element, anything else Node's error.
+		{"data that is not a string", `"defaultResponse":{"data":"dflt"},"stubs":[
+			{"predicates":[{"equals":{"data":"0"}}],"responses":[{"is":{"data":0}}]},
+			{"predicates":[{"equals":{"data":"f"}}],"responses":[{"is":{"data":false}}]},
+			{"predicates":[{"equals":{"data":"n"}}],"responses":[{"is":{"data":null}}]},
+			{"predicates":[{"equals":{"data":"o"}}],"responses":[{"is":{"data":{"a":1}}}]},
+			{"predicates":[{"equals":{"data":"5"}}],"responses":[{"is":{"data":5}}]},
+			{"predicates":[{"equals":{"data":"a"}}],"responses":[{"is":{"data":[1,"x",257,-1,true,"7"]}}]},
+			{"predicates":[{"equals":{"data":"i"}}],"responses":[{"inject":"function () { return { data: 0 }; }"}]},
+			{"predicates":[{"equals":{"data":"d"}}],"responses":[{"is":{"data":"x"},"behaviors":[{"decorate":"function (config) { config.response.data = false; }"}]}]},
+			{"predicates":[{"equals":{"data":"D"}}],"responses":[{"is":{"data":"x"},"behaviors":[{"decorate":"function (config) { config.response.data = { a: 1 }; }"}]}]}]`,
+			[][]byte{[]byte("0"), []byte("f"), []byte("n"), []byte("o"), []byte("5"), []byte("a"), []byte("i"), []byte("d"), []byte("D")}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -165,8 +165,9 @@ func buildData(is json.RawMessage, binary bool) *message.Response {
 	if m, err := message.Members(is, "data"); err == nil {
 		data = m[0]
 	}
-	text, _ := message.BodyBytes(data)
-	return &message.Response{Body: message.DecodeData(string(text), binary), Binary: binary}
+	r := &message.Response{Binary: binary}
+	message.SetTCPData(r, data)
+	return r
 }
 
 // compileEndOfRequest compiles a tcp imposter's endOfRequestResolver.

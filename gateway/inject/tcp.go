@@ -3,7 +3,6 @@ package inject
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/dop251/goja"
@@ -145,14 +144,6 @@ func applyTCP(text []byte, r *behavior.Response) error {
 	if r.Response == nil {
 		r.Response = &message.Response{}
 	}
-	var data string
-	switch d := bytes.TrimSpace(m[0]); {
-	case len(d) == 0 || string(d) == "null":
-	case d[0] == '"':
-		_ = json.Unmarshal(d, &data)
-	default:
-		data = string(d)
-	}
-	r.Body = message.DecodeData(data, r.Binary)
+	message.SetTCPData(r.Response, m[0])
 	return nil
 }

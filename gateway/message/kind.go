@@ -3,11 +3,15 @@ package message
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"math"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/riftgate/riftgate/gateway/mberr"
 )
 
 // Kind says which of mb's request shapes a Request has: http's (method,
@@ -280,3 +284,78 @@ func orderedKeys(m map[string]any) []string {
 // SetAddr sets the client's address from a connection, rendered on first
 // use as a fasthttp request's is.
 func (r *Request) SetAddr(a net.Addr) { r.addr, r.requestFrom, r.ip = a, "", "" }
+
+// invalidArgType is what mb writes on a tcp connection when a response's
+// data is neither a string nor an array: Node's Buffer.from throws, and mb's
+// error handler answers with the error's code alone.
+var invalidArgType = mberr.Body(&mberr.Error{Raw: json.RawMessage(`{"code":"ERR_INVALID_ARG_TYPE"}`)})
+
+// TCPData renders a tcp response's data as mb writes it with
+// Buffer.from(data || defaultData, encoding): nil for a falsy data (the
+// default then applies), a string decoded for the wire, an array as one
+// byte an element (JavaScript's ToUint8), and anything else as Node's
+// error.
+func TCPData(raw json.RawMessage, binary bool) []byte {
+	if Falsy(raw) {
+		return nil
+	}
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '"':
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return DecodeData(s, binary)
+	case '[':
+		var elems []any
+		if json.Unmarshal(raw, &elems) != nil {
+			return bytes.Clone(invalidArgType)
+		}
+		out := make([]byte, len(elems))
+		for i, e := range elems {
+			out[i] = toUint8(e)
+		}
+		return out
+	}
+	return bytes.Clone(invalidArgType)
+}
+
+// SetTCPData sets r's data from a tcp response object's raw data, as
+// TCPData renders it. A data that is not a string is also kept as mb holds
+// it, in r.MB, for --debug's matches.
+func SetTCPData(r *Response, raw json.RawMessage) {
+	r.Body = TCPData(raw, r.Binary)
+	r.MB = nil
+	if raw = bytes.TrimSpace(raw); len(raw) > 0 && raw[0] != '"' {
+		r.MB = append(append([]byte(`{"data":`), raw...), '}')
+	}
+}
+
+// toUint8 is JavaScript's ToUint8 of a JSON value: a number truncated and
+// taken modulo 256, NaN (what most non-numbers become) as 0.
+func toUint8(v any) byte {
+	var f float64
+	switch v := v.(type) {
+	case float64:
+		f = v
+	case bool:
+		if v {
+			f = 1
+		}
+	case string:
+		s := strings.TrimSpace(v)
+		if s == "" {
+			return 0
+		}
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0
+		}
+		f = n
+	default:
+		return 0
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return byte(int64(math.Mod(math.Trunc(f), 256)))
+}

@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"testing"
 )
 
@@ -39,4 +40,47 @@ func TestDecodeBase64LikeNode(t *testing.T) {
 	if got := DecodeUTF8([]byte{'a', 0xff, 0xfe, 'b'}); got != "a\uFFFD\uFFFDb" {
 		t.Errorf("DecodeUTF8: %q", got)
 	}
+}
+
+func TestTCPDataAsBufferFrom(t *testing.T) {
+	errBody := `{"errors":[{"code":"ERR_INVALID_ARG_TYPE"}]}`
+	for _, c := range []struct {
+		raw    string
+		binary bool
+		want   string
+		isNil  bool
+	}{
+		{raw: ``, isNil: true},
+		{raw: `null`, isNil: true},
+		{raw: `0`, isNil: true},
+		{raw: `false`, isNil: true},
+		{raw: `""`, isNil: true},
+		{raw: `"ok"`, want: "ok"},
+		{raw: `"AQI="`, binary: true, want: "\x01\x02"},
+		{raw: `[1, "x", 257, -1, true, " 7 ", "", null, 3.9, {}]`, want: "\x01\x00\x01\xff\x01\x07\x00\x00\x03\x00"},
+		{raw: `[1]`, binary: true, want: "\x01"},
+		{raw: `5`, want: errBody},
+		{raw: `true`, want: errBody},
+		{raw: `{"a":1}`, want: errBody},
+	} {
+		got := TCPData([]byte(c.raw), c.binary)
+		if c.isNil != (got == nil) || (!c.isNil && string(got) != c.want) {
+			t.Errorf("TCPData(%s, %v) = %q, want %q (nil %v)", c.raw, c.binary, got, c.want, c.isNil)
+		}
+	}
+}
+
+// FuzzTCPData holds TCPData to never panicking, and to a string's bytes
+// for any JSON string that is not empty.
+func FuzzTCPData(f *testing.F) {
+	for _, s := range []string{`"a"`, `[1,"x"]`, `0`, `{"a":1}`, `[`, ` [1e400, -0.5, "0x10"] `} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, raw string, binary bool) {
+		got := TCPData([]byte(raw), binary)
+		var s string
+		if !binary && json.Unmarshal([]byte(raw), &s) == nil && s != "" && string(got) != s {
+			t.Fatalf("TCPData(%q) = %q, want the string %q", raw, got, s)
+		}
+	})
 }

@@ -406,6 +406,13 @@ func TestTCPMatchesMountebank(t *testing.T) {
 			{"predicates":[{"equals":{"data":"d"}}],"responses":[{"is":{"data":"x"},"behaviors":[{"decorate":"function (config) { config.response.data = false; }"}]}]},
 			{"predicates":[{"equals":{"data":"D"}}],"responses":[{"is":{"data":"x"},"behaviors":[{"decorate":"function (config) { config.response.data = { a: 1 }; }"}]}]}]`,
 			[][]byte{[]byte("0"), []byte("f"), []byte("n"), []byte("o"), []byte("5"), []byte("a"), []byte("i"), []byte("d"), []byte("D")}},
+		// The defaultResponse's data is the last resort: only "" is nothing.
+		{"a defaultResponse data that is not a string", `"defaultResponse":{"data":0},"stubs":[
+			{"predicates":[{"equals":{"data":"e"}}],"responses":[{"is":{"data":""}}]},
+			{"predicates":[{"equals":{"data":"a"}}],"responses":[{"is":{"data":"A"}}]}]`,
+			[][]byte{[]byte("e"), []byte("a"), []byte("q")}},
+		{"a defaultResponse without data", `"defaultResponse":{},"stubs":[{"responses":[{"is":{"data":null}}]}]`,
+			[][]byte{[]byte("x")}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

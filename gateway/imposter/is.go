@@ -97,10 +97,18 @@ func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Respons
 	if imp.spec.Protocol == "tcp" {
 		// A tcp response is its own data; the defaultResponse's fills an
 		// empty one only when it is written, as mb's tcp server does.
-		if stubIs == nil {
-			stubIs = defaults
+		binary := imp.spec.Mode == "binary"
+		if stubIs != nil {
+			return buildData(stubIs, binary), false, nil
 		}
-		return buildData(stubIs, imp.spec.Mode == "binary"), false, nil
+		if defaults == nil || isNull(defaults) {
+			return &message.Response{Binary: binary}, false, nil // mb's is {data: ''}
+		}
+		var data json.RawMessage
+		if m, err := message.Members(defaults, "data"); err == nil {
+			data = m[0]
+		}
+		return &message.Response{Body: message.TCPDefaultData(data, binary), Binary: binary}, false, nil
 	}
 	return buildIs(stubIs, defaults)
 }

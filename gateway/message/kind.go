@@ -319,6 +319,16 @@ func TCPData(raw json.RawMessage, binary bool) []byte {
 	return bytes.Clone(invalidArgType)
 }
 
+// TCPDefaultData renders a tcp defaultResponse's data, the last resort of
+// mb's Buffer.from(data || defaultData): there only the empty string writes
+// nothing, and a data that is falsy or missing is Node's error too.
+func TCPDefaultData(raw json.RawMessage, binary bool) []byte {
+	if t := bytes.TrimSpace(raw); string(t) != `""` && Falsy(t) {
+		return bytes.Clone(invalidArgType)
+	}
+	return TCPData(raw, binary)
+}
+
 // SetTCPData sets r's data from a tcp response object's raw data, as
 // TCPData renders it. A data that is not a string is also kept as mb holds
 // it, in r.MB, for --debug's matches.

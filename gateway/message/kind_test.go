@@ -70,6 +70,15 @@ func TestTCPDataAsBufferFrom(t *testing.T) {
 	}
 }
 
+func TestTCPDefaultDataIsTheLastResort(t *testing.T) {
+	errBody := `{"errors":[{"code":"ERR_INVALID_ARG_TYPE"}]}`
+	for raw, want := range map[string]string{``: errBody, `null`: errBody, `0`: errBody, `false`: errBody, `""`: "", `"d"`: "d", `[65]`: "A"} {
+		if got := TCPDefaultData([]byte(raw), false); string(got) != want {
+			t.Errorf("TCPDefaultData(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
 // FuzzTCPData holds TCPData to never panicking, and to a string's bytes
 // for any JSON string that is not empty.
 func FuzzTCPData(f *testing.F) {

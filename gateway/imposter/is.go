@@ -96,19 +96,16 @@ func jsType(raw json.RawMessage) string {
 func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) {
 	if imp.spec.Protocol == "tcp" {
 		// A tcp response is its own data; the defaultResponse's fills an
-		// empty one only when it is written, as mb's tcp server does.
-		binary := imp.spec.Mode == "binary"
-		if stubIs != nil {
-			return buildData(stubIs, binary), false, nil
-		}
-		if defaults == nil || isNull(defaults) {
-			return &message.Response{Binary: binary}, false, nil // mb's is {data: ''}
-		}
-		var data json.RawMessage
-		if m, err := message.Members(defaults, "data"); err == nil {
-			data = m[0]
-		}
-		return &message.Response{Body: message.TCPDefaultData(data, binary), Binary: binary}, false, nil
+		// empty one only when it is written, as mb's tcp server does. Its
+		// data is then the last resort, rendered by its own rule.
+		r := &message.Response{Binary: imp.spec.Mode == "binary"}
+		switch {
+		case stubIs != nil:
+			message.SetTCPData(r, dataMember(stubIs))
+		case defaults != nil && !isNull(defaults):
+			r.Body = message.TCPDefaultData(dataMember(defaults), r.Binary)
+		} // else mb's {data: ''}
+		return r, false, nil
 	}
 	return buildIs(stubIs, defaults)
 }

@@ -158,16 +158,13 @@ func (s *tcpServer) writeError(conn net.Conn, err error) bool {
 	return werr == nil
 }
 
-// buildData computes a tcp `is` response: its data decoded for the wire
-// (base64 in binary mode, as node's lenient decoder reads it).
-func buildData(is json.RawMessage, binary bool) *message.Response {
-	var data json.RawMessage
-	if m, err := message.Members(is, "data"); err == nil {
-		data = m[0]
+// dataMember returns a tcp response object's data, nil when it has none
+// or is not an object.
+func dataMember(obj json.RawMessage) json.RawMessage {
+	if m, err := message.Members(obj, "data"); err == nil {
+		return m[0]
 	}
-	r := &message.Response{Binary: binary}
-	message.SetTCPData(r, data)
-	return r
+	return nil
 }
 
 // compileEndOfRequest compiles a tcp imposter's endOfRequestResolver.

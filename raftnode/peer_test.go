@@ -18,6 +18,9 @@ func TestPeerRoutesAreAuthenticatedAndDoNotCountAsHeard(t *testing.T) {
 	c.leader(10 * time.Second)
 	n2 := c.start("n2", false)
 	c.grow("n1", "n2")
+	// grow returns once the leader has promoted n2; n2 learns n1's URL only
+	// when it applies that membership, which may come a moment later.
+	c.converged("n1", "n2")
 	echo := func(_ context.Context, from uint64, body []byte) ([]byte, error) {
 		if string(body) == "fail" {
 			return nil, errors.New("refused")

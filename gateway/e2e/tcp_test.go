@@ -411,6 +411,20 @@ func TestTCPMatchesMountebank(t *testing.T) {
 			{"predicates":[{"equals":{"data":"e"}}],"responses":[{"is":{"data":""}}]},
 			{"predicates":[{"equals":{"data":"a"}}],"responses":[{"is":{"data":"A"}}]}]`,
 			[][]byte{[]byte("e"), []byte("a"), []byte("q")}},
+		// A truthy data can be no bytes: then nothing is written, and no
+		// default; -0 and 0.0 are as falsy as 0.
+		{"truthy data of no bytes", `"defaultResponse":{"data":"dflt"},"stubs":[
+			{"predicates":[{"equals":{"data":"a"}}],"responses":[{"is":{"data":[]}}]},
+			{"predicates":[{"equals":{"data":"i"}}],"responses":[{"inject":"function () { return { data: [] }; }"}]},
+			{"predicates":[{"equals":{"data":"d"}}],"responses":[{"is":{"data":"x"},"behaviors":[{"decorate":"function (config) { config.response.data = []; }"}]}]},
+			{"predicates":[{"equals":{"data":"w"}}],"responses":[{"is":{"data":[]},"behaviors":[{"wait":1}]}]},
+			{"predicates":[{"equals":{"data":"z"}}],"responses":[{"is":{"data":-0}}]},
+			{"predicates":[{"equals":{"data":"Z"}}],"responses":[{"is":{"data":0.0}}]}]`,
+			[][]byte{[]byte("a"), []byte("i"), []byte("d"), []byte("w"), []byte("z"), []byte("Z")}},
+		{"binary data of no bytes", `"mode":"binary","defaultResponse":{"data":"ZGZsdA=="},"stubs":[
+			{"predicates":[{"equals":{"data":"AQ=="}}],"responses":[{"is":{"data":"="}}]},
+			{"predicates":[{"equals":{"data":"Ag=="}}],"responses":[{"is":{"data":""}}]}]`,
+			[][]byte{{1}, {2}}},
 		{"a defaultResponse without data", `"defaultResponse":{},"stubs":[{"responses":[{"is":{"data":null}}]}]`,
 			[][]byte{[]byte("x")}},
 	}

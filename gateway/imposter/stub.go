@@ -192,7 +192,7 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 // http server's post-processing then edits its headers in place.
 func (imp *Imposter) matchResponse(r *response, resp *message.Response) []byte {
 	if imp.spec.Protocol != "http" && imp.spec.Protocol != "https" {
-		if resp.MB != nil {
+		if resp.MB != nil && message.TCPShows(resp.MB, resp.Body, resp.Binary) {
 			return resp.MB
 		}
 		return imp.responseJSON(resp)

@@ -137,7 +137,7 @@ func (s *tcpServer) respond(conn net.Conn, req *message.Request) bool {
 		}
 	}
 	data := resp.Body
-	if len(data) == 0 {
+	if len(data) == 0 && !resp.NoDefault {
 		data = imp.dflt.static.Body // mb: `mbResponse.data || defaultResponse.data`
 	}
 	if len(data) > 0 {

@@ -126,9 +126,14 @@ func Members(raw []byte, names ...string) ([]json.RawMessage, error) {
 
 // Falsy reports whether a JSON value is one JavaScript counts as false.
 func Falsy(v json.RawMessage) bool {
-	switch string(bytes.TrimSpace(v)) {
+	t := bytes.TrimSpace(v)
+	switch string(t) {
 	case "", "null", "false", "0", `""`:
 		return true
+	}
+	if t[0] == '-' || (t[0] >= '0' && t[0] <= '9') {
+		f, err := strconv.ParseFloat(string(t), 64)
+		return err == nil && f == 0 // -0, 0.0 and 0e5 are zero too
 	}
 	return false
 }

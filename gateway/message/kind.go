@@ -294,7 +294,8 @@ var invalidArgType = mberr.Body(&mberr.Error{Raw: json.RawMessage(`{"code":"ERR_
 // Buffer.from(data || defaultData, encoding): nil for a falsy data (the
 // default then applies), a string decoded for the wire, an array as one
 // byte an element (JavaScript's ToUint8), and anything else as Node's
-// error.
+// error. A truthy data that decodes to no bytes (`[]`, a binary "=")
+// comes back empty and not nil: it writes nothing, and no default.
 func TCPData(raw json.RawMessage, binary bool) []byte {
 	if Falsy(raw) {
 		return nil
@@ -304,7 +305,10 @@ func TCPData(raw json.RawMessage, binary bool) []byte {
 	case '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		return DecodeData(s, binary)
+		if b := DecodeData(s, binary); b != nil {
+			return b
+		}
+		return []byte{}
 	case '[':
 		var elems []any
 		if json.Unmarshal(raw, &elems) != nil {
@@ -330,14 +334,32 @@ func TCPDefaultData(raw json.RawMessage, binary bool) []byte {
 }
 
 // SetTCPData sets r's data from a tcp response object's raw data, as
-// TCPData renders it. A data that is not a string is also kept as mb holds
-// it, in r.MB, for --debug's matches.
+// TCPData renders it, and NoDefault when that data is truthy and yet no
+// bytes. A data that its bytes do not print back (not a string, or base64
+// that is not as EncodeData writes it) is also kept as mb holds it, in
+// r.MB, for --debug's matches.
 func SetTCPData(r *Response, raw json.RawMessage) {
 	r.Body = TCPData(raw, r.Binary)
+	r.NoDefault = r.Body != nil && len(r.Body) == 0
 	r.MB = nil
-	if raw = bytes.TrimSpace(raw); len(raw) > 0 && raw[0] != '"' {
-		r.MB = append(append([]byte(`{"data":`), raw...), '}')
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return
 	}
+	if raw[0] == '"' {
+		if !r.Binary || string(AppendJSONString(nil, EncodeData(r.Body, true))) == string(raw) {
+			return
+		}
+	}
+	r.MB = append(append([]byte(`{"data":`), raw...), '}')
+}
+
+// TCPShows reports whether mb, a tcp response object as mb holds it, still
+// renders data: a behavior that rewrote the data after it was set makes
+// it stale.
+func TCPShows(mb json.RawMessage, data []byte, binary bool) bool {
+	m, err := Members(mb, "data")
+	return err == nil && bytes.Equal(TCPData(m[0], binary), data)
 }
 
 // toUint8 is JavaScript's ToUint8 of a JSON value: a number truncated and

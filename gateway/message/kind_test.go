@@ -55,6 +55,10 @@ func TestTCPDataAsBufferFrom(t *testing.T) {
 		{raw: `0`, isNil: true},
 		{raw: `false`, isNil: true},
 		{raw: `""`, isNil: true},
+		{raw: `-0`, isNil: true},
+		{raw: `0.0`, isNil: true},
+		{raw: `[]`, want: ""},
+		{raw: `"="`, binary: true, want: ""},
 		{raw: `"ok"`, want: "ok"},
 		{raw: `"AQI="`, binary: true, want: "\x01\x02"},
 		{raw: `[1, "x", 257, -1, true, " 7 ", "", null, 3.9, {}]`, want: "\x01\x00\x01\xff\x01\x07\x00\x00\x03\x00"},
@@ -66,6 +70,13 @@ func TestTCPDataAsBufferFrom(t *testing.T) {
 		got := TCPData([]byte(c.raw), c.binary)
 		if c.isNil != (got == nil) || (!c.isNil && string(got) != c.want) {
 			t.Errorf("TCPData(%s, %v) = %q, want %q (nil %v)", c.raw, c.binary, got, c.want, c.isNil)
+		}
+		// A truthy data of no bytes writes nothing; only a falsy one takes
+		// the defaultResponse's.
+		r := Response{Binary: c.binary}
+		SetTCPData(&r, []byte(c.raw))
+		if want := !c.isNil && c.want == ""; r.NoDefault != want {
+			t.Errorf("SetTCPData(%s, %v): NoDefault %v, want %v", c.raw, c.binary, r.NoDefault, want)
 		}
 	}
 }
@@ -92,4 +103,33 @@ func FuzzTCPData(f *testing.F) {
 			t.Fatalf("TCPData(%q) = %q, want the string %q", raw, got, s)
 		}
 	})
+}
+
+func TestFalsyAsJavaScript(t *testing.T) {
+	for raw, want := range map[string]bool{
+		``: true, `null`: true, `false`: true, `0`: true, `""`: true, `-0`: true, `0.0`: true, `0e5`: true, ` 0 `: true,
+		`1`: false, `-1`: false, `0.5`: false, `"0"`: false, `" "`: false, `[]`: false, `{}`: false, `true`: false,
+	} {
+		if got := Falsy([]byte(raw)); got != want {
+			t.Errorf("Falsy(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func TestTCPShowsOnlyWhatStillRenders(t *testing.T) {
+	for _, c := range []struct {
+		mb, data string
+		binary   bool
+		want     bool
+	}{
+		{`{"data":[65]}`, "A", false, true},
+		{`{"data":[65]}`, "B", false, false}, // a copy rewrote it
+		{`{"data":"="}`, "", true, true},
+		{`{"data":"QQ"}`, "A", true, true},
+		{`{"nodata":1}`, "x", false, false},
+	} {
+		if got := TCPShows([]byte(c.mb), []byte(c.data), c.binary); got != c.want {
+			t.Errorf("TCPShows(%s, %q, %v) = %v, want %v", c.mb, c.data, c.binary, got, c.want)
+		}
+	}
 }

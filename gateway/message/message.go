@@ -325,6 +325,11 @@ type Response struct {
 	// what the fields above print: a proxy's (the body as JSON.parse read
 	// it, _mode, _proxyResponseTime). --debug's matches show it.
 	MB []byte
+	// NoDefault marks a tcp response whose data is truthy to mb and yet
+	// decodes to no bytes (`[]`, a binary "="): it writes nothing, where an
+	// empty data (a falsy one, or what a copy or lookup left empty) takes
+	// the defaultResponse's.
+	NoDefault bool
 }
 
 // Header returns the first value of the named header, ignoring case.
@@ -357,12 +362,15 @@ func (r *Response) SetHeader(name, value string) {
 	r.Headers = out
 }
 
-// Clone returns a deep copy of r, not Rendered.
+// Clone returns a deep copy of r, not Rendered. MB, which nothing writes
+// in place, is shared.
 func (r *Response) Clone() *Response {
 	return &Response{
 		StatusCode: r.StatusCode,
 		Headers:    cloneKVs(r.Headers),
 		Body:       bytes.Clone(r.Body),
 		Binary:     r.Binary,
+		MB:         r.MB,
+		NoDefault:  r.NoDefault,
 	}
 }

@@ -28,7 +28,8 @@ import (
 // string and key by key as mb replaces the object (a renamed key moves to
 // the end of its object), and written back in the same format. The result
 // is byte for byte what mb sends, provided the engine's rendering is
-// JSON.stringify's. A Binary body is left alone.
+// JSON.stringify's. A Binary body's tokens are replaced in the base64 text
+// it came from (message.Response.BinaryText), which is then decoded.
 type Response struct {
 	*message.Response
 	// StatusText is the stub's statusCode when it was given as a string

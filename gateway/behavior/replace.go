@@ -30,7 +30,11 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 		resp.Headers[i].Name = rep(resp.Headers[i].Name)
 		resp.Headers[i].Value = rep(resp.Headers[i].Value)
 	}
-	if resp.Binary || len(resp.Body) == 0 {
+	if resp.Binary {
+		replaceBinary(resp, rep)
+		return
+	}
+	if len(resp.Body) == 0 {
 		return
 	}
 	if !resp.JSONBody {
@@ -55,6 +59,27 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 	var b bytes.Buffer
 	writeBody(&b, replaceIn(v, rep), "")
 	resp.Body = b.Bytes()
+}
+
+// replaceBinary replaces tokens in the base64 text a binary body came
+// from, as mb replaces them in the string before it decodes it, and decodes
+// what that gives.
+func replaceBinary(resp *Response, rep func(string) string) {
+	text := resp.BinaryText
+	if text == "" {
+		text = message.EncodeData(resp.Body, true)
+	}
+	out := rep(text)
+	if out == text {
+		return
+	}
+	resp.BinaryText = out
+	if resp.TCP {
+		resp.Body = message.DecodeBase64(out)
+		resp.NoDefault = out != "" && len(resp.Body) == 0 // truthy, and no bytes
+	} else {
+		resp.Body = message.DecodeHTTPBinary(out)
+	}
 }
 
 // jsonContent escapes s as JSON.stringify does inside a string literal,

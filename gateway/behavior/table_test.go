@@ -313,3 +313,32 @@ func TestCompileErrors(t *testing.T) {
 		}
 	}
 }
+
+// A binary body's tokens live in its base64 text, which decoding loses:
+// they are replaced there, and the text decoded after, as mb does.
+func TestReplaceInBinaryText(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		tcp  bool
+		want string
+		none bool // NoDefault: truthy data, no bytes
+	}{
+		{text: "${X}", want: "abc"},
+		{text: "QUJD${X}", want: "ABCabc"},
+		{text: "${X}", tcp: true, want: "abc"},
+		{text: "${Y}=", tcp: true, want: "", none: true},
+	} {
+		fields, err := message.ParseResponseFields(json.RawMessage(`{"_mode":"binary","body":` + string(message.AppendJSONString(nil, c.text)) + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _, err := fields.Response(&message.ResponseFields{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replaceTokens(&Response{Response: resp, TCP: c.tcp}, [][2]string{{"${X}", "YWJj"}, {"${Y}", ""}})
+		if string(resp.Body) != c.want || resp.NoDefault != c.none {
+			t.Errorf("%q (tcp %v): body %q, NoDefault %v; want %q, %v", c.text, c.tcp, resp.Body, resp.NoDefault, c.want, c.none)
+		}
+	}
+}

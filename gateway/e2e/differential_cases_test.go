@@ -250,6 +250,16 @@ func behaviorCases(csv string) []dcase {
 				{"copy":{"from":"body","into":"${ID}","using":{"method":"jsonpath","selector":"$.id"}}}]}]}]`),
 			call("a", "POST", "/", `{"id":"a\"b"}`),
 		}},
+		// A binary body's tokens are replaced in its base64 text, which is
+		// decoded after: "${X}" alone decodes to nothing.
+		{name: "copy into a binary body", steps: []dstep{
+			imposter(`"stubs":[
+				{"predicates":[{"startsWith":{"path":"/whole"}}],"responses":[{"is":{"_mode":"binary","body":"${X}"},"behaviors":[
+					{"copy":{"from":"query","into":"${X}","using":{"method":"jsonpath","selector":"$.b"}}}]}]},
+				{"responses":[{"is":{"_mode":"binary","body":"QUJD${X}"},"behaviors":[
+					{"copy":{"from":"path","into":"${X}","using":{"method":"regex","selector":"[A-Za-z]+"}}}]}]}]`),
+			get("/whole?b=YWJj"), get("/RA"),
+		}},
 		{name: "lookup reads its file on each request", steps: []dstep{
 			imposter(`"stubs":[{"responses":[{"is":{"body":"${row}['name'] is ${row}['tier']"},"behaviors":[
 				{"lookup":{"key":{"from":{"query":"id"},"using":{"method":"regex","selector":".+"}},

@@ -425,6 +425,12 @@ func TestTCPMatchesMountebank(t *testing.T) {
 			{"predicates":[{"equals":{"data":"AQ=="}}],"responses":[{"is":{"data":"="}}]},
 			{"predicates":[{"equals":{"data":"Ag=="}}],"responses":[{"is":{"data":""}}]}]`,
 			[][]byte{{1}, {2}}},
+		// copy replaces in a binary data's base64 text, then decodes it.
+		{"copy into binary data", `"mode":"binary","defaultResponse":{"data":"RA=="},"stubs":[
+			{"predicates":[{"equals":{"data":"YQ=="}}],"responses":[{"is":{"data":"${X}"},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":".+"}}}]}]},
+			{"predicates":[{"equals":{"data":"Yg=="}}],"responses":[{"is":{"data":"QUJD${X}"},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":"zzz"}}}]}]},
+			{"predicates":[{"equals":{"data":"Yw=="}}],"responses":[{"is":{"data":"${X}="},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":"zzz"}}}]}]}]`,
+			[][]byte{[]byte("a"), []byte("b"), []byte("c")}},
 		{"a defaultResponse without data", `"defaultResponse":{},"stubs":[{"responses":[{"is":{"data":null}}]}]`,
 			[][]byte{[]byte("x")}},
 	}

@@ -64,10 +64,16 @@ func (f *ResponseFields) ResponseInto(d *ResponseFields, r *Response) (_ *Respon
 		r.Body, isJSON = slices.Clone(d.Body), d.BodyJSON
 	}
 	if r.Binary {
-		// mb strips what is not base64, then Buffer.from decodes leniently.
-		r.Body, isJSON = DecodeBase64(nonBase64.ReplaceAllString(string(r.Body), "")), false
+		r.BinaryText = string(r.Body)
+		r.Body, isJSON = DecodeHTTPBinary(r.BinaryText), false
 	}
 	return r, isJSON, nil
+}
+
+// DecodeHTTPBinary decodes an http response's binary body as mb does: it
+// strips what is not base64, then Buffer.from decodes leniently.
+func DecodeHTTPBinary(s string) []byte {
+	return DecodeBase64(nonBase64.ReplaceAllString(s, ""))
 }
 
 // ParseResponseFields reads the fields of an `is`-shaped JSON object; an

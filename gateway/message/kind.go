@@ -341,13 +341,17 @@ func TCPDefaultData(raw json.RawMessage, binary bool) []byte {
 func SetTCPData(r *Response, raw json.RawMessage) {
 	r.Body = TCPData(raw, r.Binary)
 	r.NoDefault = r.Body != nil && len(r.Body) == 0
-	r.MB = nil
+	r.MB, r.BinaryText = nil, ""
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return
 	}
 	if raw[0] == '"' {
-		if !r.Binary || string(AppendJSONString(nil, EncodeData(r.Body, true))) == string(raw) {
+		if !r.Binary {
+			return
+		}
+		_ = json.Unmarshal(raw, &r.BinaryText)
+		if r.BinaryText == EncodeData(r.Body, true) {
 			return
 		}
 	}

@@ -330,6 +330,11 @@ type Response struct {
 	// empty data (a falsy one, or what a copy or lookup left empty) takes
 	// the defaultResponse's.
 	NoDefault bool
+	// BinaryText is the text a Binary Body was decoded from, when its
+	// producer had one: mb's copy and lookup replace their tokens in that
+	// text and decode it after, and a token need not survive decoding
+	// ("${X}" decodes to nothing).
+	BinaryText string
 }
 
 // Header returns the first value of the named header, ignoring case.
@@ -372,5 +377,6 @@ func (r *Response) Clone() *Response {
 		Binary:     r.Binary,
 		MB:         r.MB,
 		NoDefault:  r.NoDefault,
+		BinaryText: r.BinaryText,
 	}
 }

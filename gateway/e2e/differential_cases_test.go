@@ -339,6 +339,16 @@ var proxyCases = []dcase{
 			`{"responses":[{"inject":"() => ({ body: 'injected' })"}]}]`),
 		get("/d"), get("/c"), get("/i").andStored(),
 	}},
+	// A binary response's match shows its base64 text as mb holds it (as
+	// given, or as a copy left it) and its _mode, however it was made.
+	{name: "--debug records the matches of binary responses", flags: []string{"--debug"}, volatile: []string{"timestamp"}, steps: []dstep{
+		imposter(`"stubs":[{"predicates":[{"equals":{"path":"/i"}}],"responses":[{"inject":"() => ({ _mode: 'binary', body: 'QUJD' })"}]},` +
+			`{"predicates":[{"equals":{"path":"/m"}}],"responses":[{"is":{"body":"QUJD"},"behaviors":[{"decorate":"(config) => { config.response._mode = 'binary'; }"}]}]},` +
+			`{"predicates":[{"equals":{"path":"/u"}}],"responses":[{"is":{"_mode":"binary","body":"QQ"},"behaviors":[{"decorate":"(config) => { config.response.headers = { 'X-Body': config.response.body }; }"}]}]},` +
+			`{"predicates":[{"equals":{"path":"/b"}}],"responses":[{"is":{"_mode":"binary","body":"QUJD"},"behaviors":[{"decorate":"(config) => { config.response.body = 'QU!JD-_x'; }"}]}]},` +
+			`{"responses":[{"is":{"_mode":"binary","body":"QUJD${X}"},"behaviors":[{"copy":{"from":"path","into":"${X}","using":{"method":"regex","selector":"[A-Za-z]+"}}}]}]}]`),
+		get("/i"), get("/m"), get("/u"), get("/b"), get("/RA").andStored(),
+	}},
 	{name: "the query goes as sent", steps: []dstep{
 		proxy(`,"mode":"proxyTransparent"`), get("/echo?WSDL"), get("/echo?a=1&a=2&b=%20x+y&c"),
 	}},

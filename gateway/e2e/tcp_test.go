@@ -431,6 +431,19 @@ func TestTCPMatchesMountebank(t *testing.T) {
 			{"predicates":[{"equals":{"data":"Yg=="}}],"responses":[{"is":{"data":"QUJD${X}"},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":"zzz"}}}]}]},
 			{"predicates":[{"equals":{"data":"Yw=="}}],"responses":[{"is":{"data":"${X}="},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":"zzz"}}}]}]}]`,
 			[][]byte{[]byte("a"), []byte("b"), []byte("c")}},
+		// A match shows the response object as mb holds it, other fields
+		// and all, and a decorator sees it so.
+		{"the response object as mb holds it", `"stubs":[
+			{"predicates":[{"equals":{"data":"e"}}],"responses":[{"is":{"data":"x","foo":1}}]},
+			{"predicates":[{"equals":{"data":"i"}}],"responses":[{"inject":"function () { return {}; }"}]},
+			{"predicates":[{"equals":{"data":"j"}}],"responses":[{"inject":"function () { return { data: 'x', foo: [1] }; }"}]},
+			{"predicates":[{"equals":{"data":"d"}}],"responses":[{"is":{"data":[65,66],"foo":1},"behaviors":[{"decorate":"function (config) { config.response.data = JSON.stringify(config.response); config.response.bar = 2; }"}]}]},
+			{"predicates":[{"equals":{"data":"s"}}],"responses":[{"is":{}}]}]`,
+			[][]byte{[]byte("e"), []byte("i"), []byte("j"), []byte("d"), []byte("s")}},
+		{"a binary response object as mb holds it", `"mode":"binary","stubs":[
+			{"predicates":[{"equals":{"data":"YQ=="}}],"responses":[{"is":{"data":"QQ"},"behaviors":[{"decorate":"function (config) { config.response.data = config.response.data + config.response.data; }"}]}]},
+			{"predicates":[{"equals":{"data":"Yg=="}}],"responses":[{"is":{"data":"${X}"},"behaviors":[{"copy":{"from":"data","into":"${X}","using":{"method":"regex","selector":".+"}}},{"decorate":"function (config) { config.response.data = config.response.data + 'RA=='; }"}]}]}]`,
+			[][]byte{[]byte("a"), []byte("b")}},
 		{"a defaultResponse without data", `"defaultResponse":{},"stubs":[{"responses":[{"is":{"data":null}}]}]`,
 			[][]byte{[]byte("x")}},
 	}

@@ -101,7 +101,7 @@ func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Respons
 		r := &message.Response{Binary: imp.spec.Mode == "binary"}
 		switch {
 		case stubIs != nil:
-			message.SetTCPData(r, dataMember(stubIs))
+			message.SetTCPData(r, stubIs)
 		case defaults != nil && !isNull(defaults):
 			r.Body = message.TCPDefaultData(dataMember(defaults), r.Binary)
 		} // else mb's {data: ''}

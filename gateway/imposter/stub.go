@@ -2,6 +2,7 @@ package imposter
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -250,7 +251,9 @@ func (imp *Imposter) overlay(o *message.JSObject, resp *message.Response) {
 	}
 	body := string(resp.Body)
 	if resp.Binary {
-		body = base64.StdEncoding.EncodeToString(resp.Body)
+		// mb holds the base64 text, as given or as a copy left it.
+		body = cmp.Or(resp.BinaryText, base64.StdEncoding.EncodeToString(resp.Body))
+		put("_mode", "binary", dflt.Binary)
 	}
 	put("body", body, bytes.Equal(resp.Body, dflt.Body))
 }

@@ -145,7 +145,6 @@ func TestDecorateFailures(t *testing.T) {
 		`function () { throw new Error('x'); }`,
 		`function () { for (;;) {} }`,
 		`function () { return function () {}; }`,
-		`function (config) { config.response.body = 'not base64!'; config.response._mode = 'binary'; }`,
 	} {
 		d, err := e.Decorate(src, nil)
 		if err != nil {
@@ -155,6 +154,23 @@ func TestDecorateFailures(t *testing.T) {
 		if mb := mberr.As(err); mb.Message != "invalid decorator injection" || mb.Status != 500 {
 			t.Errorf("%s: %v", src, err)
 		}
+	}
+}
+
+// A decorator's binary body is decoded as mb's server decodes it,
+// leniently: mb 2.9.1 sends these bytes for 'not base64!'.
+func TestDecorateBinaryBodyDecodesLeniently(t *testing.T) {
+	e := newEngine(t, Options{})
+	d, err := e.Decorate(`function (config) { config.response.body = 'not base64!'; config.response._mode = 'binary'; }`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &behavior.Response{Response: &message.Response{Body: []byte("b")}}
+	if err := d.Decorate(context.Background(), testRequest(), r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\x9e\x8b[j\xc7\xba"; string(r.Body) != want || !r.Binary || r.BinaryText != "not base64!" {
+		t.Errorf("body %q (binary %v, text %q), want %q", r.Body, r.Binary, r.BinaryText, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -52,8 +53,8 @@ func responseText(r *behavior.Response) string {
 		sep()
 		b.WriteString(`"body":`)
 		switch {
-		case r.Binary:
-			writeString(&b, base64.StdEncoding.EncodeToString(r.Body))
+		case r.Binary: // the text mb holds: as given, or as a copy left it
+			writeString(&b, cmp.Or(r.BinaryText, base64.StdEncoding.EncodeToString(r.Body)))
 		case r.JSONBody && json.Valid(r.Body):
 			b.Write(r.Body)
 		default:
@@ -133,12 +134,10 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		}
 		r.Body, r.JSONBody = out, true
 	}
+	r.BinaryText = ""
 	if mode == "binary" {
-		dec, err := base64.StdEncoding.DecodeString(string(r.Body))
-		if err != nil {
-			return fmt.Errorf("binary body: %w", err)
-		}
-		r.Body, r.Binary, r.JSONBody = dec, true, false
+		r.BinaryText = string(r.Body)
+		r.Body, r.Binary, r.JSONBody = message.DecodeHTTPBinary(r.BinaryText), true, false
 	}
 	return nil
 }

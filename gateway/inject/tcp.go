@@ -121,14 +121,21 @@ func (v *vm) otherRequest(r *message.Request) *goja.Object {
 	return o.ToObject(v.rt)
 }
 
-// tcpResponseText renders a tcp response as mb's behaviors see it:
-// {data}, base64 in binary mode.
+// tcpResponseText renders a tcp response as mb's behaviors see it: the
+// object as given while it still renders the data, else {data}, base64 in
+// binary mode (the text as given or as a copy left it).
 func tcpResponseText(r *behavior.Response) string {
+	if r.Response != nil && r.MB != nil && message.TCPShows(r.MB, r.Body, r.Binary) {
+		return string(r.MB)
+	}
 	var b bytes.Buffer
 	b.WriteString(`{"data":`)
 	data := ""
 	if r.Response != nil {
 		data = message.EncodeData(r.Body, r.Binary)
+		if r.Binary && r.BinaryText != "" {
+			data = r.BinaryText
+		}
 	}
 	b.Write(message.AppendJSONString(nil, data))
 	b.WriteByte('}')
@@ -137,13 +144,12 @@ func tcpResponseText(r *behavior.Response) string {
 
 // applyTCP writes a decorated tcp response object's data onto r.
 func applyTCP(text []byte, r *behavior.Response) error {
-	m, err := message.Members(text, "data")
-	if err != nil {
+	if _, err := message.Members(text, "data"); err != nil {
 		return fmt.Errorf("not a response object: %w", err)
 	}
 	if r.Response == nil {
 		r.Response = &message.Response{}
 	}
-	message.SetTCPData(r.Response, m[0])
+	message.SetTCPData(r.Response, text)
 	return nil
 }

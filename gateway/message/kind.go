@@ -333,29 +333,27 @@ func TCPDefaultData(raw json.RawMessage, binary bool) []byte {
 	return TCPData(raw, binary)
 }
 
-// SetTCPData sets r's data from a tcp response object's raw data, as
-// TCPData renders it, and NoDefault when that data is truthy and yet no
-// bytes. A data that its bytes do not print back (not a string, or base64
-// that is not as EncodeData writes it) is also kept as mb holds it, in
-// r.MB, for --debug's matches.
-func SetTCPData(r *Response, raw json.RawMessage) {
+// SetTCPData sets r's data from a tcp response object, obj, as TCPData
+// renders its data, and NoDefault when that data is truthy and yet no
+// bytes. An object that r's data does not print back as {"data": "..."}
+// (other fields, a data that is not a string or is base64 that does not
+// round-trip, no data at all) is also kept as mb holds it, in r.MB, for
+// --debug's matches.
+func SetTCPData(r *Response, obj json.RawMessage) {
+	var raw json.RawMessage
+	if m, err := Members(obj, "data"); err == nil {
+		raw = bytes.TrimSpace(m[0])
+	}
 	r.Body = TCPData(raw, r.Binary)
 	r.NoDefault = r.Body != nil && len(r.Body) == 0
 	r.MB, r.BinaryText = nil, ""
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return
-	}
-	if raw[0] == '"' {
-		if !r.Binary {
-			return
-		}
+	if r.Binary && len(raw) > 0 && raw[0] == '"' {
 		_ = json.Unmarshal(raw, &r.BinaryText)
-		if r.BinaryText == EncodeData(r.Body, true) {
-			return
-		}
 	}
-	r.MB = append(append([]byte(`{"data":`), raw...), '}')
+	plain := append([]byte(`{"data":`), AppendJSONString(nil, EncodeData(r.Body, r.Binary))...)
+	if obj = bytes.TrimSpace(obj); string(append(plain, '}')) != string(obj) {
+		r.MB = bytes.Clone(obj)
+	}
 }
 
 // TCPShows reports whether mb, a tcp response object as mb holds it, still

@@ -74,7 +74,11 @@ func TestTCPDataAsBufferFrom(t *testing.T) {
 		// A truthy data of no bytes writes nothing; only a falsy one takes
 		// the defaultResponse's.
 		r := Response{Binary: c.binary}
-		SetTCPData(&r, []byte(c.raw))
+		obj := `{}`
+		if c.raw != "" {
+			obj = `{"data":` + c.raw + `}`
+		}
+		SetTCPData(&r, []byte(obj))
 		if want := !c.isNil && c.want == ""; r.NoDefault != want {
 			t.Errorf("SetTCPData(%s, %v): NoDefault %v, want %v", c.raw, c.binary, r.NoDefault, want)
 		}
@@ -112,6 +116,29 @@ func TestFalsyAsJavaScript(t *testing.T) {
 	} {
 		if got := Falsy([]byte(raw)); got != want {
 			t.Errorf("Falsy(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+// SetTCPData keeps the object as mb shows it in a match unless
+// {"data": ...} of the bytes prints it back.
+func TestSetTCPDataKeepsWhatDoesNotPrintBack(t *testing.T) {
+	for _, c := range []struct {
+		obj    string
+		binary bool
+		kept   bool
+	}{
+		{`{"data":"x"}`, false, false},
+		{`{"data":"QUJD"}`, true, false},
+		{`{"data":"QQ"}`, true, true},
+		{`{"data":"x","foo":1}`, false, true},
+		{`{}`, false, true},
+		{`{"data":[65]}`, false, true},
+	} {
+		r := Response{Binary: c.binary}
+		SetTCPData(&r, []byte(c.obj))
+		if kept := r.MB != nil; kept != c.kept || (kept && string(r.MB) != c.obj) {
+			t.Errorf("SetTCPData(%s, %v): MB %s, want kept %v", c.obj, c.binary, r.MB, c.kept)
 		}
 	}
 }

@@ -65,10 +65,7 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 // from, as mb replaces them in the string before it decodes it, and decodes
 // what that gives.
 func replaceBinary(resp *Response, rep func(string) string) {
-	text := resp.BinaryText
-	if text == "" {
-		text = message.EncodeData(resp.Body, true)
-	}
+	text := resp.BinaryString()
 	out := rep(text)
 	if out == text {
 		return

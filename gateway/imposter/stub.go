@@ -2,7 +2,6 @@ package imposter
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -252,7 +251,7 @@ func (imp *Imposter) overlay(o *message.JSObject, resp *message.Response) {
 	body := string(resp.Body)
 	if resp.Binary {
 		// mb holds the base64 text, as given or as a copy left it.
-		body = cmp.Or(resp.BinaryText, base64.StdEncoding.EncodeToString(resp.Body))
+		body = resp.BinaryString()
 		put("_mode", "binary", dflt.Binary)
 	}
 	put("body", body, bytes.Equal(resp.Body, dflt.Body))

@@ -2,9 +2,7 @@ package inject
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,7 +52,7 @@ func responseText(r *behavior.Response) string {
 		b.WriteString(`"body":`)
 		switch {
 		case r.Binary: // the text mb holds: as given, or as a copy left it
-			writeString(&b, cmp.Or(r.BinaryText, base64.StdEncoding.EncodeToString(r.Body)))
+			writeString(&b, r.BinaryString())
 		case r.JSONBody && json.Valid(r.Body):
 			b.Write(r.Body)
 		default:

@@ -132,9 +132,9 @@ func tcpResponseText(r *behavior.Response) string {
 	b.WriteString(`{"data":`)
 	data := ""
 	if r.Response != nil {
-		data = message.EncodeData(r.Body, r.Binary)
-		if r.Binary && r.BinaryText != "" {
-			data = r.BinaryText
+		data = message.EncodeData(r.Body, false)
+		if r.Binary {
+			data = r.BinaryString()
 		}
 	}
 	b.Write(message.AppendJSONString(nil, data))

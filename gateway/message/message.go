@@ -248,6 +248,15 @@ func (r *Request) Form() []KV {
 	return r.form
 }
 
+// BinaryString is the base64 text mb holds for a Binary r: the text its
+// producer gave (or a copy left), else its bytes' base64.
+func (r *Response) BinaryString() string {
+	if r.BinaryText != "" {
+		return r.BinaryText
+	}
+	return EncodeData(r.Body, true)
+}
+
 // Clone returns a deep copy of r that does not share memory with the
 // connection it came from.
 func (r *Request) Clone() *Request {

@@ -103,7 +103,7 @@ func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Respons
 		case stubIs != nil:
 			message.SetTCPData(r, stubIs)
 		case defaults != nil && !isNull(defaults):
-			r.Body = message.TCPDefaultData(dataMember(defaults), r.Binary)
+			r.Body = message.TCPDefaultData(message.TCPDataMember(defaults), r.Binary)
 		} // else mb's {data: ''}
 		return r, false, nil
 	}

@@ -123,9 +123,7 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 	var b bytes.Buffer
 	switch imp.spec.Protocol {
 	case "tcp":
-		b.WriteString(`{"data":`)
-		b.Write(message.AppendJSONString(nil, message.EncodeData(resp.Body, resp.Binary)))
-		b.WriteByte('}')
+		return resp.TCPObject()
 	case "smtp":
 		b.WriteString(`{}`)
 	default:

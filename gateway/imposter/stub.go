@@ -192,9 +192,6 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 // http server's post-processing then edits its headers in place.
 func (imp *Imposter) matchResponse(r *response, resp *message.Response) []byte {
 	if imp.spec.Protocol != "http" && imp.spec.Protocol != "https" {
-		if resp.MB != nil && message.TCPShows(resp.MB, resp.Body, resp.Binary) {
-			return resp.MB
-		}
 		return imp.responseJSON(resp)
 	}
 	var obj []byte

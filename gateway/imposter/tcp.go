@@ -158,15 +158,6 @@ func (s *tcpServer) writeError(conn net.Conn, err error) bool {
 	return werr == nil
 }
 
-// dataMember returns a tcp response object's data, nil when it has none
-// or is not an object.
-func dataMember(obj json.RawMessage) json.RawMessage {
-	if m, err := message.Members(obj, "data"); err == nil {
-		return m[0]
-	}
-	return nil
-}
-
 // compileEndOfRequest compiles a tcp imposter's endOfRequestResolver.
 func (imp *Imposter) compileEndOfRequest() error {
 	raw := imp.spec.EndOfRequestResolver

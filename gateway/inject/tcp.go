@@ -122,24 +122,12 @@ func (v *vm) otherRequest(r *message.Request) *goja.Object {
 }
 
 // tcpResponseText renders a tcp response as mb's behaviors see it: the
-// object as given while it still renders the data, else {data}, base64 in
-// binary mode (the text as given or as a copy left it).
+// object as mb holds it, {data: ”} when there is none yet.
 func tcpResponseText(r *behavior.Response) string {
-	if r.Response != nil && r.MB != nil && message.TCPShows(r.MB, r.Body, r.Binary) {
-		return string(r.MB)
+	if r.Response == nil {
+		return `{"data":""}`
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"data":`)
-	data := ""
-	if r.Response != nil {
-		data = message.EncodeData(r.Body, false)
-		if r.Binary {
-			data = r.BinaryString()
-		}
-	}
-	b.Write(message.AppendJSONString(nil, data))
-	b.WriteByte('}')
-	return b.String()
+	return string(r.TCPObject())
 }
 
 // applyTCP writes a decorated tcp response object's data onto r.

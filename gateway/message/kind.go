@@ -340,20 +340,25 @@ func TCPDefaultData(raw json.RawMessage, binary bool) []byte {
 // round-trip, no data at all) is also kept as mb holds it, in r.MB, for
 // --debug's matches.
 func SetTCPData(r *Response, obj json.RawMessage) {
-	var raw json.RawMessage
-	if m, err := Members(obj, "data"); err == nil {
-		raw = bytes.TrimSpace(m[0])
-	}
+	raw := bytes.TrimSpace(TCPDataMember(obj))
 	r.Body = TCPData(raw, r.Binary)
 	r.NoDefault = r.Body != nil && len(r.Body) == 0
 	r.MB, r.BinaryText = nil, ""
+	if obj = bytes.TrimSpace(obj); string(r.TCPObject()) != string(obj) {
+		r.MB = bytes.Clone(obj)
+	}
 	if r.Binary && len(raw) > 0 && raw[0] == '"' {
 		_ = json.Unmarshal(raw, &r.BinaryText)
 	}
-	plain := append([]byte(`{"data":`), AppendJSONString(nil, EncodeData(r.Body, r.Binary))...)
-	if obj = bytes.TrimSpace(obj); string(append(plain, '}')) != string(obj) {
-		r.MB = bytes.Clone(obj)
+}
+
+// TCPDataMember returns a tcp response object's data, nil when it has
+// none or is not an object.
+func TCPDataMember(obj json.RawMessage) json.RawMessage {
+	if m, err := Members(obj, "data"); err == nil {
+		return m[0]
 	}
+	return nil
 }
 
 // TCPShows reports whether mb, a tcp response object as mb holds it, still
@@ -362,6 +367,21 @@ func SetTCPData(r *Response, obj json.RawMessage) {
 func TCPShows(mb json.RawMessage, data []byte, binary bool) bool {
 	m, err := Members(mb, "data")
 	return err == nil && bytes.Equal(TCPData(m[0], binary), data)
+}
+
+// TCPObject is a tcp response as mb holds it, which its matches and
+// behaviors see: r.MB while that still renders the data, else {"data"}
+// with the data's text (in binary mode the base64 as given, or as a copy
+// left it).
+func (r *Response) TCPObject() []byte {
+	if r.MB != nil && TCPShows(r.MB, r.Body, r.Binary) {
+		return r.MB
+	}
+	text := EncodeData(r.Body, false)
+	if r.Binary {
+		text = r.BinaryString()
+	}
+	return append(AppendJSONString([]byte(`{"data":`), text), '}')
 }
 
 // toUint8 is JavaScript's ToUint8 of a JSON value: a number truncated and

@@ -167,7 +167,7 @@ type Summary struct {
 // locks.
 func (s *Store) Summaries(keep func(flowID string) bool) ([]Summary, error) {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}

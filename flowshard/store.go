@@ -154,15 +154,18 @@ type Store struct {
 	openNs int64     // opened in Unix nanoseconds
 	w      *writer   // nil for an in-memory store
 
-	// mu guards flows, lru, closed and sweepQ. Lock order: mu before any
-	// flow.mu; nothing takes mu while holding a flow.mu.
-	mu     sync.Mutex
-	flows  map[string]*flow
-	lru    list.List // of *flow, most recently accessed at the front
-	closed bool
+	// mu guards flows, lru and sweepQ, and orders closed's store. Lock
+	// order: mu before any flow.mu; nothing takes mu while holding a
+	// flow.mu.
+	mu    sync.Mutex
+	flows map[string]*flow
+	lru   list.List // of *flow, most recently accessed at the front
+	// closed is set under mu, and read by an op both under mu and once it
+	// holds its flow's mu: Close then waits out the ops in progress by
+	// taking each flow's mu once (see acquire), which costs an op nothing.
+	closed atomic.Bool
 	sweepQ []*flow // flows the sweeper still has to visit this cycle
 
-	inflight  sync.WaitGroup // ops between acquire and their last enqueue
 	stats     counters
 	stopSweep chan struct{}
 	sweepDone chan struct{}
@@ -442,7 +445,7 @@ func (s *Store) acquire(ctx context.Context, flowID string, create bool, ttlMs i
 	for {
 		now := s.nowMs(ctx) // read before s.mu, to hold it for less
 		s.mu.Lock()
-		if s.closed {
+		if s.closed.Load() {
 			s.mu.Unlock()
 			return nil, 0, ErrClosed
 		}
@@ -479,14 +482,19 @@ func (s *Store) acquire(ctx context.Context, flowID string, create bool, ttlMs i
 		} else {
 			s.lru.MoveToFront(f.elem)
 		}
-		s.inflight.Add(1)
 		s.mu.Unlock()
 		f.mu.Lock()
+		// A flow an op holds locked is in s.flows (removing it takes its
+		// lock), so Close, which takes every flow's lock once after
+		// setting closed, waits for this op or makes it see closed.
+		if s.closed.Load() {
+			f.mu.Unlock()
+			return nil, 0, ErrClosed
+		}
 		if !f.dead {
 			return f, now, nil
 		}
 		f.mu.Unlock()
-		s.inflight.Done()
 	}
 }
 
@@ -497,10 +505,7 @@ func (f *flow) extend(ms int64) {
 	}
 }
 
-func (s *Store) release(f *flow) {
-	f.mu.Unlock()
-	s.inflight.Done()
-}
+func (s *Store) release(f *flow) { f.mu.Unlock() }
 
 // removeLocked deletes f from the store, in memory and (queued) on disk.
 // s.mu and f.mu are held. It returns the batch that deletes it on disk.
@@ -1019,7 +1024,7 @@ func (s *Store) deleteWhere(ctx context.Context, match func(flowID string) bool)
 		return 0, fmt.Errorf("flowshard: %w", err)
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		return 0, ErrClosed
 	}
@@ -1053,7 +1058,7 @@ func (s *Store) Flows(ctx context.Context, prefix, after string, limit int) (ids
 		return nil, false, fmt.Errorf("%w: limit %d", ErrBadPolicy, limit)
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		return nil, false, ErrClosed
 	}
@@ -1141,12 +1146,20 @@ func (s *Store) sweep(n int) {
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
-		s.closed = true
+		s.closed.Store(true)
 		s.sweepQ = nil
+		held := make([]*flow, 0, len(s.flows))
+		for _, f := range s.flows {
+			held = append(held, f)
+		}
 		s.mu.Unlock()
 		close(s.stopSweep)
 		<-s.sweepDone
-		s.inflight.Wait()
+		for _, f := range held { // wait out the ops in progress
+			f.mu.Lock()
+			//lint:ignore SA2001 the empty critical section is the wait
+			f.mu.Unlock()
+		}
 		if s.w != nil {
 			close(s.w.stop)
 		}

@@ -3,6 +3,7 @@ package flowshard
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -903,5 +904,62 @@ func TestOpTimeIsTheOperationsTime(t *testing.T) {
 	}
 	if _, err := s.Get(bg, "f", "k", nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("now: %v, want ErrNotFound (expired an hour ago)", err)
+	}
+}
+
+// TestCloseWaitsForOpsInProgress races writers against Close: every write
+// acknowledged before Close is on disk afterwards, and none lands after
+// it (Close takes each flow's lock once instead of counting ops). Large
+// values keep each write's flow lock held long enough for Close to come
+// in between.
+func TestCloseWaitsForOpsInProgress(t *testing.T) {
+	o := Options{MaxValueBytes: 4 << 20}
+	big := bytes.Repeat([]byte{'x'}, 1<<20)
+	for round := range 20 {
+		path := dbPath(t)
+		s, err := Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const writers = 8
+		acked := make([]int, writers)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Two writers share each flow, so ops also wait on flow locks.
+				flowID, key := fmt.Sprintf("f%d", w/2), fmt.Sprintf("k%d", w)
+				value := slices.Clone(big)
+				for n := 1; ; n++ {
+					binary.BigEndian.PutUint64(value, uint64(n))
+					if _, err := s.Put(bg, flowID, key, value, pol(Async, 0)); err != nil {
+						if !errors.Is(err, ErrClosed) {
+							t.Errorf("Put: %v", err)
+						}
+						return
+					}
+					acked[w] = n
+				}
+			}()
+		}
+		time.Sleep(time.Duration(1+round%5) * time.Millisecond)
+		if err := s.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		s = open(t, path, o)
+		for w := range writers {
+			e, err := s.Get(bg, fmt.Sprintf("f%d", w/2), fmt.Sprintf("k%d", w), nil)
+			if acked[w] == 0 {
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("round %d writer %d: nothing acknowledged, found %q (%v)", round, w, e.Value, err)
+				}
+				continue
+			}
+			if err != nil || len(e.Value) < 8 || binary.BigEndian.Uint64(e.Value) != uint64(acked[w]) {
+				t.Fatalf("round %d writer %d: last acknowledged %d, stored %d bytes (%v)", round, w, acked[w], len(e.Value), err)
+			}
+		}
 	}
 }

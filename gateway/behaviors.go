@@ -27,6 +27,10 @@ type behaviors struct {
 	defaults *message.Response
 }
 
+// ReadsResponse reports whether a decorator or a shellTransform sees the
+// response object (imposter.Call.ShowsResponse).
+func (b *behaviors) ReadsResponse() bool { return b.b.ReadsResponse() }
+
 func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (imposter.Behaviors, error) {
 	b, err := behavior.Compile(response, behavior.Options{
 		Inject: e.injectHooks(bd.Imposter),
@@ -63,11 +67,15 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 				out.unset |= f.bit
 			}
 		}
+	} else {
+		is = make([]json.RawMessage, 3)
+	}
+	if !out.tcp {
+		// A decorator may leave out what the object it saw had (an
+		// injection's answer, as mb holds it, has only what it gave).
 		if out.defaults, err = bd.Imposter.BuildResponse(nil); err != nil {
 			return nil, err
 		}
-	} else {
-		is = make([]json.RawMessage, 3)
 	}
 	var s string
 	if json.Unmarshal(is[0], &s) == nil {

@@ -83,7 +83,7 @@ func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*me
 		}
 		return r.imp.BuildResponse(out)
 	}
-	f, err := r.p.Respond(ctx, env)
+	f, shown, err := r.p.RespondShown(ctx, env, call.ShowsResponse())
 	if err != nil {
 		return nil, injectError(err)
 	}
@@ -91,6 +91,7 @@ func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*me
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "invalid response: "+err.Error())
 	}
+	resp.MB = shown
 	return r.heads.share(resp), nil
 }
 

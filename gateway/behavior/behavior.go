@@ -103,6 +103,21 @@ type Behaviors struct {
 // Empty reports whether there is nothing to run.
 func (b *Behaviors) Empty() bool { return b == nil || len(b.steps) == 0 }
 
+// ReadsResponse reports whether a step hands the whole response object to
+// a script (a decorator or a shellTransform), which then sees the object
+// mb holds (message.Response.MB) when the response has one.
+func (b *Behaviors) ReadsResponse() bool {
+	if b == nil {
+		return false
+	}
+	for _, s := range b.steps {
+		if _, ok := s.(decorateStep); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Warnings are problems mb only logs, such as an unreadable CSV file for a
 // lookup (mb then leaves the tokens in place): the engine should log them.
 func (b *Behaviors) Warnings() []string {

@@ -26,6 +26,15 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 	if resp.Response == nil {
 		return
 	}
+	if resp.MB != nil && !resp.TCP && holdsToken(resp.MB, pairs) {
+		// mb replaces in the object it holds, which decorators and
+		// matches see.
+		if v, err := parseBody(resp.MB); err == nil {
+			var b bytes.Buffer
+			writeBody(&b, replaceIn(v, rep), "")
+			resp.MB = b.Bytes()
+		}
+	}
 	for i := range resp.Headers {
 		resp.Headers[i].Name = rep(resp.Headers[i].Name)
 		resp.Headers[i].Value = rep(resp.Headers[i].Value)
@@ -43,11 +52,7 @@ func replaceTokens(resp *Response, pairs [][2]string) {
 	}
 	// In JSON text, a token appears escaped; only a body that holds one
 	// is rewritten.
-	found := false
-	for _, p := range pairs {
-		found = found || (p[0] != p[1] && bytes.Contains(resp.Body, jsonContent(p[0])))
-	}
-	if !found {
+	if !holdsToken(resp.Body, pairs) {
 		return
 	}
 	v, err := parseBody(resp.Body)
@@ -77,6 +82,17 @@ func replaceBinary(resp *Response, rep func(string) string) {
 	} else {
 		resp.Body = message.DecodeHTTPBinary(out)
 	}
+}
+
+// holdsToken reports whether JSON text holds one of the tokens, escaped as
+// JSON writes it, that a pair replaces.
+func holdsToken(text []byte, pairs [][2]string) bool {
+	for _, p := range pairs {
+		if p[0] != p[1] && bytes.Contains(text, jsonContent(p[0])) {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonContent escapes s as JSON.stringify does inside a string literal,

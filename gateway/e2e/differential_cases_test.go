@@ -349,6 +349,34 @@ var proxyCases = []dcase{
 			`{"responses":[{"is":{"_mode":"binary","body":"QUJD${X}"},"behaviors":[{"copy":{"from":"path","into":"${X}","using":{"method":"regex","selector":"[A-Za-z]+"}}}]}]}]`),
 		get("/i"), get("/m"), get("/u"), get("/b"), get("/RA").andStored(),
 	}},
+	// A decorator sees the object mb holds: an is as given (its _mode, its
+	// order, no defaults), an injection's answer, a proxy's (the body as
+	// JSON.parse read it, _mode, _proxyResponseTime); the defaults fill
+	// what it leaves out.
+	{name: "decorators see the object mb holds", flags: []string{"--debug"}, volatile: []string{"timestamp"}, steps: []dstep{
+		imposter(`"defaultResponse":{"statusCode":404},"stubs":[` +
+			`{"predicates":[{"equals":{"path":"/is"}}],"responses":[{"is":{"body":{"k":1},"_mode":"text"},"behaviors":[{"decorate":"(config) => { config.response.body = JSON.stringify(config.response); }"}]}]},` +
+			`{"predicates":[{"equals":{"path":"/inject"}}],"responses":[{"inject":"() => ({ body: { k: 1 } })","behaviors":[{"decorate":"(config) => { config.response.body = JSON.stringify(config.response); }"}]}]},` +
+			`{"responses":[{"proxy":{"to":"{up}"},"behaviors":[{"decorate":"(config) => { config.response.body = JSON.stringify(Object.keys(config.response)) + typeof config.response.body; }"}]}]}]`),
+		get("/is"), get("/inject"), get("/json"),
+	}},
+	// An injection's or a decorator's match shows the object the script
+	// left, field for field: one equal to the default, a _mode it set or
+	// removed, an object body, a body that decodes to nothing; a copy
+	// after it rewrites that object.
+	{name: "--debug records the objects scripts answered", flags: []string{"--debug"}, volatile: []string{"timestamp"}, steps: []dstep{
+		imposter(`"defaultResponse":{"statusCode":404,"headers":{"X-D":"1"}},"stubs":[` +
+			`{"predicates":[{"equals":{"path":"/s"}}],"responses":[{"inject":"() => ({ statusCode: 200, body: '' })"}]},` +
+			`{"predicates":[{"equals":{"path":"/h"}}],"responses":[{"inject":"() => ({ headers: {} })"}]},` +
+			`{"predicates":[{"equals":{"path":"/n"}}],"responses":[{"inject":"() => ({ _mode: 'binary', body: '-_-_' })"}]},` +
+			`{"predicates":[{"equals":{"path":"/o"}}],"responses":[{"inject":"() => ({ _mode: 'binary', body: { a: 1 } })"}]},` +
+			`{"predicates":[{"equals":{"path":"/t"}}],"responses":[{"is":{"_mode":"binary","body":"QUJD"},"behaviors":[{"decorate":"(config) => { config.response._mode = 'text'; config.response.body = 'hi'; }"}]}]},` +
+			`{"predicates":[{"equals":{"path":"/r"}}],"responses":[{"is":{"_mode":"binary","body":"QUJD"},"behaviors":[{"decorate":"(config) => { delete config.response._mode; }"}]}]},` +
+			`{"predicates":[{"equals":{"path":"/x"}}],"responses":[{"is":{"statusCode":201},"behaviors":[{"decorate":"() => ({ statusCode: 202, body: { x: [1, 2] } })"}]}]},` +
+			`{"predicates":[{"equals":{"path":"/injected"}}],"responses":[{"inject":"() => ({ body: { k: '${P}' } })","behaviors":[{"copy":{"from":"path","into":"${P}","using":{"method":"regex","selector":"[a-z]+"}}}]}]},` +
+			`{"responses":[{"is":{"body":{"k":"${P}"},"_mode":"text"},"behaviors":[{"decorate":"(config) => { config.response.headers = { 'X-P': '${P}' }; }"},{"copy":{"from":"path","into":"${P}","using":{"method":"regex","selector":"[a-z]+"}}}]}]}]`),
+		get("/s"), get("/h"), get("/n"), get("/o"), get("/t"), get("/r"), get("/x"), get("/injected"), get("/decorated").andStored(),
+	}},
 	{name: "the query goes as sent", steps: []dstep{
 		proxy(`,"mode":"proxyTransparent"`), get("/echo?WSDL"), get("/echo?a=1&a=2&b=%20x+y&c"),
 	}},

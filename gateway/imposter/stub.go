@@ -86,6 +86,16 @@ func (c *Call) Scratch() *message.Response {
 	return c.scratch
 }
 
+// ShowsResponse reports whether the response object a responder makes is
+// looked at as mb holds it (message.Response.MB): by --debug's match, or
+// by a decorator or shellTransform among the response's behaviors. A
+// responder that would have to render it (an inject's answer) does so
+// only then.
+func (c *Call) ShowsResponse() bool {
+	r, ok := c.behaviors.(interface{ ReadsResponse() bool })
+	return c.Imposter.opts.RecordMatches || ok && r.ReadsResponse()
+}
+
 // ApplyBehaviors runs the response's behaviors on resp now, for a responder
 // that must record what they produce (a proxy); a responder whose compiler
 // says it handles behaviors must call it.
@@ -191,7 +201,7 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 // object its resolver made (an `is` as given, a proxy's answer) and the
 // http server's post-processing then edits its headers in place.
 func (imp *Imposter) matchResponse(r *response, resp *message.Response) []byte {
-	if imp.spec.Protocol != "http" && imp.spec.Protocol != "https" {
+	if !imp.isHTTP() {
 		return imp.responseJSON(resp)
 	}
 	var obj []byte
@@ -484,6 +494,9 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		resp, isJSON, err := b.Imposter.buildIs(rs.Value, b.Imposter.spec.DefaultResponse)
 		if err != nil {
 			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+		}
+		if b.Imposter.isHTTP() {
+			resp.MB = rs.Value // mb's object is the is as given, defaults filled in only when it is written
 		}
 		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
 	case "fault":

@@ -17,13 +17,18 @@ import (
 	"github.com/riftgate/riftgate/gateway/message"
 )
 
-// responseText renders a response as mb's behaviors see it: statusCode
-// (a string when the stub wrote one), headers, body (the object itself when
-// the body is JSON, base64 when binary) and _mode. Absent fields are left
+// responseText renders a response as mb's behaviors see it: the object mb
+// holds when the response has it (an is as given, an injection's answer,
+// a proxy's, each as earlier behaviors left it), else statusCode (a
+// string when the stub wrote one), headers, body (the object itself when
+// the body is JSON, base64 when binary) and _mode, absent fields left
 // out, as they are absent from the stub mb decorates.
 func responseText(r *behavior.Response) string {
 	if r.TCP {
 		return tcpResponseText(r)
+	}
+	if r.Response != nil && r.MB != nil {
+		return string(r.MB) // the object mb holds, as the script must see it
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
@@ -75,7 +80,7 @@ func writeString(b *bytes.Buffer, s string) {
 }
 
 // apply writes a response object (the JSON of a decorated or shell-
-// transformed response) onto r. A body that is not a string is rendered as
+// transformed response, which r keeps: text must be apply's own) onto r. A body that is not a string is rendered as
 // mb renders it, JSON.stringify(body, null, 4), and marked JSONBody. A
 // field that JavaScript counts as false is unset, as mb's `||` makes it:
 // the imposter's defaultResponse gives it.
@@ -137,6 +142,10 @@ func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]by
 		r.BinaryText = string(r.Body)
 		r.Body, r.Binary, r.JSONBody = message.DecodeHTTPBinary(r.BinaryText), true, false
 	}
+	// The object is what mb holds, and what --debug's match shows: the
+	// fields as the function left them (a _mode it set or removed, a
+	// field equal to the default), before the defaults fill the rest.
+	r.MB = text
 	return nil
 }
 

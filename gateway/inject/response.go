@@ -131,12 +131,24 @@ func (e *Engine) Response(src string) (*Program, error) {
 // the first value given to the callback, else the returned value when it
 // is not undefined; a Promise answer is awaited.
 func (p *Program) Respond(ctx context.Context, env Env) (message.ResponseFields, error) {
-	var out message.ResponseFields
-	err := p.respond(ctx, env, func(v *vm, o *goja.Object) (err error) {
-		out, err = v.answerFields(o)
-		return err
-	})
+	out, _, err := p.RespondShown(ctx, env, false)
 	return out, err
+}
+
+// RespondShown is Respond that, when show is set, also returns the object
+// the script answered with as JSON: what mb holds, and --debug's match
+// shows (the fields as the script gave them, defaults not filled in).
+func (p *Program) RespondShown(ctx context.Context, env Env, show bool) (out message.ResponseFields, shown json.RawMessage, err error) {
+	err = p.respond(ctx, env, func(v *vm, o *goja.Object) (err error) {
+		if out, err = v.answerFields(o); err != nil || !show {
+			return err
+		}
+		if text, err := v.stringify(goja.Undefined(), o); err == nil {
+			shown = json.RawMessage(text.String())
+		}
+		return nil
+	})
+	return out, shown, err
 }
 
 // RespondJSON is Respond for the protocols whose responses are not http's

@@ -359,6 +359,7 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 	if err != nil {
 		return nil, nil, err
 	}
+	resp.MB = is // what a decorator sees: mb's object, the body as JSON.parse read it
 	if err := call.ApplyBehaviors(ctx, resp); err != nil {
 		return nil, nil, err
 	}

@@ -25,11 +25,12 @@ type behaviors struct {
 	// mb fills them with after the behaviors ran.
 	unset    behavior.Fields
 	defaults *message.Response
+	reads    bool // b.ReadsResponse(), asked once
 }
 
 // ReadsResponse reports whether a decorator or a shellTransform sees the
 // response object (imposter.Call.ShowsResponse).
-func (b *behaviors) ReadsResponse() bool { return b.b.ReadsResponse() }
+func (b *behaviors) ReadsResponse() bool { return b.reads }
 
 func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (imposter.Behaviors, error) {
 	b, err := behavior.Compile(response, behavior.Options{
@@ -55,7 +56,7 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	if m, err := message.Members(response, "is"); err == nil && !message.Falsy(m[0]) {
 		is, _ = message.Members(m[0], "statusCode", "headers", "body")
 	}
-	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp"}
+	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", reads: b.ReadsResponse()}
 	if is != nil && !out.tcp {
 		// Only an `is` can leave fields out: proxied and injected
 		// responses have them all.

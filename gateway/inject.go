@@ -39,17 +39,11 @@ func (e *engine) injectResponder(raw json.RawMessage, b imposter.Build) (imposte
 		return failing{injectError(err)}, nil
 	}
 	r := &injectResponder{p: p, imp: b.Imposter}
-	if r.http() {
+	if r.imp.Spec().IsHTTP() {
 		// Checked when the imposter was made, so it parses.
 		r.defaults, _ = message.ParseResponseFields(r.imp.Spec().DefaultResponse)
 	}
 	return r, nil
-}
-
-// http reports whether the imposter answers http: a tcp one answers data.
-func (r *injectResponder) http() bool {
-	p := r.imp.Spec().Protocol
-	return p == "http" || p == "https"
 }
 
 // scriptSource is what mb evaluates for a script field: String(value).
@@ -76,7 +70,7 @@ func (f failing) Match(*message.Request) bool { return false }
 
 func (r *injectResponder) Respond(ctx context.Context, call *imposter.Call) (*message.Response, error) {
 	env := inject.Env{Request: call.Request, FlowID: call.FlowID, Policy: r.imp.Spec().Flow.Policy}
-	if !r.http() {
+	if !r.imp.Spec().IsHTTP() {
 		out, err := r.p.RespondJSON(ctx, env)
 		if err != nil {
 			return nil, injectError(err)

@@ -163,11 +163,6 @@ func (imp *Imposter) SetStubs(stubs []*Stub) { imp.table.Store(newTable(stubs)) 
 // Stubs returns the current ones.
 func (imp *Imposter) Spec() *Spec { return imp.spec }
 
-// isHTTP reports whether the imposter speaks http or https.
-func (imp *Imposter) isHTTP() bool {
-	return imp.spec.Protocol == "http" || imp.spec.Protocol == "https"
-}
-
 // Port returns the imposter's port.
 func (imp *Imposter) Port() int { return imp.spec.Port }
 

@@ -174,7 +174,7 @@ func parseHeader(s *Spec, obj object) mberr.List {
 	switch s.Protocol = jsString(proto); {
 	case proto == nil || isNull(proto):
 		errs = append(errs, mberr.New(mberr.BadData, "'protocol' is a required field"))
-	case s.Protocol == "http" || s.Protocol == "https":
+	case s.IsHTTP():
 	case s.Protocol == "tcp" || s.Protocol == "smtp":
 		if err := parseTCPSMTP(s, obj); err != nil {
 			errs = append(errs, mberr.As(err))
@@ -551,3 +551,7 @@ func parseTCPSMTP(s *Spec, obj object) error {
 	s.Mode = m
 	return nil
 }
+
+// IsHTTP reports whether the imposter speaks http or https (its responses
+// have a status, headers and a body, not a tcp data).
+func (s *Spec) IsHTTP() bool { return s.Protocol == "http" || s.Protocol == "https" }

@@ -201,7 +201,7 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 // object its resolver made (an `is` as given, a proxy's answer) and the
 // http server's post-processing then edits its headers in place.
 func (imp *Imposter) matchResponse(r *response, resp *message.Response) []byte {
-	if !imp.isHTTP() {
+	if !imp.spec.IsHTTP() {
 		return imp.responseJSON(resp)
 	}
 	var obj []byte
@@ -495,7 +495,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		if err != nil {
 			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 		}
-		if b.Imposter.isHTTP() {
+		if b.Imposter.spec.IsHTTP() {
 			resp.MB = rs.Value // mb's object is the is as given, defaults filled in only when it is written
 		}
 		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)

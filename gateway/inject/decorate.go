@@ -80,8 +80,9 @@ func writeString(b *bytes.Buffer, s string) {
 }
 
 // apply writes a response object (the JSON of a decorated or shell-
-// transformed response, which r keeps: text must be apply's own) onto r. A body that is not a string is rendered as
-// mb renders it, JSON.stringify(body, null, 4), and marked JSONBody. A
+// transformed response, which r keeps as its MB: text must be apply's own)
+// onto r. A body that is not a string is rendered as mb renders it,
+// JSON.stringify(body, null, 4), and marked JSONBody. A
 // field that JavaScript counts as false is unset, as mb's `||` makes it:
 // the imposter's defaultResponse gives it.
 func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]byte, error)) error {

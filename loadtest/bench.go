@@ -26,7 +26,11 @@ type benchConfig struct {
 	// inProcess names a file of `go test -bench` output to report beside
 	// the load ("" for none).
 	inProcess string
-	only      *regexp.Regexp
+	// profileDir, when set, starts riftgate with --pprof and writes there
+	// a CPU profile of its processes over each of its measurements: the
+	// input of make pgo.
+	profileDir string
+	only       *regexp.Regexp
 	// helloCmd starts the raw server; it is this very program, `hello`.
 	helloCmd []string
 }
@@ -54,6 +58,7 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&c.slices, "slices", 5, "closed loop: the systems take turns in this many slices of -d each (1: one after another)")
 	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU list the servers are pinned to with taskset (\"\" not to pin); run the bench itself on another")
 	fs.StringVar(&c.inProcess, "inprocess", "", "a file of `go test -bench -benchmem` output (BenchmarkServe) to report beside the load")
+	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of riftgate's processes over each measurement to this folder (riftgate runs with --pprof; make pgo merges them)")
 	only := fs.String("only", "", "regexp: run only the cases whose id matches")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -68,6 +68,9 @@ func (b *bench) startCluster(ctx context.Context) (*clusterNodes, error) {
 			"--datadir", filepath.Join(b.dir, "cluster-"+name),
 			"--cluster-node-name", name, "--cluster-listen", net.JoinHostPort(host, strconv.Itoa(peerPort)),
 			"--cluster-secret-file", secret}
+		if b.cfg.profileDir != "" {
+			argv = append(argv, "--pprof")
+		}
 		if i == 0 {
 			argv = append(argv, "--cluster-bootstrap")
 		} else {

@@ -3,14 +3,18 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -40,6 +44,9 @@ type bench struct {
 	// servers are each system's server processes, whose CPU time a
 	// measurement reads.
 	servers map[string]func() []*process
+	// profiled are the admin URLs of each system whose CPU profiles
+	// -profile-dir asks for.
+	profiled map[string][]string
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -105,12 +112,21 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	b.servers = map[string]func() []*process{sysRaw: func() []*process { return []*process{raw} }}
 	admins := map[string]string{}
 	down := map[string]string{}
-	rg, admin, err := b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, "--datadir", dir+"/riftgate-data")
+	rgArgs := []string{"--datadir", dir + "/riftgate-data"}
+	if b.cfg.profileDir != "" {
+		rgArgs = append(rgArgs, "--pprof")
+		if err := os.MkdirAll(b.cfg.profileDir, 0o755); err != nil {
+			return "", fmt.Errorf("bench: %w", err)
+		}
+	}
+	b.profiled = map[string][]string{}
+	rg, admin, err := b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, rgArgs...)
 	if err != nil {
 		down[sysRift] = err.Error()
 	} else {
 		defer rg.stop()
 		admins[sysRift] = admin
+		b.profiled[sysRift] = []string{admin}
 		b.servers[sysRift] = func() []*process { return []*process{rg} }
 	}
 	mb, admin, err := b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
@@ -128,6 +144,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		} else {
 			defer b.cluster.stop()
 			b.servers[sysCluster] = func() []*process { return b.cluster.procs }
+			b.profiled[sysCluster] = b.cluster.admins
 		}
 	}
 	for sys, why := range down {
@@ -318,7 +335,9 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 				o.Warmup = 0
 			}
 			cpu0, ok0 := b.serverCPU(sys)
+			profiled := b.profile(sys, o.Warmup+o.Duration, fmt.Sprintf("%s-r%d-s%d", c.id, round, k))
 			res, err := Run(ctx, o)
+			profiled()
 			if err != nil {
 				cells[sys].errNote = "failed: " + err.Error()
 				return
@@ -337,6 +356,44 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 		}
 		b.record(c, sys, cells[sys], round, opts[sys].Rate, res, perReq)
 	}
+}
+
+// profile starts CPU profiles, for d, of sys's processes when -profile-dir
+// asks for them; the returned func waits for them and writes them there as
+// name-<system>-<node>.pprof. A profile that fails is logged and left out:
+// the measurement does not depend on it.
+func (b *bench) profile(sys string, d time.Duration, name string) (wait func()) {
+	admins := b.profiled[sys]
+	if b.cfg.profileDir == "" || len(admins) == 0 {
+		return func() {}
+	}
+	secs := max(1, int((d+time.Second-1)/time.Second))
+	var wg sync.WaitGroup
+	for i, admin := range admins {
+		file := filepath.Join(b.cfg.profileDir, fmt.Sprintf("%s-%s-%d.pprof", name, strings.ReplaceAll(sys, " ", ""), i+1))
+		wg.Go(func() {
+			if err := fetchProfile(admin, secs, file); err != nil {
+				b.log.Warn("profile not taken", "system", sys, "err", err)
+			}
+		})
+	}
+	return wg.Wait
+}
+
+func fetchProfile(admin string, secs int, file string) error {
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", admin, resp.Status, oneLine(string(body)))
+	}
+	return os.WriteFile(file, body, 0o644)
 }
 
 // serverCPU is the CPU time sys's server processes have used so far.

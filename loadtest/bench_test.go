@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
 
 // The harness end to end, with the raw server as a real child process and
@@ -140,5 +142,38 @@ func TestMergeResultsSumsSlices(t *testing.T) {
 	// p99 the slow slice's.
 	if m.Latency.P50 < 0.99 || m.Latency.P50 > 1.01 || m.Latency.P99 < 8.9 || m.Latency.P99 > 9.1 {
 		t.Errorf("p50 %v ms, p99 %v ms, want 1 and 9", m.Latency.P50, m.Latency.P99)
+	}
+}
+
+// -profile-dir: riftgate runs with --pprof, and each of its measurements
+// leaves a CPU profile of it (what make pgo merges into default.pgo).
+func TestBenchProfilesRiftgate(t *testing.T) {
+	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
+	bin := gatewaytest.Binary(t)
+	dir := t.TempDir()
+	profiles := filepath.Join(dir, "pgo")
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"bench",
+		"-riftgate", bin, "-mb", filepath.Join(dir, "no-mb"),
+		"-wasm-dir", dir, "-wrk", "", "-server-cpu", "",
+		"-rounds", "1", "-slices", "1", "-d", "1s", "-warmup", "0", "-c", "4",
+		"-only", "^static$", "-profile-dir", profiles, "-out", ""}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got, err := filepath.Glob(filepath.Join(profiles, "*.pprof"))
+	if err != nil || len(got) != 1 {
+		t.Fatalf("profiles %v (%v), want one: %s", got, err, stderr.String())
+	}
+	if filepath.Base(got[0]) != "static-r0-s0-riftgate-1.pprof" {
+		t.Errorf("profile named %s", filepath.Base(got[0]))
+	}
+	p, err := os.ReadFile(got[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pprof profile is gzipped protobuf.
+	if len(p) < 100 || p[0] != 0x1f || p[1] != 0x8b {
+		t.Errorf("profile of %d bytes, not gzip: %q", len(p), p[:min(len(p), 40)])
 	}
 }

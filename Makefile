@@ -18,12 +18,12 @@ WASM :=
 .DEFAULT_GOAL := all
 include $(sort $(wildcard */*.mk))
 
-.PHONY: all build run cluster test test-short bench lint wasm node clean
+.PHONY: all build run cluster test test-short bench pgo lint wasm node clean
 all: build
 
 build: $(BIN)/riftgate wasm
 
-$(BIN)/riftgate: $(GOSRC)
+$(BIN)/riftgate: $(GOSRC) $(wildcard cmd/riftgate/default.pgo)
 	$(GO) build -o $@ ./cmd/riftgate
 
 wasm: $(WASM)
@@ -54,6 +54,11 @@ test-short: build
 
 bench: build node
 	./loadtest/bench/run.sh
+
+# Regenerates cmd/riftgate/default.pgo (profile-guided optimisation) from
+# riftgate's own profile under make bench's loads; commit the result.
+pgo: build node
+	./loadtest/bench/pgo.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -91,7 +91,7 @@ func (ip *inProcess) report(p func(string, ...any)) {
 		return
 	}
 	p("\n## In process (`go test -bench`)\n\n")
-	p("`go test -run '^$' -bench '^BenchmarkServe$' -benchmem -count 5 ./gateway/`, pinned to the servers' CPU before the load runs: one request through the engine's handler, no sockets. Medians of the runs.\n\n")
+	p("`go test -pgo=cmd/riftgate/default.pgo -run '^$' -bench '^BenchmarkServe$' -benchmem -count 5 ./gateway/`, pinned to the servers' CPU before the load runs: one request through the engine's handler, no sockets, compiled with the profile the riftgate binary is built with. Medians of the runs.\n\n")
 	p("| benchmark | ns/op | allocs/op | runs | target |\n|---|---|---|---|---|\n")
 	for _, name := range ip.order {
 		runs := ip.runs[name]

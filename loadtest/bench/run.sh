@@ -21,10 +21,14 @@ else
 fi
 # The in-process benchmarks first, on the servers' CPU, while nothing else
 # of the bench runs: issue #16's per-request costs, reported with the load.
+# They are compiled with riftgate's profile (cmd/riftgate/default.pgo), as
+# the binary under load is.
 INPROC=build/bench-inprocess.txt
 mkdir -p build
 SPIN=""
 [ -n "$SERVER_CPU" ] && SPIN="taskset -c $SERVER_CPU"
-RIFTGATE_WASM_DIR=${RIFTGATE_WASM_DIR:-build/wasm} $SPIN "$GO" test -run '^$' -bench '^BenchmarkServe$' \
+PGO=off
+[ -f cmd/riftgate/default.pgo ] && PGO="$PWD/cmd/riftgate/default.pgo"
+RIFTGATE_WASM_DIR=${RIFTGATE_WASM_DIR:-build/wasm} $SPIN "$GO" test -pgo="$PGO" -run '^$' -bench '^BenchmarkServe$' \
 	-benchmem -count 5 ./gateway/ | tee "$INPROC"
 exec $PIN bin/riftload bench -server-cpu "$SERVER_CPU" -inprocess "$INPROC" -out docs/benchmarks.md "$@"

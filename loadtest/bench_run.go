@@ -335,7 +335,7 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 				o.Warmup = 0
 			}
 			cpu0, ok0 := b.serverCPU(sys)
-			profiled := b.profile(sys, o.Warmup+o.Duration, fmt.Sprintf("%s-r%d-s%d", c.id, round, k))
+			profiled := b.profile(ctx, sys, o.Warmup+o.Duration, fmt.Sprintf("%s-r%d-s%d", c.id, round, k))
 			res, err := Run(ctx, o)
 			profiled()
 			if err != nil {
@@ -361,27 +361,34 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 // profile starts CPU profiles, for d, of sys's processes when -profile-dir
 // asks for them; the returned func waits for them and writes them there as
 // name-<system>-<node>.pprof. A profile that fails is logged and left out:
-// the measurement does not depend on it.
-func (b *bench) profile(sys string, d time.Duration, name string) (wait func()) {
+// the measurement does not depend on it. A server that does not answer is
+// given up on 10 s after its profile should have ended.
+func (b *bench) profile(ctx context.Context, sys string, d time.Duration, name string) (wait func()) {
 	admins := b.profiled[sys]
 	if b.cfg.profileDir == "" || len(admins) == 0 {
 		return func() {}
 	}
 	secs := max(1, int((d+time.Second-1)/time.Second))
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+10*time.Second)
+	slug := strings.NewReplacer(", ", "-", " ", "").Replace(sys) // "riftgate-3nodes"
 	var wg sync.WaitGroup
 	for i, admin := range admins {
-		file := filepath.Join(b.cfg.profileDir, fmt.Sprintf("%s-%s-%d.pprof", name, strings.ReplaceAll(sys, " ", ""), i+1))
+		file := filepath.Join(b.cfg.profileDir, fmt.Sprintf("%s-%s-%d.pprof", name, slug, i+1))
 		wg.Go(func() {
-			if err := fetchProfile(admin, secs, file); err != nil {
+			if err := fetchProfile(ctx, admin, secs, file); err != nil {
 				b.log.Warn("profile not taken", "system", sys, "err", err)
 			}
 		})
 	}
-	return wg.Wait
+	return func() { wg.Wait(); cancel() }
 }
 
-func fetchProfile(admin string, secs int, file string) error {
-	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs))
+func fetchProfile(ctx context.Context, admin string, secs int, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -85,7 +86,7 @@ func (c clusterClaims) Acquire(ctx context.Context, key string) (uint64, bool, e
 				err := ci.WaitApplied(wctx, a.index)
 				cancel()
 				if err != nil {
-					return 0, false, err
+					return 0, false, fmt.Errorf("cluster: the recording is at configuration index %d and this node still runs %d: %w", a.index, ci.Applied(), err)
 				}
 			}
 			return 0, false, nil

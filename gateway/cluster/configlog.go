@@ -344,14 +344,17 @@ func unavailable(msg string, err error) *mberr.Error {
 
 // observer follows the group's applies: effects run after the state lock
 // is released, on Raft's apply path, so each only records what changed.
+// The follower is offered a state under the lock, not as an effect: once
+// the group reports an index applied, every configuration up to it has
+// been offered, which WaitApplied relies on (offer only records it, and
+// takes no lock of the state's).
 type observer struct{ n *Node }
 
 var _ raftnode.Observer[state, entry, response] = observer{}
 
 // OnApply implements raftnode.Observer.
-func (o observer) OnApply(fx *raftnode.Effects, s *state, _ entry, _ response, index uint64) {
-	cfg := s.Config // immutable: Apply copies what it changes
-	fx.Defer(func() { o.n.follow.offer(cfg, index) })
+func (o observer) OnApply(_ *raftnode.Effects, s *state, _ entry, _ response, index uint64) {
+	o.n.follow.offer(s.Config, index) // s.Config is immutable: Apply copies what it changes
 }
 
 // OnMembership implements raftnode.Observer.
@@ -362,9 +365,7 @@ func (o observer) OnMembership(fx *raftnode.Effects, _ *state, m raftnode.Member
 
 // OnRestore implements raftnode.Observer.
 func (o observer) OnRestore(fx *raftnode.Effects, s *state, index uint64) {
-	cfg, m := s.Config, s.Members.Clone()
-	fx.Defer(func() {
-		o.n.setMembers(m)
-		o.n.follow.offer(cfg, index)
-	})
+	o.n.follow.offer(s.Config, index)
+	m := s.Members.Clone()
+	fx.Defer(func() { o.n.setMembers(m) })
 }

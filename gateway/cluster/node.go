@@ -316,8 +316,19 @@ func (n *Node) Applied() uint64 {
 }
 
 // WaitApplied returns once this node runs the configuration at index or
-// later.
-func (n *Node) WaitApplied(ctx context.Context, index uint64) error { return n.follow.wait(ctx, index) }
+// later. index is a log index, which need not hold a configuration
+// command: another node's Applied is the index of the state it started
+// from or restored as often as that of a command. So this waits for the
+// group to apply index, then for the reconciler to follow whatever that
+// offered (the observer offers under the state lock, before the index
+// shows as applied).
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	if err := n.group.WaitApplied(ctx, index); err != nil {
+		return err
+	}
+	_, idx := n.follow.applied()
+	return n.follow.wait(ctx, idx)
+}
 
 // Barrier returns once this node runs everything the group had committed
 // when it was called (a Raft read barrier, then the reconciler catching

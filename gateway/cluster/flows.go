@@ -408,19 +408,29 @@ func (f *Flows) Get(ctx context.Context, flowID, key string, dst []byte) (flow.E
 		return flow.Entry{}, err
 	}
 	r := request{op: opGet, flow: flowID, key: key}
-	var a answer
-	if err := f.do(ctx, ring.ClassFlow, &r, &a); err != nil {
+	a := pooledAnswer()
+	defer putAnswer(a)
+	if err := f.do(ctx, ring.ClassFlow, &r, a); err != nil {
 		return flow.Entry{}, err
 	}
-	f.remember(&r, &a)
+	f.remember(&r, a)
 	if a.status == statusNotFound || !a.present {
 		return flow.Entry{}, flow.ErrNotFound
 	}
-	v := a.value // the answer's own
-	if dst != nil {
-		v = append(dst[:0], v...)
+	v := append(dst[:0], a.value...)
+	if v == nil {
+		v = []byte{} // present, if empty
 	}
 	return flow.Entry{Value: v, Version: a.ver}, nil
+}
+
+// pooledAnswer is an answer from ansPool for one operation of the engine's:
+// its values live in its rooms, so what the operation returns is copied
+// out (or is the caller's own) before putAnswer.
+func pooledAnswer() *answer {
+	a := ansPool.Get().(*answer)
+	a.reset()
+	return a
 }
 
 // Put implements flow.Store.
@@ -442,22 +452,27 @@ func (f *Flows) CAS(ctx context.Context, flowID, key string, expect uint64, valu
 		return flow.Entry{}, err
 	}
 	r := request{op: opCAS, flow: flowID, key: key, expect: expect, value: value, policy: toWire(p)}
-	var a answer
-	if err := f.do(ctx, ring.ClassFlow, &r, &a); err != nil {
+	a := pooledAnswer()
+	defer putAnswer(a)
+	if err := f.do(ctx, ring.ClassFlow, &r, a); err != nil {
 		return flow.Entry{}, err
 	}
-	f.remember(&r, &a)
-	return casResult(&a)
+	f.remember(&r, a)
+	return casResult(a, value)
 }
 
-// casResult is the entry a CAS or a Swap answered: the one written, or on
-// a mismatch the current one.
-func casResult(a *answer) (flow.Entry, error) {
-	e := flow.Entry{Value: a.value, Version: a.ver}
+// casResult is the entry a CAS or a Swap of written answered: the one
+// written (written itself: the owner answers what it wrote), or on a
+// mismatch the current one, copied out of a.
+func casResult(a *answer, written []byte) (flow.Entry, error) {
 	if a.status == statusMismatch {
-		return e, flow.ErrVersionMismatch
+		var v []byte
+		if a.present {
+			v = append([]byte{}, a.value...)
+		}
+		return flow.Entry{Value: v, Version: a.ver}, flow.ErrVersionMismatch
 	}
-	return e, nil
+	return flow.Entry{Value: written, Version: a.ver}, nil
 }
 
 // Swap implements flow.Speculator: one owner operation that reads and
@@ -469,17 +484,18 @@ func (f *Flows) Swap(ctx context.Context, flowID, key string, old flow.Entry, va
 		return flow.Entry{}, err
 	}
 	r := request{op: opSwap, flow: flowID, key: key, hasOld: old.Version.V != 0, old: old.Value, value: value, policy: toWire(p)}
-	var a answer
-	err := f.do(ctx, ring.ClassFlow, &r, &a)
+	a := pooledAnswer()
+	defer putAnswer(a)
+	err := f.do(ctx, ring.ClassFlow, &r, a)
 	if err != nil && a.status == statusBadRequest && r.remote {
 		return f.swapByVersion(ctx, flowID, key, old, value, p)
 	}
 	if err != nil {
 		return flow.Entry{}, err
 	}
-	f.mergeCarried(ctx, &a)
-	f.remember(&r, &a)
-	return casResult(&a)
+	f.mergeCarried(ctx, a)
+	f.remember(&r, a)
+	return casResult(a, value)
 }
 
 // swapByVersion is Swap as a Get and a CAS on the version it read.

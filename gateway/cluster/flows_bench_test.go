@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -20,6 +21,7 @@ func BenchmarkOwnerRPC(b *testing.B) {
 	local, remote := flowsOwnedBy(v, "n1", 1)[0], flowsOwnedBy(v, "n2", 1)[0]
 	ctx := context.Background()
 	mem := flow.Policy{Durability: flow.Memory}
+	states := [2][]byte{[]byte("in"), []byte("Started")}
 	for _, id := range []string{local, remote} {
 		if _, err := n1.f.Put(ctx, id, "k", []byte("value"), mem); err != nil {
 			b.Fatal(err)
@@ -31,6 +33,24 @@ func BenchmarkOwnerRPC(b *testing.B) {
 	}{
 		{"get", func(id string) error { _, err := n1.f.Get(ctx, id, "k", nil); return err }},
 		{"put-memory", func(id string) error { _, err := n1.f.Put(ctx, id, "k", []byte("value"), mem); return err }},
+		// A scenario's move, as the engine makes it: a swap on the value
+		// this node last saw, from one state to the other and back.
+		{"swap-memory", func(id string) error {
+			old, ok := n1.f.Recall(id, "k") // what owners last answered this node
+			if !ok {                        // its own flow: its shard holds the value
+				e, _ := n1.f.shard.Get(ctx, id, "k", nil)
+				old = flow.Entry{Value: e.Value, Version: flow.Version(e.Version)}
+			}
+			next := states[0]
+			if string(old.Value) == string(next) {
+				next = states[1]
+			}
+			_, err := n1.f.Swap(ctx, id, "k", old, next, mem)
+			if errors.Is(err, flow.ErrVersionMismatch) {
+				err = nil // another caller moved it first
+			}
+			return err
+		}},
 	} {
 		for _, where := range []struct{ name, id string }{{"local", local}, {"remote", remote}} {
 			b.Run(bc.name+"/"+where.name, func(b *testing.B) {

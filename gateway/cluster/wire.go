@@ -144,13 +144,23 @@ type answer struct {
 	more    bool
 	next    string // cursor of the next page
 	sets    []flowshard.RecordSet
-	// room is where the owner's reads copy a value (flowshard.Get's dst):
-	// a pooled answer is encoded before it is reused, so it keeps its room.
+	// room is where the owner's reads copy a value (flowshard.Get's dst),
+	// and where decodeAnswer copies an answer's values; recs is where it
+	// decodes the records of sets. A pooled answer is done with before it
+	// is reused, so it keeps its rooms (putAnswer bounds them).
 	room []byte
+	recs []flowshard.Record
 }
 
 func (a *answer) reset() {
-	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0], room: a.room[:0]}
+	*a = answer{snap: a.snap[:0], ids: a.ids[:0], sets: a.sets[:0], room: a.room[:0], recs: a.recs[:0]}
+}
+
+// putAnswer returns a to ansPool, unless a large answer grew its rooms.
+func putAnswer(a *answer) {
+	if cap(a.room) <= maxKeptRoom && cap(a.recs) <= maxKeptRoom/64 {
+		ansPool.Put(a)
+	}
 }
 
 // read reads key of flowID into a's room.
@@ -404,10 +414,8 @@ func (e *enc) sets(sets []flowshard.RecordSet) {
 	}
 }
 
-func (d *dec) sets() []flowshard.RecordSet { return d.setsInto(nil, nil) }
-
 // setsInto decodes record sets into the room of out, and their records
-// into the room of *recs when recs is not nil.
+// into the room of *recs.
 func (d *dec) setsInto(out []flowshard.RecordSet, recs *[]flowshard.Record) []flowshard.RecordSet {
 	n := d.count()
 	out = slices.Grow(out[:0], n)
@@ -420,16 +428,12 @@ func (d *dec) setsInto(out []flowshard.RecordSet, recs *[]flowshard.Record) []fl
 			d.fail()
 		}
 		m := d.count()
-		if recs == nil {
-			s.Records = make([]flowshard.Record, m)
-		} else {
-			// A new array when the room grows: the sets decoded before
-			// keep the old one.
-			at := len(*recs)
-			*recs = slices.Grow(*recs, m)[:at+m]
-			s.Records = (*recs)[at : at+m : at+m]
-			clear(s.Records)
-		}
+		// A new array when the room grows: the sets decoded before keep
+		// the old one.
+		at := len(*recs)
+		*recs = slices.Grow(*recs, m)[:at+m]
+		s.Records = (*recs)[at : at+m : at+m]
+		clear(s.Records)
 		for j := range s.Records {
 			r := &s.Records[j]
 			r.Key = d.str()
@@ -585,10 +589,11 @@ func appendAnswer(b []byte, op byte, a *answer) []byte {
 	return e.b
 }
 
-// decodeAnswer decodes the answer to op into a; values are copied.
+// decodeAnswer decodes the answer to op into a; values are copied into
+// a's rooms, names interned.
 func decodeAnswer(b []byte, op byte, a *answer) error {
-	d := dec{b: b}
 	a.reset()
+	d := dec{b: b, names: wireNames, room: &a.room}
 	a.status, a.mIdx = d.byte(), d.u()
 	switch {
 	case a.status > statusLast:
@@ -605,7 +610,7 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 			a.ver, a.value = d.version(), d.bytes()
 		}
 		if op == opSwap {
-			a.sets = d.sets()
+			a.sets = d.setsInto(a.sets, &a.recs)
 		}
 	case opPut:
 		a.ver = d.version()
@@ -625,7 +630,7 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 		}
 		a.more = d.flag()
 	case opAdopt:
-		a.sets, a.more, a.next = d.sets(), d.flag(), d.str()
+		a.sets, a.more, a.next = d.setsInto(a.sets, &a.recs), d.flag(), d.str()
 	case opDelete, opClearFlow, opClaimRecorded, opClaimRelease, opClaimForget:
 	default:
 		d.fail()

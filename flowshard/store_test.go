@@ -963,3 +963,37 @@ func TestCloseWaitsForOpsInProgress(t *testing.T) {
 		}
 	}
 }
+
+// Async writes that nothing waits for still reach the disk, within about
+// AsyncInterval, however they arrive: one alone, a stream, a stream that
+// stops. The writer is woken only for a batch's first write, so a write
+// that joined a batch must be committed with it.
+func TestAsyncWritesCommitUnwaited(t *testing.T) {
+	s := open(t, dbPath(t), Options{})
+	committed := func(n uint64) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second)
+		for s.Stats().BatchedOps < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d Async ops committed after 2 s", s.Stats().BatchedOps, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	mustPut(t, s, "f", "k", "alone", pol(Async, 0))
+	committed(1)
+	n := uint64(1)
+	stop := time.Now().Add(30 * AsyncInterval)
+	for i := 0; time.Now().Before(stop); i++ {
+		mustPut(t, s, "f", strconv.Itoa(i%16), "stream", pol(Async, 0))
+		n++
+		if i%64 == 0 {
+			time.Sleep(time.Millisecond / 4)
+		}
+	}
+	committed(n)
+	st := s.Stats()
+	if st.Batches >= n/4 {
+		t.Errorf("%d ops in %d batches: Async writes are not batched", n, st.Batches)
+	}
+}

@@ -105,17 +105,27 @@ func (w *writer) reserve(ctx context.Context) error {
 // enqueue appends ops to the batch being filled and returns it. It never
 // blocks: callers hold a flow lock. waiter says whether the caller will wait
 // for the commit.
+//
+// It wakes the writer only for what the writer waits on (gather): a batch
+// that was empty, a waiter, a batch reaching half its bound. Under a
+// stream of Async writes the writer then sleeps out its AsyncInterval
+// instead of waking for every write only to find it must wait on.
 func (w *writer) enqueue(waiter bool, ops ...op) *batch {
 	w.mu.Lock()
 	b := w.cur
+	n := len(b.ops)
 	b.ops = append(b.ops, ops...)
 	if waiter {
 		b.waiters++
 	}
+	half := w.maxPending / 2
+	wake := n == 0 || waiter || n < half && len(b.ops) >= half
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 	return b
 }

@@ -37,8 +37,11 @@ type Stats struct {
 	// they would otherwise have seen before it was durable.
 	SyncReadWaits uint64
 
-	Batches      uint64 // bbolt transactions committed
-	BatchedOps   uint64 // disk ops in those transactions
+	Batches    uint64 // bbolt transactions committed
+	BatchedOps uint64 // disk ops in those transactions
+	// Superseded counts the batched ops that a later op of their batch on
+	// the same key replaced before the transaction wrote them.
+	Superseded   uint64
 	CommitErrors uint64 // failed commits (every Sync write in them got ErrWriteFailed)
 	// BatchSizes[i]: batches of fewer than 2^i ops; the last bucket is open.
 	BatchSizes [batchBuckets]uint64
@@ -60,6 +63,7 @@ type counters struct {
 	gets                                 [3]atomic.Uint64
 	syncReadWaits                        atomic.Uint64
 	batches, batchedOps, commitErrors    atomic.Uint64
+	superseded                           atomic.Uint64
 	batchSizes                           [batchBuckets]atomic.Uint64
 	commitLatency                        [latencyBuckets]atomic.Uint64
 	commitNanos                          atomic.Uint64
@@ -67,13 +71,14 @@ type counters struct {
 	cleared                              atomic.Uint64
 }
 
-func (c *counters) commit(ops int, d time.Duration, err error) {
+func (c *counters) commit(ops, superseded int, d time.Duration, err error) {
 	if err != nil {
 		c.commitErrors.Add(1)
 		return
 	}
 	c.batches.Add(1)
 	c.batchedOps.Add(uint64(ops))
+	c.superseded.Add(uint64(superseded))
 	c.batchSizes[bucket(uint64(ops), batchBuckets)].Add(1)
 	c.commitLatency[bucket(uint64(d.Microseconds()), latencyBuckets)].Add(1)
 	c.commitNanos.Add(uint64(d.Nanoseconds()))
@@ -92,6 +97,7 @@ func (c *counters) snapshot() Stats {
 		SyncReadWaits:  c.syncReadWaits.Load(),
 		Batches:        c.batches.Load(),
 		BatchedOps:     c.batchedOps.Load(),
+		Superseded:     c.superseded.Load(),
 		CommitErrors:   c.commitErrors.Load(),
 		CommitNanos:    c.commitNanos.Load(),
 		EvictedLRU:     c.evictedLRU.Load(),

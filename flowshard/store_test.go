@@ -997,3 +997,73 @@ func TestAsyncWritesCommitUnwaited(t *testing.T) {
 		t.Errorf("%d ops in %d batches: Async writes are not batched", n, st.Batches)
 	}
 }
+
+// superseded keeps, of the ops a batch has for one key, only the last one
+// since the batch's last prefix delete: a prefix delete orders the writes
+// around it.
+func TestSuperseded(t *testing.T) {
+	put := func(k string) op { return op{key: []byte(k), val: []byte("v")} }
+	del := func(k string) op { return op{key: []byte(k), del: true} }
+	prefix := func(k string) op { return op{key: []byte(k), prefix: true} }
+	tests := []struct {
+		name string
+		ops  []op
+		skip []int
+	}{
+		{"one", []op{put("a")}, nil},
+		{"distinct keys", []op{put("a"), put("b"), del("c")}, nil},
+		{"a key written three times", []op{put("a"), put("b"), put("a"), put("a")}, []int{0, 2}},
+		{"a write then a delete", []op{put("a"), del("a")}, []int{0}},
+		{"a delete then a write", []op{del("a"), put("a")}, []int{0}},
+		{"a prefix delete between", []op{put("fa"), prefix("f"), put("fa")}, nil},
+		{"after a prefix delete", []op{put("fa"), prefix("f"), put("fa"), put("fa"), put("fa")}, []int{2, 3}},
+		{"a key equal to a prefix", []op{put("f"), prefix("f"), put("f")}, nil},
+	}
+	var w writer
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := w.superseded(tc.ops)
+			var got []int
+			for i, s := range w.skip {
+				if s {
+					got = append(got, i)
+				}
+			}
+			if !slices.Equal(got, tc.skip) || n != len(tc.skip) {
+				t.Fatalf("skipped %v (%d), want %v", got, n, tc.skip)
+			}
+		})
+	}
+}
+
+// A key written many times in one Async batch reaches the disk once, with
+// its last value, and a whole flow deleted between writes stays deleted
+// but for what was written after.
+func TestSupersededWritesOnDisk(t *testing.T) {
+	path := dbPath(t)
+	s := open(t, path, Options{})
+	for i := range 200 {
+		mustPut(t, s, "f", "k", strconv.Itoa(i), pol(Async, 0))
+		mustPut(t, s, "g", strconv.Itoa(i%3), strconv.Itoa(i), pol(Async, 0))
+	}
+	if err := s.Clear(bg, "g"); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "g", "after", "x", pol(Async, 0))
+	if err := s.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Superseded == 0 || st.Superseded >= st.BatchedOps {
+		t.Fatalf("%d of %d batched ops superseded", st.Superseded, st.BatchedOps)
+	}
+	s = open(t, path, Options{})
+	if e := mustGet(t, s, "f", "k"); string(e.Value) != "199" {
+		t.Fatalf("f/k = %q after reopening, want the last write", e.Value)
+	}
+	for k := range 3 {
+		wantAbsent(t, s, "g", strconv.Itoa(k))
+	}
+	if e := mustGet(t, s, "g", "after"); string(e.Value) != "x" {
+		t.Fatalf("g/after = %q", e.Value)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,10 @@ type writer struct {
 	// Owned by run: see gather.
 	lastCommit time.Duration
 	target     int
+	// Owned by run: see superseded.
+	skip    []bool
+	keySlot map[string]int
+	lastOp  []int
 }
 
 func newWriter(db *bolt.DB, maxPending int, st *counters, log *slog.Logger) *writer {
@@ -233,9 +238,13 @@ func (w *writer) commitOnce() bool {
 	w.mu.Unlock()
 
 	start := time.Now()
+	superseded := w.superseded(b.ops)
 	err := w.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(dataBucket)
-		for _, o := range b.ops {
+		for i, o := range b.ops {
+			if w.skip[i] {
+				continue
+			}
 			if err := apply(bk, o); err != nil {
 				return err
 			}
@@ -243,7 +252,7 @@ func (w *writer) commitOnce() bool {
 		return nil
 	})
 	w.lastCommit = time.Since(start)
-	w.stats.commit(len(b.ops), w.lastCommit, err)
+	w.stats.commit(len(b.ops), superseded, w.lastCommit, err)
 	// Those queued meanwhile plus those about to be released.
 	w.mu.Lock()
 	w.target = w.cur.waiters + b.waiters
@@ -255,6 +264,42 @@ func (w *writer) commitOnce() bool {
 	}
 	close(b.done)
 	return true
+}
+
+// superseded marks in w.skip the ops of a batch that a later op of the
+// same batch on the same key replaces, with no prefix delete between them:
+// the transaction would write the key again before it commits, so only
+// the last write of a key goes to bbolt. A flow written many times within
+// one AsyncInterval (an imposter's one flow, a scenario moving) then costs
+// one bbolt put a key per commit. It returns how many it marked.
+func (w *writer) superseded(ops []op) int {
+	w.skip = slices.Grow(w.skip[:0], len(ops))[:len(ops)]
+	clear(w.skip)
+	if w.keySlot == nil {
+		w.keySlot = map[string]int{}
+	}
+	clear(w.keySlot)
+	w.lastOp = w.lastOp[:0]
+	n := 0
+	for i, o := range ops {
+		if o.prefix {
+			// What it deletes may be written again after it: those writes
+			// must stay after it, so the ops before it are not compared
+			// with them.
+			clear(w.keySlot)
+			w.lastOp = w.lastOp[:0]
+			continue
+		}
+		if slot, ok := w.keySlot[string(o.key)]; ok {
+			w.skip[w.lastOp[slot]] = true
+			w.lastOp[slot] = i
+			n++
+			continue
+		}
+		w.keySlot[string(o.key)] = len(w.lastOp)
+		w.lastOp = append(w.lastOp, i)
+	}
+	return n
 }
 
 func apply(bk *bolt.Bucket, o op) error {

@@ -111,26 +111,23 @@ func (w *writer) reserve(ctx context.Context) error {
 // blocks: callers hold a flow lock. waiter says whether the caller will wait
 // for the commit.
 //
-// It wakes the writer only for what the writer waits on (gather): a batch
-// that was empty, a waiter, a batch reaching half its bound. Under a
-// stream of Async writes the writer then sleeps out its AsyncInterval
-// instead of waking for every write only to find it must wait on.
+// It wakes the writer for every write, although under a stream of Async
+// writes the writer only finds it must wait on: waking it only for a
+// batch's first write, a waiter or half the bound took 5% off a single
+// node's CPU a request under the bench's Async flow case, and 5% off three
+// nodes' throughput on one core (ab-cluster.sh, 44 slices in three runs),
+// the cluster's ratio that issue #14 measures (docs/flowshard.md).
 func (w *writer) enqueue(waiter bool, ops ...op) *batch {
 	w.mu.Lock()
 	b := w.cur
-	n := len(b.ops)
 	b.ops = append(b.ops, ops...)
 	if waiter {
 		b.waiters++
 	}
-	half := w.maxPending / 2
-	wake := n == 0 || waiter || n < half && len(b.ops) >= half
 	w.mu.Unlock()
-	if wake {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 	return b
 }

@@ -89,9 +89,12 @@ func TestHostileXMLIsLinear(t *testing.T) {
 		tl := parseTime(text(large), 2)
 		// Below tens of milliseconds a loaded machine's noise is all there
 		// is to see, and a pause can make a reading slow once: a slow one
-		// is timed again before it fails, unless it is very slow.
+		// is timed again, up to three times, before it fails, unless it is
+		// very slow. (Under -race beside other packages' tests, two linear
+		// texts once measured 13x and 15x after one retiming: the
+		// collector's share of a 256 KiB parse varies the most.)
 		slow := func() bool { return tl > 50*time.Millisecond && tl > 10*tm }
-		if slow() && tl < 5*time.Second {
+		for try := 0; try < 3 && slow() && tl < 5*time.Second; try++ {
 			tm, tl = parseTime(text(medium), 5), parseTime(text(large), 5)
 		}
 		if slow() {

@@ -176,11 +176,11 @@ func (f *Flows) answerOne(r *request, inline bool) bool {
 	}
 	oc.release()
 	if !done {
-		ansPool.Put(a)
+		putAnswer(a)
 		return false
 	}
 	f.reply(r.s, r.id, r.op, a, inline)
-	ansPool.Put(a)
+	putAnswer(a)
 	f.serving.Add(-1)
 	r.s = nil
 	reqPool.Put(r)

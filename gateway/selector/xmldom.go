@@ -640,32 +640,33 @@ func (r *domReader) element(t *startTag) (*xmlquery.Node, []string) {
 	// a tag is the one in force, as the parser binds them.
 	for i := len(t.attrs) - 1; i >= 0; i-- {
 		a := &t.attrs[i]
-		prefix, local, hasPrefix := strings.Cut(a.qname, ":")
-		decl, isDecl := "", false
-		if hasPrefix {
-			decl, isDecl = local, prefix == "xmlns"
-		} else {
-			local, prefix = a.qname, ""
-			isDecl = a.qname == "xmlns"
-		}
-		a.prefix, a.local = prefix, local
-		if isDecl {
+		if prefix, local, isDecl := a.split(); isDecl {
+			decl := local // xmlns:p binds p
+			if prefix == "" {
+				decl = "" // xmlns binds the default namespace
+			}
 			r.ns[decl] = append(r.ns[decl], a.value)
 			bound = append(bound, decl)
-			a.uri = nsXMLNS
 		}
 	}
 	n := &xmlquery.Node{Type: xmlquery.ElementNode}
 	var index map[xml.Name]int // for a tag of many attributes
 	if len(t.attrs) > 8 {
-		index = make(map[xml.Name]int, len(t.attrs))
+		index = map[xml.Name]int{} // sized by the names it meets: a hostile tag repeats one
 	}
 	for i := range t.attrs {
 		a := &t.attrs[i]
-		if a.prefix != "" && a.prefix != "xmlns" {
-			a.uri = r.uri(a.prefix)
+		// Read once the tag's own bindings are in force, as the parser
+		// resolves them.
+		prefix, local, isDecl := a.split()
+		uri := ""
+		switch {
+		case isDecl:
+			uri = nsXMLNS
+		case prefix != "":
+			uri = r.uri(prefix)
 		}
-		attr := xmlquery.Attr{Name: xml.Name{Space: a.prefix, Local: a.local}, Value: a.value, NamespaceURI: a.uri}
+		attr := xmlquery.Attr{Name: xml.Name{Space: prefix, Local: local}, Value: a.value, NamespaceURI: uri}
 		// A repeated name keeps its place and takes the later value.
 		j := -1
 		if index != nil {
@@ -779,9 +780,15 @@ type startTag struct {
 	closed bool
 }
 
-type tagAttr struct {
-	qname, value       string
-	prefix, local, uri string
+type tagAttr struct{ qname, value string }
+
+// split is a's prefix and local name; isDecl reports an xmlns binding.
+func (a *tagAttr) split() (prefix, local string, isDecl bool) {
+	prefix, local, hasPrefix := strings.Cut(a.qname, ":")
+	if !hasPrefix {
+		return "", a.qname, a.qname == "xmlns"
+	}
+	return prefix, local, prefix == "xmlns"
 }
 
 // The states of readStartTag, the parser's.

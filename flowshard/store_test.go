@@ -966,8 +966,8 @@ func TestCloseWaitsForOpsInProgress(t *testing.T) {
 
 // Async writes that nothing waits for still reach the disk, within about
 // AsyncInterval, however they arrive: one alone, a stream, a stream that
-// stops. The writer is woken only for a batch's first write, so a write
-// that joined a batch must be committed with it.
+// stops: a write that joined a batch is committed with it, whatever woke
+// the writer.
 func TestAsyncWritesCommitUnwaited(t *testing.T) {
 	s := open(t, dbPath(t), Options{})
 	committed := func(n uint64) {

@@ -111,12 +111,8 @@ func (w *writer) reserve(ctx context.Context) error {
 // blocks: callers hold a flow lock. waiter says whether the caller will wait
 // for the commit.
 //
-// It wakes the writer for every write, although under a stream of Async
-// writes the writer only finds it must wait on: waking it only for a
-// batch's first write, a waiter or half the bound took 5% off a single
-// node's CPU a request under the bench's Async flow case, and 5% off three
-// nodes' throughput on one core (ab-cluster.sh, 44 slices in three runs),
-// the cluster's ratio that issue #14 measures (docs/flowshard.md).
+// It wakes the writer for every write, even where gather only waits on
+// (docs/flowshard.md says why waking it less was not kept).
 func (w *writer) enqueue(waiter bool, ops ...op) *batch {
 	w.mu.Lock()
 	b := w.cur

@@ -417,11 +417,7 @@ func (f *Flows) Get(ctx context.Context, flowID, key string, dst []byte) (flow.E
 	if a.status == statusNotFound || !a.present {
 		return flow.Entry{}, flow.ErrNotFound
 	}
-	v := append(dst[:0], a.value...)
-	if v == nil {
-		v = []byte{} // present, if empty
-	}
-	return flow.Entry{Value: v, Version: a.ver}, nil
+	return flow.Entry{Value: a.valueCopy(dst), Version: a.ver}, nil
 }
 
 // pooledAnswer is an answer from ansPool for one operation of the engine's:
@@ -468,7 +464,7 @@ func casResult(a *answer, written []byte) (flow.Entry, error) {
 	if a.status == statusMismatch {
 		var v []byte
 		if a.present {
-			v = append([]byte{}, a.value...)
+			v = a.valueCopy(nil)
 		}
 		return flow.Entry{Value: v, Version: a.ver}, flow.ErrVersionMismatch
 	}

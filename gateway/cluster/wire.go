@@ -166,13 +166,22 @@ func putAnswer(a *answer) {
 // read reads key of flowID into a's room.
 func (a *answer) read(ctx context.Context, shard *flowshard.Store, flowID, key string) (flowshard.Entry, error) {
 	e, err := shard.Get(ctx, flowID, key, a.room)
-	if err == nil && cap(e.Value) <= maxKeptRoom {
+	if err == nil {
 		a.room = e.Value
 	}
 	return e, err
 }
 
-// maxKeptRoom bounds the read room a pooled answer keeps.
+// valueCopy is a's value appended to dst[:0], never nil: the answer's room
+// is reused once it goes back to the pool.
+func (a *answer) valueCopy(dst []byte) []byte {
+	if v := append(dst[:0], a.value...); v != nil {
+		return v
+	}
+	return []byte{} // present, if empty
+}
+
+// maxKeptRoom bounds the rooms a pooled answer keeps (putAnswer).
 const maxKeptRoom = 4 << 10
 
 // maxTTLms bounds a record's TTL on the wire (about 35 years), so that it

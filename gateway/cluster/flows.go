@@ -95,6 +95,12 @@ type Flows struct {
 	peerMu sync.RWMutex
 	peers  map[uint64]*peer
 
+	// deleting orders a prefix delete (drain, then delete; held for
+	// writing) against anti-entropy's repair pushes (read, then queue;
+	// held for reading): a repair read before the delete is queued before
+	// its drain, and one read after it finds nothing to push.
+	deleting sync.RWMutex
+
 	sessMu   sync.Mutex
 	sessions map[*session]struct{} // answering sessions, closed by Close
 

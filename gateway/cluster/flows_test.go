@@ -301,10 +301,24 @@ func TestPushesAreToldWithoutAnAnswer(t *testing.T) {
 // successor when the delete reaches that successor must not bring the flow
 // back there (TestContract caught one so).
 func TestDeletePrefixOutrunsNoPush(t *testing.T) {
-	c := threeNodes(t, nil)
+	deletePrefixRounds(t, threeNodes(t, nil), 30)
+}
+
+// Nor must anti-entropy's repair of a copy the delete already removed
+// (a successor answering an offer between its delete and the owner's):
+// rounds every 2 ms put a repair beside most deletes (the fresh-clone CI
+// run of 16b11ca met one at the default 300 ms).
+func TestDeletePrefixOutrunsRepair(t *testing.T) {
+	deletePrefixRounds(t, threeNodes(t, func(cfg *FlowsConfig) { cfg.AntiEntropy = 2 * time.Millisecond }), 100)
+}
+
+// deletePrefixRounds writes a dozen flows from n2 and deletes them by
+// prefix, rounds times, and checks after each that no member holds one.
+func deletePrefixRounds(t *testing.T, c *tcluster, rounds int) {
+	t.Helper()
 	n := c.get("n2")
 	ctx := context.Background()
-	for round := range 30 {
+	for round := range rounds {
 		putFlows(t, n, numbered(fmt.Sprintf("i7:r%d-", round), 12))
 		if _, err := n.f.DeletePrefix(ctx, "i7:"); err != nil {
 			t.Fatal(err)

@@ -509,6 +509,7 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		// after its release.)
 		end, _ := ctx.Deadline()
 		dctx, cancel := context.WithTimeout(context.Background(), time.Until(end)/2)
+		f.deleting.Lock()
 		if err := f.drainPushes(dctx); err != nil {
 			f.log.Debug("cluster: deleting a prefix before some pushes were drained", "prefix", r.flow, "err", err)
 		}
@@ -520,6 +521,7 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		if err == nil {
 			_, err = f.shard.DeletePrefix(ctx, r.flow)
 		}
+		f.deleting.Unlock()
 		shardStatus(a, err)
 		a.n = uint64(len(owned))
 	case opPush:

@@ -49,9 +49,9 @@ func TestCommit(t *testing.T) {
 			if st := s.Stats(); st.Flows != 0 {
 				t.Fatalf("a delete-only commit created a flow")
 			}
-			got, err := s.Commit(bg, "f", nil, []Write{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}, p)
-			if err != nil || !maps.Equal(values(got), map[string]string{"a": "1", "b": "2"}) {
-				t.Fatalf("first commit = %v, %v", values(got), err)
+			got := commitOK(t, s, nil, []Write{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}, p)
+			if !maps.Equal(values(got), map[string]string{"a": "1", "b": "2"}) {
+				t.Fatalf("after the first commit: %v", values(got))
 			}
 			if a, _ := entryOf(got, "a"); a.Version.V != 1 {
 				t.Fatalf("each write advances the counter: %+v", got)
@@ -74,9 +74,9 @@ func TestCommit(t *testing.T) {
 					t.Fatalf("base %v: %v", b, err)
 				}
 			}
-			got, err = s.Commit(bg, "f", versionsOf(cur), []Write{{Key: "a", Delete: true}, {Key: "b", Value: []byte("22")}}, p)
-			if err != nil || !maps.Equal(values(got), map[string]string{"b": "22", "c": "3"}) {
-				t.Fatalf("delete and put = %v, %v", values(got), err)
+			got = commitOK(t, s, versionsOf(cur), []Write{{Key: "a", Delete: true}, {Key: "b", Value: []byte("22")}}, p)
+			if !maps.Equal(values(got), map[string]string{"b": "22", "c": "3"}) {
+				t.Fatalf("after a delete and a put: %v", values(got))
 			}
 			// A bad key refuses the whole commit.
 			if _, err := s.Commit(bg, "f", versionsOf(got), []Write{{Key: "ok", Value: []byte("v")}, {Key: ""}}, p); !errors.Is(err, ErrBadKey) {
@@ -98,6 +98,20 @@ func TestCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// commitOK commits to flow "f", which must succeed and return nothing,
+// and returns the flow as it is then.
+func commitOK(t *testing.T, s *Store, base []KeyVersion, ws []Write, p Policy) []KeyEntry {
+	t.Helper()
+	if got, err := s.Commit(bg, "f", base, ws, p); err != nil || got != nil {
+		t.Fatalf("commit = %v, %v; want nothing, nil", got, err)
+	}
+	es, err := s.Entries(bg, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
 }
 
 // Concurrent read-modify-write increments through Commit lose no update.

@@ -895,8 +895,10 @@ type Write struct {
 // changed since it was read. Each write advances the flow's counter, as a
 // Put or Delete would, and all of them reach the disk in one batch. On
 // ErrVersionMismatch nothing is written and the current entries are
-// returned; on success, the entries after the writes. Both are sorted by
-// key.
+// returned, sorted by key, so that the caller can try again without
+// reading; on success nothing is returned (the one caller, a script's
+// state, is done with the flow, and copying it out was a tenth of a
+// counter script's request).
 func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, writes []Write, p Policy) ([]KeyEntry, error) {
 	ttl, err := s.ttlMs(p)
 	if err != nil {
@@ -956,9 +958,8 @@ func (s *Store) Commit(ctx context.Context, flowID string, base []KeyVersion, wr
 	if len(ops) > 0 {
 		b = s.persist(f, p.Durability, ops...)
 	}
-	out := s.exportLocked(f, now)
 	s.release(f)
-	return out, p.wait(ctx, b)
+	return nil, p.wait(ctx, b)
 }
 
 // matches reports whether f's live keys are exactly base's, with base's V.

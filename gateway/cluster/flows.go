@@ -577,7 +577,7 @@ func (f *Flows) Commit(ctx context.Context, flowID string, base []flow.KeyVersio
 	if a.status == statusMismatch {
 		return a.snap, flow.ErrVersionMismatch
 	}
-	return a.snap, nil
+	return nil, nil
 }
 
 // Clear implements flow.Store: every key of the flow is deleted by its

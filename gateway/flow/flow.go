@@ -124,7 +124,8 @@ type Store interface {
 	// Commit applies writes, all or none, only when the flow holds exactly
 	// the keys and versions of base (a Load's Versions). On
 	// ErrVersionMismatch nothing is written and the current snapshot is
-	// returned, so that the caller can retry without reading again.
+	// returned, so that the caller can retry without reading again; on
+	// success the snapshot is nil.
 	Commit(ctx context.Context, flowID string, base []KeyVersion, writes []Write, p Policy) (Snapshot, error)
 	// Clear removes a whole flow.
 	Clear(ctx context.Context, flowID string) error

@@ -85,7 +85,10 @@ func (s Store) Load(ctx context.Context, flowID string) (flow.Snapshot, error) {
 // Commit implements flow.Store.
 func (s Store) Commit(ctx context.Context, flowID string, base []flow.KeyVersion, writes []flow.Write, p flow.Policy) (flow.Snapshot, error) {
 	es, err := s.Shard.Commit(ctx, flowID, view[flowshard.KeyVersion](base), view[flowshard.Write](writes), policy(p))
-	return snapshot(es), mapErr(err)
+	if err != nil {
+		return snapshot(es), mapErr(err)
+	}
+	return nil, nil
 }
 
 // The seam's KeyVersion and Write are flowshard's (these conversions

@@ -73,9 +73,20 @@ func Run(t *testing.T, s flow.Store) {
 	})
 
 	t.Run("commit", func(t *testing.T) {
-		snap, err := s.Commit(ctx, "i1:c", nil, []flow.Write{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}, p)
-		if err != nil || keys(snap) != "a=1,b=2" {
-			t.Fatalf("Commit on an absent flow = %v, %v", keys(snap), err)
+		commit := func(base []flow.KeyVersion, ws ...flow.Write) flow.Snapshot {
+			t.Helper()
+			if got, err := s.Commit(ctx, "i1:c", base, ws, p); err != nil || got != nil {
+				t.Fatalf("Commit = %v, %v; want nothing, nil", keys(got), err)
+			}
+			snap, err := s.Load(ctx, "i1:c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return snap
+		}
+		snap := commit(nil, flow.Write{Key: "a", Value: []byte("1")}, flow.Write{Key: "b", Value: []byte("2")})
+		if keys(snap) != "a=1,b=2" {
+			t.Fatalf("after a Commit on an absent flow: %v", keys(snap))
 		}
 		base := snap.Versions()
 		if _, err := s.Put(ctx, "i1:c", "c", []byte("3"), p); err != nil {
@@ -85,9 +96,9 @@ func Run(t *testing.T, s flow.Store) {
 		if !errors.Is(err, flow.ErrVersionMismatch) || keys(cur) != "a=1,b=2,c=3" {
 			t.Fatalf("stale Commit = %v, %v; want the current flow back", keys(cur), err)
 		}
-		snap, err = s.Commit(ctx, "i1:c", cur.Versions(), []flow.Write{{Key: "a", Delete: true}, {Key: "c", Value: []byte("33")}}, p)
-		if err != nil || keys(snap) != "b=2,c=33" {
-			t.Fatalf("Commit = %v, %v", keys(snap), err)
+		snap = commit(cur.Versions(), flow.Write{Key: "a", Delete: true}, flow.Write{Key: "c", Value: []byte("33")})
+		if keys(snap) != "b=2,c=33" {
+			t.Fatalf("after a Commit: %v", keys(snap))
 		}
 		if _, err := s.Commit(ctx, "i1:c", snap.Versions(), []flow.Write{{Key: "ok", Value: nil}, {Key: strings.Repeat("k", flow.MaxKeyBytes+1)}}, p); !errors.Is(err, flow.ErrTooLarge) {
 			t.Fatalf("a Commit with a huge key = %v, want ErrTooLarge", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -74,6 +75,45 @@ func cloneValue(e *entry) []byte {
 	return append([]byte{}, e.value...)
 }
 
+// FencePrefix makes Merge leave alone, for d or until UnfencePrefix, the
+// flows whose ids start with prefix: a set for one is skipped, as if all its
+// records were older than what is stored. It is how a cluster deletes an
+// imposter's flows for good: each member fences, then deletes, so that a
+// copy still travelling from a member that has not deleted yet (a push, an
+// adoption page) cannot bring a flow back. A merge that took the flow
+// before the fence is removed by the delete that follows.
+func (s *Store) FencePrefix(ctx context.Context, prefix string, d time.Duration) {
+	until := s.nowMs(ctx) + max(d.Milliseconds(), 1)
+	s.mu.Lock()
+	if s.fences == nil {
+		s.fences = make(map[string]int64)
+	}
+	s.fences[prefix] = max(s.fences[prefix], until)
+	s.mu.Unlock()
+}
+
+// UnfencePrefix lets Merge store prefix's flows again.
+func (s *Store) UnfencePrefix(prefix string) {
+	s.mu.Lock()
+	delete(s.fences, prefix)
+	s.mu.Unlock()
+}
+
+// fencedLocked reports whether a live fence covers flowID, dropping the
+// fences that have run out. s.mu is held.
+func (s *Store) fencedLocked(flowID string, now int64) bool {
+	fenced := false
+	for prefix, until := range s.fences {
+		switch {
+		case until <= now:
+			delete(s.fences, prefix)
+		case strings.HasPrefix(flowID, prefix):
+			fenced = true
+		}
+	}
+	return fenced
+}
+
 // Merge is the replica path: it stores each record of each set, value or
 // tombstone, with exactly its version, if that version is higher than the
 // stored record of its key (compared by MIdx, then V, then Origin), or the
@@ -108,9 +148,12 @@ func (s *Store) Merge(ctx context.Context, sets ...RecordSet) (int, error) {
 		if err := s.reserve(ctx, set.Durability); err != nil {
 			return stored, err
 		}
-		f, now, err := s.acquire(ctx, set.FlowID, true, s.recordTTL(set.Records[0]))
-		if err != nil {
-			return stored, err
+		f, now, err := s.acquireAs(ctx, set.FlowID, true, true, s.recordTTL(set.Records[0]))
+		if f == nil {
+			if err != nil {
+				return stored, err
+			}
+			continue // fenced
 		}
 		var ops []op
 		disk, here := s.diskBound(f, set.Durability), 0

@@ -165,6 +165,9 @@ type Store struct {
 	// taking each flow's mu once (see acquire), which costs an op nothing.
 	closed atomic.Bool
 	sweepQ []*flow // flows the sweeper still has to visit this cycle
+	// fences: prefixes whose flows Merge leaves alone, until a time in
+	// nowMs's terms (see FencePrefix).
+	fences map[string]int64
 
 	stats     counters
 	stopSweep chan struct{}
@@ -442,12 +445,21 @@ func (s *Store) ttlMs(p Policy) (int64, error) {
 // create is set (shedding the least recently accessed flow when full),
 // else returns nil. On success the caller must call s.release(f).
 func (s *Store) acquire(ctx context.Context, flowID string, create bool, ttlMs int64) (*flow, int64, error) {
+	return s.acquireAs(ctx, flowID, create, false, ttlMs)
+}
+
+// acquireAs is acquire; a merge finds a fenced flow absent (see FencePrefix).
+func (s *Store) acquireAs(ctx context.Context, flowID string, create, merge bool, ttlMs int64) (*flow, int64, error) {
 	for {
 		now := s.nowMs(ctx) // read before s.mu, to hold it for less
 		s.mu.Lock()
 		if s.closed.Load() {
 			s.mu.Unlock()
 			return nil, 0, ErrClosed
+		}
+		if merge && len(s.fences) > 0 && s.fencedLocked(flowID, now) {
+			s.mu.Unlock()
+			return nil, 0, nil
 		}
 		f := s.flows[flowID]
 		// The lock-free read keeps a busy flow's lock out of s.mu's way;

@@ -253,6 +253,50 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// A fence keeps Merge off its prefix's flows, those already stored
+// included, until it is lifted or runs out; local writes and other
+// prefixes are not fenced.
+func TestFencePrefix(t *testing.T) {
+	c := newClock()
+	s := open(t, dbPath(t), c.opts(Options{}))
+	v := Version{MIdx: 1, Origin: 2}
+	merge := func(id string) int {
+		t.Helper()
+		v.V++
+		n, err := s.Merge(bg, RecordSet{FlowID: id, Records: []Record{{Key: "k", Value: []byte("v"), Version: v}}, Durability: Sync})
+		if err != nil {
+			t.Fatalf("Merge %s: %v", id, err)
+		}
+		return n
+	}
+	mustPut(t, s, "i1:held", "k", "local", syncP())
+	s.FencePrefix(bg, "i1:", time.Second)
+	for _, tc := range []struct {
+		id   string
+		want int
+	}{{"i1:new", 0}, {"i1:held", 0}, {"i10:other", 1}, {"i2:x", 1}} {
+		if n := merge(tc.id); n != tc.want {
+			t.Errorf("fenced: Merge %s stored %d, want %d", tc.id, n, tc.want)
+		}
+	}
+	if ids, _, _ := s.Flows(bg, "i1:", "", 10); !slices.Equal(ids, []string{"i1:held"}) {
+		t.Fatalf("under the fence, i1: holds %v", ids)
+	}
+	if got := mustGet(t, s, "i1:held", "k"); string(got.Value) != "local" {
+		t.Fatalf("a fenced merge replaced a value: %+v", got)
+	}
+	mustPut(t, s, "i1:local", "k", "v", syncP()) // local writes pass
+	s.UnfencePrefix("i1:")
+	if n := merge("i1:new"); n != 1 {
+		t.Fatalf("after UnfencePrefix: Merge stored %d", n)
+	}
+	s.FencePrefix(bg, "i1:", time.Second)
+	c.advance(time.Second)
+	if n := merge("i1:late"); n != 1 {
+		t.Fatalf("after the fence ran out: Merge stored %d", n)
+	}
+}
+
 // A delete leaves a tombstone that replicas copy, so an older value that
 // reaches a replica after the delete loses to it, and the tombstone survives
 // a restart and expires with its TTL.

@@ -109,25 +109,33 @@ func (f *Flows) adoptFrom(v, last *view, id uint64, urls map[uint64]string) (int
 	}
 	cursor, merged := "", 0
 	for {
-		r := request{op: opAdopt, node: f.self, key: cursor, limit: adoptPage, voters: v.voters}
-		var a answer
-		r.mIdx, r.budget = v.idx, uint64(f.deadline.Milliseconds())
-		if err := f.callURL(id, urls[id], slotBulk, time.Now().Add(f.deadline), &r, &a); err != nil {
-			return merged, err
-		}
-		if a.status != statusOK {
-			return merged, statusErr(&a)
-		}
-		n, err := f.shard.Merge(f.ctx, a.sets...)
+		a, n, err := f.adoptPage(v, id, urls[id], cursor)
 		merged += n
-		if err != nil {
+		if err != nil || !a.more {
 			return merged, err
-		}
-		if !a.more {
-			return merged, nil
 		}
 		cursor = a.next
 	}
+}
+
+// adoptPage asks one member for the page after cursor and merges it. A
+// prefix delete on this node waits for it (f.deleting), as it waits for a
+// repair: a page read from a member before that member's delete round is
+// merged before this node's next one, which removes what it brought back.
+func (f *Flows) adoptPage(v *view, id uint64, url, cursor string) (*answer, int, error) {
+	f.deleting.RLock()
+	defer f.deleting.RUnlock()
+	r := request{op: opAdopt, node: f.self, key: cursor, limit: adoptPage, voters: v.voters}
+	a := new(answer)
+	r.mIdx, r.budget = v.idx, uint64(f.deadline.Milliseconds())
+	if err := f.callURL(id, url, slotBulk, time.Now().Add(f.deadline), &r, a); err != nil {
+		return nil, 0, err
+	}
+	if a.status != statusOK {
+		return nil, 0, statusErr(a)
+	}
+	n, err := f.shard.Merge(f.ctx, a.sets...)
+	return a, n, err
 }
 
 // serveAdopt answers an adoption page: this node raises its floor to the

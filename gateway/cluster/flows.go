@@ -620,18 +620,22 @@ func (f *Flows) List(ctx context.Context, prefix, after string, limit int) ([]st
 
 // DeletePrefix implements flow.Store over the whole cluster: every member
 // removes the flows it holds under prefix, and counts those it owns. It
-// runs twice: a member drains its pushes before it deletes, so the second
-// round finds every push of a write acknowledged before the call merged,
-// and removes the replica copies a push brought back after the first.
+// runs in two rounds, each member draining its pushes before it deletes.
+// In the first a member also fences the prefix, so that no copy still
+// travelling from a member that has not deleted yet (a push, an adoption
+// page, a repair) brings a flow back; the second deletes again and lifts
+// the fence. Only the second round's failures are reported: a member that
+// missed the first, or whose older build refused it, deletes in the
+// second.
 func (f *Flows) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	n, failed := 0, 0
-	for range 2 {
-		r := request{op: opDeletePrefix, flow: prefix}
+	for _, op := range [...]byte{opFencePrefix, opDeletePrefix} {
+		r := request{op: op, flow: prefix}
 		answers, down := f.broadcast(ctx, &r)
 		for _, a := range answers {
 			n += int(a.n)
 		}
-		failed = max(failed, down)
+		failed = down
 	}
 	if failed > 0 {
 		return n, fmt.Errorf("%w: %d members unreachable; their copies of %q remain until their TTL", flow.ErrUnavailable, failed, prefix)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,6 +311,31 @@ func TestDeletePrefixOutrunsNoPush(t *testing.T) {
 // run of 16b11ca met one at the default 300 ms).
 func TestDeletePrefixOutrunsRepair(t *testing.T) {
 	deletePrefixRounds(t, threeNodes(t, func(cfg *FlowsConfig) { cfg.AntiEntropy = 2 * time.Millisecond }), 100)
+}
+
+// Nor must an adoption page carry back a copy that a push brought to a
+// member between its two deletes, merged after the adopter's second: every
+// node pulls its flows from the others without pause while the deletes run
+// (adoption itself runs only on a change of voters; this puts one beside
+// every delete). Anti-entropy is off, to leave adoption the only way back;
+// without the first round's fence this failed by round 40 every run.
+func TestDeletePrefixOutrunsAdoption(t *testing.T) {
+	c := threeNodes(t, func(cfg *FlowsConfig) { cfg.AntiEntropy = time.Hour })
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, n := range c.running() {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				v := n.f.currentView()
+				for _, id := range v.members {
+					_, _ = n.f.adoptFrom(v, nil, id, v.urls)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer stop()
+	deletePrefixRounds(t, c, 100)
 }
 
 // deletePrefixRounds writes a dozen flows from n2 and deletes them by

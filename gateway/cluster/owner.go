@@ -502,7 +502,7 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		ids, more, err := f.shard.Flows(ctx, r.flow, r.key, int(min(r.limit, 10000)))
 		shardStatus(a, err)
 		a.ids, a.more = ids, more
-	case opDeletePrefix:
+	case opFencePrefix, opDeletePrefix:
 		// Half of what the operation has left, so that a successor cut off
 		// costs the drain, not this member's delete and answer. (A context
 		// of its own: one derived from the pooled opCtx would watch it
@@ -510,6 +510,11 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		end, _ := ctx.Deadline()
 		dctx, cancel := context.WithTimeout(context.Background(), time.Until(end)/2)
 		f.deleting.Lock()
+		if r.op == opFencePrefix {
+			// Until the second round: both rounds' broadcasts, and one more
+			// deadline for the caller to get from one to the other.
+			f.shard.FencePrefix(ctx, r.flow, 3*f.deadline)
+		}
 		if err := f.drainPushes(dctx); err != nil {
 			f.log.Debug("cluster: deleting a prefix before some pushes were drained", "prefix", r.flow, "err", err)
 		}
@@ -520,6 +525,9 @@ func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 		})
 		if err == nil {
 			_, err = f.shard.DeletePrefix(ctx, r.flow)
+		}
+		if r.op == opDeletePrefix {
+			f.shard.UnfencePrefix(r.flow)
 		}
 		f.deleting.Unlock()
 		shardStatus(a, err)

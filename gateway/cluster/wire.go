@@ -24,8 +24,10 @@ const wireVersion byte = 1
 
 // Ops. Those up to opClaimForget, and opSwap, are owner operations on one
 // key and go through the owner's checks; the rest are node to node. opSwap
-// came after the others: a node of an older build answers it
-// statusBadRequest, and the caller does a Get and a CAS instead.
+// and opFencePrefix came after the others: a node of an older build
+// answers them statusBadRequest; the caller then does a Get and a CAS
+// instead of a swap, and a prefix delete's second round, opDeletePrefix,
+// still deletes there.
 const (
 	opGet byte = 1 + iota
 	opPut
@@ -44,8 +46,9 @@ const (
 	opPush
 	opAdopt
 	opOffer
-	opSwap // a CAS on the value: write if the key holds old (or is absent)
-	opLast = opSwap
+	opSwap        // a CAS on the value: write if the key holds old (or is absent)
+	opFencePrefix // opDeletePrefix's first round: fence the prefix, then delete
+	opLast        = opFencePrefix
 )
 
 // ownerOp reports whether op is answered only by the owner of its key.
@@ -350,7 +353,7 @@ func appendRequest(b []byte, r *request) []byte {
 			e.bytes(r.old)
 		}
 		e.bytes(r.value)
-	case opLoad, opClaimForget, opDeletePrefix:
+	case opLoad, opClaimForget, opDeletePrefix, opFencePrefix:
 		e.str(r.flow)
 	case opCommit:
 		e.str(r.flow)
@@ -494,7 +497,7 @@ func decodeRequest(b []byte, r *request) error {
 			r.old = d.bytes()
 		}
 		r.value = d.bytes()
-	case opLoad, opClaimForget, opDeletePrefix:
+	case opLoad, opClaimForget, opDeletePrefix, opFencePrefix:
 		r.flow = d.str()
 	case opCommit:
 		r.flow, r.policy = d.str(), d.policy()
@@ -578,7 +581,7 @@ func appendAnswer(b []byte, op byte, a *answer) []byte {
 			e.version(en.Version)
 			e.bytes(en.Value)
 		}
-	case opCycle, opDeletePrefix, opPush:
+	case opCycle, opDeletePrefix, opFencePrefix, opPush:
 		e.u(a.n)
 	case opClaimAcquire:
 		e.byte(a.state)
@@ -628,7 +631,7 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 		for range n {
 			a.snap = append(a.snap, flow.KeyEntry{Key: d.str(), Entry: flow.Entry{Version: d.version(), Value: d.bytes()}})
 		}
-	case opCycle, opDeletePrefix, opPush:
+	case opCycle, opDeletePrefix, opFencePrefix, opPush:
 		a.n = d.u()
 	case opClaimAcquire:
 		a.state, a.n, a.index = d.byte(), d.u(), d.u()

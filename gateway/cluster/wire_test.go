@@ -44,6 +44,7 @@ func TestWireGolden(t *testing.T) {
 			"12" + "0101" + "0166" + "016b" + "0000" + "01" + "02696e" + "036f7574"},
 		{"swap-absent", request{op: opSwap, mIdx: 1, budget: 1, flow: "f", key: "k", policy: wirePolicy{0, 0}, value: []byte("in")},
 			"12" + "0101" + "0166" + "016b" + "0000" + "00" + "02696e"},
+		{"fence-prefix", request{op: opFencePrefix, mIdx: 2, budget: 1, flow: "i1:"}, "13" + "0201" + "0369313a"},
 	}
 	for _, tc := range reqs {
 		t.Run("request-"+tc.name, func(t *testing.T) {
@@ -67,6 +68,7 @@ func TestWireGolden(t *testing.T) {
 			"00" + "01" + "01" + "0161" + "010102" + "0131"},
 		{"claim", opClaimAcquire, answer{status: statusOK, mIdx: 1, state: claimRecorded, n: 0, index: 40}, "0001" + "02" + "00" + "28"},
 		{"offer", opOffer, answer{status: statusOK, mIdx: 1, ids: []string{"f"}}, "0001" + "01" + "0166" + "00"},
+		{"fence-prefix", opFencePrefix, answer{status: statusOK, mIdx: 2, n: 3}, "0002" + "03"},
 		{"swap-mismatch", opSwap, answer{status: statusMismatch, mIdx: 7, present: true, ver: flow.Version{MIdx: 7, V: 3, Origin: 1}, value: []byte("in")},
 			"02" + "07" + "01" + "070301" + "02696e" + "00"},
 		{"swap-carrying", opSwap, answer{status: statusOK, mIdx: 3, present: true, ver: flow.Version{MIdx: 3, V: 4, Origin: 5}, value: []byte("v"), sets: sets[:1]},
@@ -106,7 +108,7 @@ func genRequest(t *rapid.T) request {
 		if r.hasOld {
 			r.old = val("old")
 		}
-	case opLoad, opClaimForget, opDeletePrefix, opClaimAcquire:
+	case opLoad, opClaimForget, opDeletePrefix, opFencePrefix, opClaimAcquire:
 		r.flow = str.Draw(t, "flow")
 	case opCommit:
 		r.flow, r.policy = str.Draw(t, "flow"), pol()

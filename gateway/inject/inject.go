@@ -178,11 +178,27 @@ func (e *Engine) lockFlow(ctx context.Context, flowID string) (chan struct{}, er
 		return nil, nil
 	}
 	l := e.locks[xxhash.Sum64String(flowID)%stripes]
+	if err := take(ctx, l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// take puts a token in ch, waiting while it is full until ctx ends. The
+// try without waiting comes first: a select over two channels locks both,
+// and only a full ch needs it (Serve/inject: 4.45 µs against 4.59, pinned
+// medians of six).
+func take(ctx context.Context, ch chan struct{}) error {
 	select {
-	case l <- struct{}{}:
-		return l, nil
+	case ch <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case ch <- struct{}{}:
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
@@ -198,10 +214,8 @@ func (e *Engine) acquire(ctx context.Context) (*vm, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	select {
-	case e.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := take(ctx, e.slots); err != nil {
+		return nil, err
 	}
 	e.idleMu.Lock()
 	if n := len(e.idle); n > 0 {

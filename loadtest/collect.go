@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +21,8 @@ type TimePoint struct {
 	P50      float64 `json:"p50Ms"`
 	P99      float64 `json:"p99Ms"`
 	Max      float64 `json:"maxMs"`
+	// Target is the ramp's value (req/s or users) at the interval's end.
+	Target *float64 `json:"target,omitempty"`
 }
 
 // collector closes a timeline interval every opts.Interval and redraws the
@@ -82,7 +85,13 @@ func (c *collector) cut(now int64) {
 	if reqs == 0 && len(c.timeline) > 0 && span < c.r.opts.Interval.Seconds()/10 {
 		return // the final cut came right after a regular one
 	}
+	var target *float64
+	if c.r.ramp != nil {
+		v := math.Round(c.r.profile().at(now)*1000) / 1000
+		target = &v
+	}
 	c.timeline = append(c.timeline, TimePoint{
+		Target:   target,
 		Second:   time.Duration(now - c.r.measureFrom).Seconds(),
 		Requests: reqs,
 		Errors:   errs,

@@ -20,14 +20,30 @@ func (res *Result) WriteHTML(w io.Writer) error {
 	p99 := series{name: "p99", color: "#d62728"}
 	mx := series{name: "max", color: "#999999"}
 	thr := series{name: "req/s", color: "#2ca02c"}
+	target := series{name: "target", color: "#9467bd", dashed: true}
 	for _, t := range res.Timeline {
 		p50.pts = append(p50.pts, pt{t.Second, t.P50})
 		p99.pts = append(p99.pts, pt{t.Second, t.P99})
 		mx.pts = append(mx.pts, pt{t.Second, t.Max})
 		thr.pts = append(thr.pts, pt{t.Second, t.RPS})
+		if t.Target != nil {
+			target.pts = append(target.pts, pt{t.Second, *t.Target})
+		}
 	}
 	overTime = append(overTime, p50, p99, mx)
 	rps = append(rps, thr)
+	var users template.HTML
+	// The stages are marked where each begins, on every chart over time.
+	var marks []tick
+	for _, st := range res.Stages {
+		marks = append(marks, tick{st.StartSecond, st.Name})
+	}
+	if res.Ramp != nil && res.Ramp.Unit == unitUsers {
+		target.name = "users"
+		users = lineChart("Virtual users over time", "seconds", []series{target}, nil, false, marks...)
+	} else if res.Ramp != nil {
+		rps = append(rps, target)
+	}
 	pc := series{name: "latency", color: "#1f77b4"}
 	for _, p := range res.Percentiles {
 		pc.pts = append(pc.pts, pt{nines(p.Percentile), p.Ms})
@@ -37,11 +53,14 @@ func (res *Result) WriteHTML(w io.Writer) error {
 		pticks = append(pticks, tick{float64(i), l})
 	}
 	data := map[string]any{
-		"Title":    "riftload report " + res.Started.Format("2006-01-02 15:04:05 UTC"),
-		"Summary":  text.String(),
-		"OverTime": lineChart("Latency over time (ms, log scale)", "seconds", overTime, nil, true),
-		"RPS":      lineChart("Throughput over time (req/s)", "seconds", rps, nil, false),
-		"Pct":      lineChart("Latency by percentile (ms, log scale)", "percentile", []series{pc}, pticks, true),
+		"Title":      "riftload report " + res.Started.Format("2006-01-02 15:04:05 UTC"),
+		"Summary":    text.String(),
+		"OverTime":   lineChart("Latency over time (ms, log scale)", "seconds", overTime, nil, true, marks...),
+		"RPS":        lineChart("Throughput over time (req/s)", "seconds", rps, nil, false, marks...),
+		"Users":      users,
+		"Pct":        lineChart("Latency by percentile (ms, log scale)", "percentile", []series{pc}, pticks, true),
+		"Thresholds": res.Thresholds,
+		"Checks":     res.Checks,
 	}
 	if err := reportTmpl.Execute(w, data); err != nil {
 		return fmt.Errorf("loadtest: writing HTML report: %w", err)
@@ -62,11 +81,22 @@ var reportTmpl = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>body{font-family:sans-serif;max-width:960px;margin:1em auto;color:#222}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto}svg{display:block;margin:1em 0}
-text{font-size:12px;font-family:sans-serif}</style></head><body>
+text{font-size:12px;font-family:sans-serif}table{border-collapse:collapse}
+td,th{border:1px solid #ddd;padding:.2em .5em;text-align:left}tr.ok td:first-child{color:#2ca02c}
+tr.fail td:first-child{color:#d62728;font-weight:bold}</style></head><body>
 <h1>{{.Title}}</h1>
+{{if .Thresholds}}<h2>Thresholds</h2>
+<table><tr><th></th><th>threshold</th><th>step</th><th>measured</th></tr>
+{{range .Thresholds}}<tr class="{{if .OK}}ok{{else}}fail{{end}}"><td>{{if .OK}}pass{{else}}FAIL{{end}}</td><td><code>{{.Threshold}}</code></td><td>{{.Step}}</td><td>{{.Describe}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Checks}}<h2>Checks</h2>
+<table><tr><th></th><th>check</th><th>step</th><th>passed</th><th>failed</th><th>first failure</th></tr>
+{{range .Checks}}<tr class="{{if .Fails}}fail{{else}}ok{{end}}"><td>{{if .Fails}}FAIL{{else}}pass{{end}}</td><td><code>{{.Check}}</code></td><td>{{.Step}}</td><td>{{.Passes}}</td><td>{{.Fails}}</td><td>{{.Example}}</td></tr>
+{{end}}</table>{{end}}
 <pre>{{.Summary}}</pre>
 {{.OverTime}}
 {{.RPS}}
+{{.Users}}
 {{.Pct}}
 </body></html>
 `))
@@ -75,6 +105,7 @@ type pt [2]float64
 
 type series struct {
 	name, color string
+	dashed      bool
 	pts         []pt
 }
 
@@ -93,8 +124,9 @@ const (
 )
 
 // lineChart draws series as polylines. xTicks, when nil, are chosen evenly;
-// logY plots the y axis in decades.
-func lineChart(title, xLabel string, ss []series, xTicks []tick, logY bool) template.HTML {
+// logY plots the y axis in decades; marks are labelled vertical lines (a
+// ramp's stages).
+func lineChart(title, xLabel string, ss []series, xTicks []tick, logY bool, marks ...tick) template.HTML {
 	x0, x1 := math.Inf(1), math.Inf(-1)
 	y0, y1 := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
@@ -105,6 +137,11 @@ func lineChart(title, xLabel string, ss []series, xTicks []tick, logY bool) temp
 				y = math.Log10(max(y, logFloor))
 			}
 			y0, y1 = min(y0, y), max(y1, y)
+		}
+	}
+	if !math.IsInf(x0, 0) {
+		for _, m := range marks {
+			x0, x1 = min(x0, m.v), max(x1, m.v)
 		}
 	}
 	var b strings.Builder
@@ -161,8 +198,17 @@ func lineChart(title, xLabel string, ss []series, xTicks []tick, logY bool) temp
 			x, padT, x, padT+plotH, x, padT+plotH+16, template.HTMLEscapeString(t.label))
 	}
 	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-4, template.HTMLEscapeString(xLabel))
+	for _, m := range marks {
+		x := sx(m.v)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" stroke="#bbb" stroke-dasharray="4 3"/><text x="%.1f" y="%g" fill="#666">%s</text>`,
+			x, padT, x, padT+plotH, x+3, padT+12, template.HTMLEscapeString(m.label))
+	}
 	for i, s := range ss {
-		b.WriteString(`<polyline fill="none" stroke-width="1.5" stroke="` + s.color + `" points="`)
+		dash := ""
+		if s.dashed {
+			dash = `stroke-dasharray="6 4" `
+		}
+		b.WriteString(`<polyline fill="none" stroke-width="1.5" ` + dash + `stroke="` + s.color + `" points="`)
 		for _, p := range s.pts {
 			fmt.Fprintf(&b, "%.1f,%.1f ", sx(p[0]), sy(p[1]))
 		}

@@ -3,7 +3,6 @@ package loadtest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"os/signal"
@@ -375,31 +374,6 @@ func TestErrorKinds(t *testing.T) {
 				t.Errorf("error kinds %v (%v), want 6 of %v", res.ErrorKinds, res.ErrorExamples, tc.kinds)
 			}
 		})
-	}
-}
-
-// The JSON summary is an interface other tools read: its layout is pinned.
-func TestResultJSONGolden(t *testing.T) {
-	res := &Result{
-		Version: ResultVersion, Mode: "open", Targets: []string{"http://127.0.0.1:1"},
-		Connections: 2, Rate: 100, Scenario: "s",
-		Started:         time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-		DurationSeconds: 2, Requests: 200, Errors: 1, WarmupRequests: 5, Unsent: 3, Throughput: 100,
-		Latency:     Latency{P50: 1, P90: 2, P99: 3, P999: 4, Max: 5, Mean: 1.5},
-		Uncorrected: &Latency{P50: 0.5, P90: 1, P99: 1.5, P999: 2, Max: 2.5, Mean: 0.75},
-		ErrorKinds:  map[string]int64{"timeout": 1}, ErrorExamples: map[string]string{"timeout": "x"},
-		Statuses:    map[string]int64{"200": 199},
-		Timeline:    []TimePoint{{Second: 1, Requests: 100, Errors: 1, RPS: 100, P50: 1, P99: 3, Max: 5}},
-		Percentiles: []PercentilePoint{{Percentile: 50, Ms: 1}, {Percentile: 100, Ms: 5}},
-	}
-	var buf bytes.Buffer
-	if err := res.WriteJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "testdata/result_v1.json", buf.Bytes())
-	var back Result
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.Version != 1 || back.Uncorrected.P99 != 1.5 {
-		t.Errorf("round trip: %v %+v", err, back)
 	}
 }
 

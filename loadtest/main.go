@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -42,11 +43,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = usageError{fmt.Errorf("unknown command %q", cmd)}
 	}
 	var ue usageError
+	var te thresholdsFailed
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &te):
+		fmt.Fprintf(stderr, "riftload: %v\n", err)
+		return thresholdExitCode
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "riftload: %v\n\n%s", err, usage)
 		return 2
@@ -65,16 +70,26 @@ const usage = `usage:
   riftload help
 riftgate loadtest ... is the same program. Run "riftload <command> -h" for
 its flags. See loadtest/README.md.
+exit codes: 0 done (every threshold held), 1 failed to run, 2 usage error,
+3 a threshold did not hold.
 `
 
 type usageError struct{ error }
 
+// thresholdsFailed ends a run whose thresholds did not all hold.
+type thresholdsFailed struct{ failed, of int }
+
+func (e thresholdsFailed) Error() string {
+	return fmt.Sprintf("%d of %d thresholds failed", e.failed, e.of)
+}
+
 func (e usageError) Unwrap() error { return e.error }
 
-type headerFlags []string
+// listFlag is a repeatable flag.
+type listFlag []string
 
-func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
-func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
+func (h *listFlag) String() string     { return strings.Join(*h, ", ") }
+func (h *listFlag) Set(v string) error { *h = append(*h, v); return nil }
 
 // parseInterleaved parses flags that may come before, between or after
 // positional arguments (`riftload URL -c 10` reads naturally).
@@ -96,16 +111,21 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("riftload run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		o        Options
-		headers  headerFlags
-		method   = fs.String("method", "GET", "request method (without -scenario)")
-		body     = fs.String("body", "", "request body (without -scenario)")
-		expect   = fs.Int("expect", 0, "expected status; any other counts as an error (without -scenario)")
-		scenario = fs.String("scenario", "", "scenario file (JSON); replaces -method, -H, -body, -expect and the URL path")
-		format   = fs.String("format", "text", "summary on stdout: text or json")
-		htmlOut  = fs.String("html", "", "also write a self-contained HTML report to this file")
-		jsonOut  = fs.String("json-out", "", "also write the JSON summary to this file")
-		progress = fs.String("progress", "auto", "progress bar on stderr: auto (only on a terminal), always, never")
+		o         Options
+		headers   listFlag
+		checks    listFlag
+		limits    listFlag
+		rampRate  = fs.String("ramp-rate", "", "open-loop stages of req/s: [START,]DURATION:TARGET,... (e.g. 100,1m:5000,2m:5000,30s:0)")
+		rampUsers = fs.String("ramp-users", "", "closed-loop stages of users: [START,]DURATION:TARGET,... (e.g. 1m:200,2m:200)")
+		junitOut  = fs.String("junit", "", "also write the thresholds as JUnit XML to this file")
+		method    = fs.String("method", "GET", "request method (without -scenario)")
+		body      = fs.String("body", "", "request body (without -scenario)")
+		expect    = fs.Int("expect", 0, "expected status; any other counts as an error (without -scenario)")
+		scenario  = fs.String("scenario", "", "scenario file (JSON); replaces -method, -H, -body, -expect and the URL path")
+		format    = fs.String("format", "text", "summary on stdout: text or json")
+		htmlOut   = fs.String("html", "", "also write a self-contained HTML report to this file")
+		jsonOut   = fs.String("json-out", "", "also write the JSON summary to this file")
+		progress  = fs.String("progress", "auto", "progress bar on stderr: auto (only on a terminal), always, never")
 	)
 	fs.IntVar(&o.Connections, "c", 64, "connections (virtual users)")
 	fs.DurationVar(&o.Duration, "d", 0, "measured duration (default 10s unless -n is set)")
@@ -115,6 +135,8 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.Timeout, "timeout", defaultTimeout, "per-request timeout")
 	fs.DurationVar(&o.Interval, "interval", defaultInterval, "timeline resolution")
 	fs.Var(&headers, "H", `request header "Name: value" (repeatable, without -scenario)`)
+	fs.Var(&checks, "check", `assertion on every response, e.g. "status == 200", "body contains ok", "jsonpath $.id == 7" (repeatable)`)
+	fs.Var(&limits, "threshold", `pass/fail condition, e.g. "p99<50ms", "errors<0.1%", "rps>=1000", "login:p95<20ms"; exit 3 if one fails (repeatable)`)
 	targets, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -124,9 +146,6 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if len(targets) == 0 {
 		return usageError{errors.New("no target URL")}
-	}
-	if o.Duration == 0 && o.Requests == 0 {
-		o.Duration = 10 * time.Second
 	}
 	bases, path, err := splitTargets(targets)
 	if err != nil {
@@ -154,9 +173,36 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			st.Body = []byte(strconv.Quote(*body))
 		}
 		o.Scenario = &Scenario{NoFlowHeader: true, Steps: []Step{st}}
-		if _, err := o.Scenario.compile(); err != nil {
+	}
+	o.Checks, o.Thresholds = checks, limits
+	if _, err := o.Scenario.compile(o.Checks...); err != nil {
+		return usageError{err}
+	}
+	if _, err := o.Scenario.thresholds(o.Thresholds); err != nil {
+		return usageError{err}
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	for unit, text := range map[string]string{unitRate: *rampRate, unitUsers: *rampUsers} {
+		if text == "" {
+			continue
+		}
+		if o.Ramp != nil {
+			return usageError{errors.New("give -ramp-rate or -ramp-users, not both")}
+		}
+		if o.Ramp, err = ParseRamp(unit, text); err != nil {
 			return usageError{err}
 		}
+	}
+	if ramp := o.ramp(); ramp != nil {
+		if explicit["d"] || explicit["rate"] {
+			return usageError{errors.New("a ramp sets the rate and the duration: give no -d or -rate")}
+		}
+		if ramp.Unit == unitUsers && !explicit["c"] {
+			o.Connections = max(int(math.Ceil(ramp.Peak())), 1)
+		}
+	} else if o.Duration == 0 && o.Requests == 0 {
+		o.Duration = 10 * time.Second
 	}
 	switch *progress {
 	case "auto":
@@ -191,6 +237,20 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := writeFile(*htmlOut, res.WriteHTML); err != nil {
 			return err
 		}
+	}
+	if *junitOut != "" {
+		if err := writeFile(*junitOut, res.WriteJUnit); err != nil {
+			return err
+		}
+	}
+	if !res.ThresholdsHeld() {
+		failed := 0
+		for _, t := range res.Thresholds {
+			if !t.OK {
+				failed++
+			}
+		}
+		return thresholdsFailed{failed, len(res.Thresholds)}
 	}
 	return nil
 }

@@ -15,8 +15,10 @@ import (
 )
 
 // ResultVersion is the version of the JSON summary's layout. A reader
-// checks it before trusting any other field.
-const ResultVersion = 1
+// checks it before trusting any other field. Version 2 added the ramp and
+// its stages, steps, checks, thresholds and the timeline's target; a
+// version 1 summary reads as a version 2 one without them (ReadResult).
+const ResultVersion = 2
 
 // Result is what a run measured. Latencies are in milliseconds. In the open
 // loop, Latency is measured from each request's intended send time (corrected
@@ -46,8 +48,75 @@ type Result struct {
 	Statuses      map[string]int64  `json:"statuses"`
 	Timeline      []TimePoint       `json:"timeline"`
 	Percentiles   []PercentilePoint `json:"percentiles"`
+	// Ramp is the load profile, and Stages what each of its stages measured.
+	Ramp   *Ramp         `json:"ramp,omitempty"`
+	Stages []StageResult `json:"stages,omitempty"`
+	// Steps break a scenario of more than one step down by step.
+	Steps      []StepResult      `json:"steps,omitempty"`
+	Checks     []CheckResult     `json:"checks,omitempty"`
+	Thresholds []ThresholdResult `json:"thresholds,omitempty"`
 
 	hist *hdrhistogram.Histogram // Latency's source, for merging runs
+}
+
+// StepResult is what one scenario step measured.
+type StepResult struct {
+	Name         string  `json:"name"`
+	Requests     int64   `json:"requests"`
+	Errors       int64   `json:"errors"`
+	FailedChecks int64   `json:"failedChecks"`
+	Throughput   float64 `json:"throughput"`
+	Latency      Latency `json:"latency"`
+}
+
+// StageResult is what one ramp stage measured: the requests whose intended
+// send time fell in it.
+type StageResult struct {
+	Name        string  `json:"name"`
+	From        float64 `json:"from"` // the ramp's value at the stage's start
+	To          float64 `json:"to"`
+	StartSecond float64 `json:"startSecond"` // from the start of measuring
+	EndSecond   float64 `json:"endSecond"`
+	Requests    int64   `json:"requests"`
+	Errors      int64   `json:"errors"`
+	Throughput  float64 `json:"throughput"`
+	Latency     Latency `json:"latency"`
+}
+
+// CheckResult counts one check's outcomes over the answered requests of
+// its step, with what the first failure showed.
+type CheckResult struct {
+	Check   string `json:"check"`
+	Step    string `json:"step"`
+	Passes  int64  `json:"passes"`
+	Fails   int64  `json:"fails"`
+	Example string `json:"example,omitempty"`
+}
+
+// ThresholdsHeld reports whether every threshold held (true when none).
+func (res *Result) ThresholdsHeld() bool {
+	for _, t := range res.Thresholds {
+		if !t.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadResult reads a JSON summary of this or an earlier version.
+func ReadResult(rd io.Reader) (*Result, error) {
+	var res Result
+	if err := json.NewDecoder(rd).Decode(&res); err != nil {
+		return nil, fmt.Errorf("loadtest: reading JSON summary: %w", err)
+	}
+	switch res.Version {
+	case 1: // a subset of version 2
+		res.Version = ResultVersion
+	case ResultVersion:
+	default:
+		return nil, fmt.Errorf("loadtest: JSON summary version %d; this riftload reads 1 to %d", res.Version, ResultVersion)
+	}
+	return &res, nil
 }
 
 // Latency summarises a latency distribution, in milliseconds.
@@ -180,9 +249,10 @@ func (r *runner) result(c *collector) *Result {
 	res.hist = total
 	res.Latency = summarize(total)
 	res.Percentiles = percentileCurve(total)
-	if r.opts.Rate > 0 {
+	r.breakDown(res)
+	if r.rate != nil {
 		if r.end > 0 {
-			due := int64(math.Ceil(float64(r.end)/r.intervalNs) - math.Ceil(float64(r.measureFrom)/r.intervalNs))
+			due := int64(math.Ceil(r.rate.due(r.end)) - math.Ceil(r.rate.due(r.measureFrom)))
 			res.Unsent = max(due-res.Requests, 0)
 		}
 		res.Mode = "open"
@@ -206,7 +276,18 @@ func (res *Result) WriteJSON(w io.Writer) error {
 func (res *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s loop, %d connections", res.Mode, res.Connections)
-	if res.Mode == "open" {
+	switch {
+	case res.Ramp != nil:
+		unit := "req/s"
+		if res.Ramp.Unit == unitUsers {
+			unit = "users"
+		}
+		fmt.Fprintf(&b, ", %s ramp %g", unit, res.Ramp.Start)
+		for _, st := range res.Ramp.Stages {
+			fmt.Fprintf(&b, " -> %g", st.Target)
+		}
+		fmt.Fprintf(&b, " over %v", res.Ramp.Total())
+	case res.Mode == "open":
 		fmt.Fprintf(&b, ", %.0f req/s scheduled", res.Rate)
 	}
 	if res.Scenario != "" {
@@ -238,6 +319,45 @@ func (res *Result) WriteText(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(res.ErrorExamples)) {
 		fmt.Fprintf(&b, "  e.g. %s: %s\n", k, res.ErrorExamples[k])
 	}
+	if len(res.Stages) > 0 {
+		fmt.Fprintf(&b, "stages (%s ramp):\n", res.Ramp.Unit)
+		for _, st := range res.Stages {
+			fmt.Fprintf(&b, "  %-12s %6.1fs-%6.1fs  %g -> %g  %d requests  %.1f req/s  %d errors  p50 %s  p99 %s\n",
+				st.Name, st.StartSecond, st.EndSecond, st.From, st.To, st.Requests, st.Throughput, st.Errors,
+				fmtMs(st.Latency.P50), fmtMs(st.Latency.P99))
+		}
+	}
+	if len(res.Steps) > 0 {
+		b.WriteString("steps:\n")
+		for _, st := range res.Steps {
+			fmt.Fprintf(&b, "  %-12s %d requests  %.1f req/s  %d errors  %d failed checks  p50 %s  p99 %s\n",
+				st.Name, st.Requests, st.Throughput, st.Errors, st.FailedChecks, fmtMs(st.Latency.P50), fmtMs(st.Latency.P99))
+		}
+	}
+	if len(res.Checks) > 0 {
+		b.WriteString("checks:\n")
+		for _, c := range res.Checks {
+			mark := "ok  "
+			if c.Fails > 0 {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(&b, "  %s %s: %s  %d passed, %d failed", mark, c.Step, c.Check, c.Passes, c.Fails)
+			if c.Example != "" {
+				fmt.Fprintf(&b, " (e.g. %s)", c.Example)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(res.Thresholds) > 0 {
+		b.WriteString("thresholds:\n")
+		for _, t := range res.Thresholds {
+			mark := "ok  "
+			if !t.OK {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(&b, "  %s %s: %s\n", mark, t.Threshold, t.Describe())
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
 		return fmt.Errorf("loadtest: writing summary: %w", err)
@@ -259,4 +379,98 @@ func fmtMs(ms float64) string {
 	default:
 		return strconv.FormatFloat(ms/1000, 'f', 2, 64) + "s"
 	}
+}
+
+// stepName is a step's name in reports: its own, or its number.
+func stepName(steps []Step, i int) string {
+	if n := steps[i].Name; n != "" {
+		return n
+	}
+	return "step " + strconv.Itoa(i+1)
+}
+
+// breakDown fills res's steps, stages, checks and thresholds from the
+// shards.
+func (r *runner) breakDown(res *Result) {
+	sc := r.opts.Scenario
+	steps := make([]tally, len(r.steps))
+	stages := make([]tally, len(r.shards[0].stages))
+	checks := make([]checkTally, r.nChecks)
+	for _, s := range r.shards {
+		s.mu.Lock()
+		for i := range s.steps {
+			steps[i].merge(&s.steps[i])
+		}
+		for i := range s.stages {
+			stages[i].merge(&s.stages[i])
+		}
+		for i, c := range s.checks {
+			checks[i].passes += c.passes
+			checks[i].fails += c.fails
+			if checks[i].example == "" {
+				checks[i].example = c.example
+			}
+		}
+		s.mu.Unlock()
+	}
+	whole := measured{requests: res.Requests, errors: res.Errors, seconds: res.DurationSeconds, hist: res.hist}
+	for _, c := range checks {
+		whole.checks += c.passes + c.fails
+		whole.failedChecks += c.fails
+	}
+	if len(steps) == 1 {
+		steps[0] = tally{requests: whole.requests, errors: whole.errors, checks: whole.checks,
+			failedChecks: whole.failedChecks, hist: whole.hist}
+	} else {
+		for i, t := range steps {
+			res.Steps = append(res.Steps, StepResult{Name: stepName(sc.Steps, i), Requests: t.requests,
+				Errors: t.errors, FailedChecks: t.failedChecks, Throughput: perSecond(t.requests, res.DurationSeconds),
+				Latency: summarizeOrZero(t.hist)})
+		}
+	}
+	for i, st := range r.steps {
+		for j, c := range st.checks {
+			ct := checks[st.checkBase+j]
+			res.Checks = append(res.Checks, CheckResult{Check: c.text, Step: stepName(sc.Steps, i),
+				Passes: ct.passes, Fails: ct.fails, Example: ct.example})
+		}
+	}
+	if r.ramp != nil {
+		res.Ramp = r.ramp
+		at := time.Duration(0)
+		from := r.ramp.Start
+		for i, st := range r.ramp.Stages {
+			t := stages[i]
+			d := time.Duration(st.Duration)
+			res.Stages = append(res.Stages, StageResult{Name: r.ramp.stageName(i), From: from, To: st.Target,
+				StartSecond: at.Seconds(), EndSecond: (at + d).Seconds(), Requests: t.requests, Errors: t.errors,
+				Throughput: perSecond(t.requests, d.Seconds()), Latency: summarizeOrZero(t.hist)})
+			at += d
+			from = st.Target
+		}
+	}
+	for _, th := range r.thresholds {
+		if th.step < 0 {
+			res.Thresholds = append(res.Thresholds, th.evaluate(whole, ""))
+			continue
+		}
+		t := steps[th.step]
+		m := measured{requests: t.requests, errors: t.errors, checks: t.checks, failedChecks: t.failedChecks,
+			seconds: res.DurationSeconds, hist: t.hist}
+		res.Thresholds = append(res.Thresholds, th.evaluate(m, stepName(sc.Steps, th.step)))
+	}
+}
+
+func perSecond(n int64, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
+}
+
+func summarizeOrZero(h *hdrhistogram.Histogram) Latency {
+	if h == nil {
+		return Latency{}
+	}
+	return summarize(h)
 }

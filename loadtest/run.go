@@ -54,6 +54,17 @@ type Options struct {
 	// TCP, when set, makes every request a raw tcp exchange (see
 	// TCPExchange); the scenario's steps then only count iterations.
 	TCP *TCPExchange
+	// Ramp, when set, is the load profile, in place of Rate and Duration
+	// (the stages' total is the measured duration; Warmup holds the ramp's
+	// start value first). A "users" ramp needs Connections of at least
+	// its peak. Without it, the scenario's own Ramp is used.
+	Ramp *Ramp
+	// Checks are assertions every step makes on its responses, besides
+	// the scenario's own (see check).
+	Checks []string
+	// Thresholds are pass/fail conditions, besides the scenario's own
+	// (see threshold); Result.Thresholds holds how each fared.
+	Thresholds []string
 }
 
 const (
@@ -78,7 +89,31 @@ func (o *Options) validate() error {
 	if o.Scenario == nil {
 		return errors.New("no scenario")
 	}
+	if o.Ramp != nil && o.Scenario.Ramp != nil {
+		return errors.New("a ramp is given twice: in the options and in the scenario")
+	}
+	if ramp := o.ramp(); ramp != nil {
+		if err := ramp.validate(); err != nil {
+			return err
+		}
+		if o.Rate > 0 {
+			return errors.New("a ramp sets the rate: give its start value in the ramp, not a rate")
+		}
+		if o.Duration > 0 && o.Duration != ramp.Total() {
+			return fmt.Errorf("a ramp lasts %v, its stages' total: give no duration", ramp.Total())
+		}
+		if peak := int(math.Ceil(ramp.Peak())); ramp.Unit == unitUsers && o.Connections < peak {
+			return fmt.Errorf("the ramp reaches %d users but there are %d connections", peak, o.Connections)
+		}
+	}
 	return nil
+}
+
+func (o *Options) ramp() *Ramp {
+	if o.Ramp != nil {
+		return o.Ramp
+	}
+	return o.Scenario.Ramp
 }
 
 type target struct {
@@ -111,8 +146,13 @@ type runner struct {
 	base        time.Time
 	measureFrom int64 // ns since base
 	end         int64 // ns since base; 0 when bounded by count only
-	intervalNs  float64
-	slots       chan int64   // open loop: schedule slots, released on time by pace
+	ramp        *Ramp
+	rate        *profile   // open loop: requests per second over time
+	users       *profile   // closed loop with a ramp: virtual users over time
+	slots       chan int64 // open loop: intended send times, released on time by pace
+	thresholds  []*threshold
+	nChecks     int
+	gate        userGate     // closed-loop ramp: which users may send
 	measured    atomic.Int64 // requests sent in the measured phase
 	stopped     atomic.Bool
 	shards      []*shard
@@ -138,14 +178,25 @@ func newRunner(opts Options) (*runner, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = defaultInterval
 	}
+	if opts.Scenario != nil {
+		if ramp := opts.ramp(); ramp != nil && opts.Duration == 0 {
+			opts.Duration = ramp.Total()
+		}
+	}
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	steps, err := opts.Scenario.compile()
+	steps, err := opts.Scenario.compile(opts.Checks...)
 	if err != nil {
 		return nil, fmt.Errorf("loadtest: %w", err)
 	}
-	r := &runner{opts: opts, steps: steps}
+	r := &runner{opts: opts, steps: steps, ramp: opts.ramp()}
+	if r.thresholds, err = opts.Scenario.thresholds(opts.Thresholds); err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	for _, st := range steps {
+		r.nChecks += len(st.checks)
+	}
 	for _, t := range opts.Targets {
 		tg, err := parseTarget(t)
 		if err != nil {
@@ -160,12 +211,22 @@ func newRunner(opts Options) (*runner, error) {
 		_, _ = rand.Read(b[:])
 		r.flowPrefix = []byte("rl" + hex.EncodeToString(b[:]))
 	}
+	nStages := 0
+	switch {
+	case r.ramp != nil:
+		nStages = len(r.ramp.Stages)
+		p := rampProfile(r.ramp, opts.Warmup)
+		if r.ramp.Unit == unitRate {
+			r.rate = p
+		} else {
+			r.users = p
+		}
+	case opts.Rate > 0:
+		r.rate = constantProfile(opts.Rate)
+	}
 	nShards := min(opts.Connections, 2*runtime.GOMAXPROCS(0))
 	for range nShards {
-		r.shards = append(r.shards, newShard())
-	}
-	if opts.Rate > 0 {
-		r.intervalNs = float64(time.Second) / opts.Rate
+		r.shards = append(r.shards, newShard(len(steps), nStages, r.nChecks))
 	}
 	r.base = time.Now() // run sets it again once its users are connected
 	r.measureFrom = int64(opts.Warmup)
@@ -213,9 +274,13 @@ func (r *runner) run(ctx context.Context) *Result {
 	var pacer sync.WaitGroup
 	pctx, stopPacer := context.WithCancel(ctx)
 	defer stopPacer()
-	if r.intervalNs > 0 {
+	if r.rate != nil {
 		r.slots = make(chan int64, r.opts.Connections)
 		pacer.Go(func() { r.pace(pctx) })
+	}
+	if r.users != nil {
+		r.gate.init()
+		pacer.Go(func() { r.rampUsers(pctx) })
 	}
 	close(start)
 	wg.Wait()
@@ -242,6 +307,7 @@ type worker struct {
 	rr     int
 	buf    []byte // rendered path, header values and body, back to back
 	sample sample
+	doc    jsonDoc // the response body as JSON, for jsonpath checks
 }
 
 func (r *runner) newWorker(i int) *worker {
@@ -282,6 +348,9 @@ func (w *worker) close() {
 func (w *worker) loop(ctx context.Context) {
 	defer w.close()
 	for !w.r.stopped.Load() && ctx.Err() == nil {
+		if w.r.users != nil && !w.r.gate.wait(ctx, w.id) {
+			return
+		}
 		if !w.once(ctx) {
 			return
 		}
@@ -294,17 +363,15 @@ func (w *worker) once(ctx context.Context) bool {
 	r := w.r
 	now := r.now()
 	intended := now
-	if r.intervalNs > 0 {
-		var slot int64
+	if r.rate != nil {
 		var ok bool
 		select {
-		case slot, ok = <-r.slots:
+		case intended, ok = <-r.slots:
 		case <-ctx.Done():
 		}
 		if !ok {
 			return false // the schedule is over
 		}
-		intended = int64(float64(slot) * r.intervalNs)
 		// Stop at the end of the wall-clock time too: a server that cannot
 		// keep up must not stretch the run.
 		if r.end > 0 && r.now() >= r.end {
@@ -335,16 +402,29 @@ func (w *worker) once(ctx context.Context) bool {
 		return false // cut short by cancellation: not the server's error
 	}
 	done := r.now()
-	w.sample = sample{intended: intended, sent: sent, done: done, err: err, expect: st.expectStatus}
+	w.sample = sample{intended: intended, sent: sent, done: done, err: err, expect: st.expectStatus,
+		step: st, stepIndex: w.step, stage: -1}
+	if r.ramp != nil {
+		w.sample.stage = r.profile().stageAt(intended)
+	}
 	switch {
 	case err != nil:
 	case r.opts.TCP != nil:
 		w.sample.status = st.expectStatus // a tcp answer has no status: its bytes were checked
 	default:
 		w.sample.status = w.resp.StatusCode()
+		if len(st.checks) > 0 {
+			w.doc = jsonDoc{}
+			w.sample.resp, w.sample.doc = w.resp, &w.doc
+			for i, c := range st.checks {
+				if !c.eval(w.resp, &w.doc) {
+					w.sample.failed |= 1 << i
+				}
+			}
+		}
 	}
 	w.shard.record(&w.sample, r.measureFrom)
-	w.sample.err = nil
+	w.sample.err, w.sample.resp, w.doc.v = nil, nil, nil
 	for last := r.lastDone.Load(); done > last && !r.lastDone.CompareAndSwap(last, done); last = r.lastDone.Load() {
 	}
 	w.advance()
@@ -360,20 +440,88 @@ func (r *runner) pace(ctx context.Context) {
 	defer close(r.slots)
 	var s sleeper
 	defer s.close()
+	seg := 0
 	for slot := int64(0); ; slot++ {
-		intended := int64(float64(slot) * r.intervalNs)
-		if (r.end > 0 && intended >= r.end) || r.stopped.Load() {
+		intended, ok := r.rate.timeOf(float64(slot), &seg)
+		if !ok || (r.end > 0 && intended >= r.end) || r.stopped.Load() {
 			return
 		}
 		if d := intended - r.now(); d > 0 && !s.sleep(ctx, r, intended) {
 			return
 		}
 		select {
-		case r.slots <- slot:
+		case r.slots <- intended:
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// profile is the run's load profile: the rate's or the users'.
+func (r *runner) profile() *profile {
+	if r.rate != nil {
+		return r.rate
+	}
+	return r.users
+}
+
+// rampUsers moves the number of users allowed to send along the ramp, every
+// few milliseconds, and lets them all go when the run ends.
+func (r *runner) rampUsers(ctx context.Context) {
+	defer r.gate.set(math.MaxInt64)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := r.now()
+		if (r.end > 0 && now >= r.end) || r.stopped.Load() {
+			return
+		}
+		// Rounded, so that the users sending average the ramp's line.
+		r.gate.set(int64(math.Round(r.users.at(now))))
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// userGate holds back the virtual users numbered at or above the ramp's
+// current value; the users below it send.
+type userGate struct {
+	n       atomic.Int64
+	mu      sync.Mutex
+	changed chan struct{} // closed, and replaced, when n changes
+}
+
+func (g *userGate) init() { g.changed = make(chan struct{}) }
+
+func (g *userGate) set(n int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n != g.n.Load() {
+		g.n.Store(n)
+		close(g.changed)
+		g.changed = make(chan struct{})
+	}
+}
+
+// wait returns true once user id may send, false if ctx ends first.
+func (g *userGate) wait(ctx context.Context, id int64) bool {
+	for id >= g.n.Load() {
+		g.mu.Lock()
+		ch := g.changed
+		g.mu.Unlock()
+		if id < g.n.Load() {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // coarseSlack is how late a Go timer may fire: the pacer sleeps on one

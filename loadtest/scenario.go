@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,12 @@ type Scenario struct {
 	// the sequence again, instead of one flow id for the whole run.
 	FlowPerIteration bool   `json:"flowPerIteration,omitempty"`
 	Steps            []Step `json:"steps"`
+	// Ramp, when set, is the run's load profile (see Ramp); the -ramp-rate
+	// and -ramp-users flags take its place.
+	Ramp *Ramp `json:"ramp,omitempty"`
+	// Thresholds are pass/fail conditions on the whole run, or on a step
+	// named by a STEP: prefix (see threshold).
+	Thresholds []string `json:"thresholds,omitempty"`
 }
 
 // Step is one request of a scenario. Path, header values and body may use
@@ -39,6 +46,11 @@ type Step struct {
 	// ExpectStatus, when non-zero, makes any other status count as an error
 	// of kind "status".
 	ExpectStatus int `json:"expectStatus,omitempty"`
+	// Checks are assertions on the step's responses (see check), counted
+	// apart from errors.
+	Checks []string `json:"checks,omitempty"`
+	// Thresholds are conditions on this step's requests alone.
+	Thresholds []string `json:"thresholds,omitempty"`
 }
 
 // Limits of a scenario file: it is read whole, and every step is compiled
@@ -76,6 +88,8 @@ type compiledStep struct {
 	headers      []compiledHeader
 	body         tmpl
 	expectStatus int
+	checks       []*check
+	checkBase    int // the index of checks[0] among all the scenario's checks
 }
 
 type compiledHeader struct {
@@ -94,7 +108,9 @@ func (s *Scenario) flowHeader() string {
 	}
 }
 
-func (s *Scenario) compile() ([]compiledStep, error) {
+// compile checks the scenario and splits its steps' templates. extra are
+// checks every step makes besides its own (the -check flag).
+func (s *Scenario) compile(extra ...string) ([]compiledStep, error) {
 	if len(s.Steps) == 0 {
 		return nil, errors.New("scenario: no steps")
 	}
@@ -107,18 +123,29 @@ func (s *Scenario) compile() ([]compiledStep, error) {
 	if !validFlowText(s.FlowIDPrefix) {
 		return nil, fmt.Errorf("scenario: flowIdPrefix %q: only letters, digits and -_.: are allowed", s.FlowIDPrefix)
 	}
-	out := make([]compiledStep, len(s.Steps))
-	for i, st := range s.Steps {
-		c, err := st.compile()
-		if err != nil {
-			return nil, fmt.Errorf("scenario: step %d (%s): %w", i, st.Name, err)
+	if s.Ramp != nil {
+		if err := s.Ramp.validate(); err != nil {
+			return nil, fmt.Errorf("scenario: %w", err)
 		}
+	}
+	out := make([]compiledStep, len(s.Steps))
+	nChecks := 0
+	for i, st := range s.Steps {
+		c, err := st.compile(extra)
+		if err != nil {
+			return nil, fmt.Errorf("scenario: step %d (%s): %w", i+1, st.Name, err)
+		}
+		c.checkBase = nChecks
+		nChecks += len(c.checks)
 		out[i] = c
+	}
+	if _, err := s.thresholds(nil); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
 	}
 	return out, nil
 }
 
-func (st Step) compile() (compiledStep, error) {
+func (st Step) compile(extra []string) (compiledStep, error) {
 	var c compiledStep
 	method := st.Method
 	if method == "" {
@@ -166,7 +193,47 @@ func (st Step) compile() (compiledStep, error) {
 		return c, fmt.Errorf("expectStatus %d is not an HTTP status", st.ExpectStatus)
 	}
 	c.expectStatus = st.ExpectStatus
+	if c.checks, err = parseChecks(append(slices.Clip(st.Checks), extra...)); err != nil {
+		return c, err
+	}
+	if len(c.checks) > maxChecksPerStep {
+		return c, fmt.Errorf("%d checks, more than the %d allowed", len(c.checks), maxChecksPerStep)
+	}
 	return c, nil
+}
+
+// thresholds compiles the scenario's thresholds, its steps' own, and extra
+// (the -threshold flag), in that order.
+func (s *Scenario) thresholds(extra []string) ([]*threshold, error) {
+	var out []*threshold
+	add := func(texts []string, step int) error {
+		for _, text := range texts {
+			t, err := parseThreshold(text, s.Steps)
+			if err != nil {
+				return err
+			}
+			if step >= 0 {
+				if t.step >= 0 && t.step != step {
+					return fmt.Errorf("step %d's threshold %q names another step", step+1, text)
+				}
+				t.step = step
+			}
+			out = append(out, t)
+		}
+		return nil
+	}
+	if err := add(s.Thresholds, -1); err != nil {
+		return nil, err
+	}
+	for i, st := range s.Steps {
+		if err := add(st.Thresholds, i); err != nil {
+			return nil, err
+		}
+	}
+	if err := add(extra, -1); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func sortHeaders(h []compiledHeader) {

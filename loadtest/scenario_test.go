@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -155,7 +156,17 @@ func TestReadmeScenarioParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README scenario: %v", err)
 	}
-	if len(sc.Steps) != 3 || sc.flowHeader() != "X-Flow-Id" {
+	if len(sc.Steps) != 3 || sc.flowHeader() != "X-Flow-Id" || len(sc.Thresholds) != 2 || len(sc.Steps[2].Checks) != 1 {
 		t.Errorf("README scenario parsed as %+v", sc)
+	}
+	// The ramp fragment, in a scenario of its own.
+	_, rest, ok = strings.Cut(string(data), "```\n\"ramp\":")
+	if !ok {
+		t.Fatal("README.md has no ramp fragment")
+	}
+	block, _, _ = strings.Cut(rest, "```")
+	sc, err = ParseScenario([]byte(`{"steps":[{"path":"/"}],"ramp":` + block + `}`))
+	if err != nil || len(sc.Ramp.Stages) != 3 || sc.Ramp.Total() != 210*time.Second || sc.Ramp.stageName(2) != "stage 3" {
+		t.Errorf("README ramp: %v %+v", err, sc)
 	}
 }

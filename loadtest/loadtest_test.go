@@ -389,6 +389,7 @@ func TestResultJSONGolden(t *testing.T) {
 		Uncorrected: &Latency{P50: 0.5, P90: 1, P99: 1.5, P999: 2, Max: 2.5, Mean: 0.75},
 		ErrorKinds:  map[string]int64{"timeout": 1}, ErrorExamples: map[string]string{"timeout": "x"},
 		Statuses:    map[string]int64{"200": 199},
+		TLS:         &TLSSummary{Handshakes: 4, Resumed: 2, Resumption: true},
 		Timeline:    []TimePoint{{Second: 1, Requests: 100, Errors: 1, RPS: 100, P50: 1, P99: 3, Max: 5}},
 		Percentiles: []PercentilePoint{{Percentile: 50, Ms: 1}, {Percentile: 100, Ms: 5}},
 	}
@@ -398,7 +399,7 @@ func TestResultJSONGolden(t *testing.T) {
 	}
 	checkGolden(t, "testdata/result_v1.json", buf.Bytes())
 	var back Result
-	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.Version != 1 || back.Uncorrected.P99 != 1.5 {
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.Version != 1 || back.Uncorrected.P99 != 1.5 || back.TLS == nil || back.TLS.Resumed != 2 {
 		t.Errorf("round trip: %v %+v", err, back)
 	}
 }

@@ -304,25 +304,32 @@ func TestMutualTLS(t *testing.T) {
 
 // The server name: the URL's host name (an IP address sends none, as RFC
 // 6066 wants), or the one Options.TLS (-sni) names, which the certificate
-// is then verified against. The Host header stays the URL's.
+// is then verified against. The Host header stays the URL's unless a
+// header says otherwise.
 func TestSNI(t *testing.T) {
 	pki := newTestPKI(t)
 	srv := startTLSServer(t, &tls.Config{Certificates: []tls.Certificate{pki.server}}, false)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.url, "https://"))
 	for _, tc := range []struct {
-		name, host, sni string
-		wantSNI         string
+		name, host, sni, hostHeader string
+		wantSNI                     string
 	}{
-		{"ip address", "127.0.0.1", "", ""},
-		{"host name", "localhost", "", "localhost"},
-		{"override", "127.0.0.1", "sni.test", "sni.test"},
+		{"ip address", "127.0.0.1", "", "", ""},
+		{"host name", "localhost", "", "", "localhost"},
+		{"override", "127.0.0.1", "sni.test", "", "sni.test"},
+		{"override and Host header", "127.0.0.1", "sni.test", "sni.test", "sni.test"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv.mu.Lock()
 			srv.serverNames, srv.hosts = nil, nil
 			srv.mu.Unlock()
 			target := "https://" + net.JoinHostPort(tc.host, port)
-			res := run(t, Options{Targets: []string{target}, Scenario: simple("/"), Connections: 2, Requests: 6,
+			sc, wantHost := simple("/"), net.JoinHostPort(tc.host, port)
+			if tc.hostHeader != "" {
+				sc.Steps[0].Headers = map[string]string{"Host": tc.hostHeader}
+				wantHost = tc.hostHeader
+			}
+			res := run(t, Options{Targets: []string{target}, Scenario: sc, Connections: 2, Requests: 6,
 				TLS: &tls.Config{RootCAs: pki.pool, ServerName: tc.sni}})
 			if res.Errors != 0 {
 				t.Fatalf("errors %v %v", res.ErrorKinds, res.ErrorExamples)
@@ -337,9 +344,12 @@ func TestSNI(t *testing.T) {
 					t.Errorf("server saw server name %q, want %q", n, tc.wantSNI)
 				}
 			}
+			if len(srv.hosts) != 6 {
+				t.Errorf("%d requests served, want 6", len(srv.hosts))
+			}
 			for _, h := range srv.hosts {
-				if h != net.JoinHostPort(tc.host, port) {
-					t.Errorf("Host header %q, want the URL's", h)
+				if h != wantHost {
+					t.Errorf("Host header %q, want %q", h, wantHost)
 				}
 			}
 		})

@@ -54,8 +54,15 @@ func TestRequestLoopDoesNotAllocate(t *testing.T) {
 // Over https, the loop adds nothing to what crypto/tls allocates itself:
 // one 24-byte reader per record read (Conn.readFromUntil, Go 1.26), on
 // the client and on the in-process server alike, so two per request.
+// Under -race, where pools drop what they are given, crypto/tls's output
+// buffers and the fasthttp server's pooled ones are made again now and
+// then (4 a request measured): there only a gross regression shows.
 func TestHTTPSRequestLoopAllocatesOnlyInCryptoTLS(t *testing.T) {
-	testWorkerAllocs(t, httpsLoopWorker(t), 2)
+	want := 2.0
+	if raceOn {
+		want = 6
+	}
+	testWorkerAllocs(t, httpsLoopWorker(t), want)
 }
 
 func httpsLoopWorker(tb testing.TB) *worker {

@@ -1,5 +1,6 @@
 // Package loadtest is riftgate's bundled load generator (riftload, and
-// `riftgate loadtest`): closed- and open-loop HTTP load on fasthttp's client,
+// `riftgate loadtest`): closed- and open-loop HTTP load, plain or over TLS
+// (session resumption, mutual TLS), with fasthttp's request codec,
 // coordinated-omission-corrected HDR latencies, per-virtual-user scenarios
 // with flow ids, text/JSON/HTML reports, a raw fasthttp "hello" server for
 // reference, and the side-by-side benchmark harness behind `make bench`.

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,12 +26,14 @@ type bench struct {
 	dir   string // scratch: server logs, pid files, riftgate's data dir
 	cases []benchCase
 	cells map[string]map[string]*cell // case id, system
-	wrk   []wrkRound
+	wrk   []wrkSeries
 	info  []string
 	start time.Time
 	// rawTCP is the raw server's tcp address (tcp://host:port), the
 	// reference for tcp cases.
 	rawTCP string
+	// rawTLS is the raw server's https base URL.
+	rawTLS string
 	// cluster is sysCluster's nodes (nil when no case wants it, or it did
 	// not start); rpc and pauses are what was measured of it after the
 	// rounds.
@@ -75,6 +78,13 @@ type measurement struct {
 }
 
 type wrkRound struct{ wrk, riftload float64 }
+
+// wrkSeries is riftload against wrk over one protocol.
+type wrkSeries struct {
+	scheme string // http or https
+	rounds []wrkRound
+	note   string // why it stopped short, if it did
+}
 
 // maxErrorRate is the share of failed requests beyond which a measurement
 // is reported as failed rather than as a number.
@@ -162,8 +172,12 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		}
 	}
 
-	if b.cfg.wrk != "" && b.cfg.wanted("wrk") {
-		b.compareWrk(ctx, rawURL)
+	if b.cfg.wrk != "" {
+		for _, w := range []struct{ id, url string }{{"wrk", rawURL}, {"wrk-https", b.rawTLS}} {
+			if b.cfg.wanted(w.id) {
+				b.wrk = append(b.wrk, b.compareWrk(ctx, w.url))
+			}
+		}
 	}
 	for round := range b.cfg.rounds {
 		for _, c := range b.cases {
@@ -491,33 +505,40 @@ func (b *bench) caseByID(id string) benchCase {
 
 var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
-// compareWrk measures the load generator against wrk on the raw server,
-// with the same connection count and time, in alternating slices as
-// riftgate and raw fasthttp are, which goes first alternating by round.
-func (b *bench) compareWrk(ctx context.Context, rawURL string) {
+// compareWrk measures the load generator against wrk on the raw server
+// at base (http or https), with the same connection count and time, in
+// alternating slices as riftgate and raw fasthttp are, which goes first
+// alternating by round. Both rates are over the whole run, connecting (and
+// handshaking) included: wrk counts its time from before it connects.
+func (b *bench) compareWrk(ctx context.Context, base string) wrkSeries {
+	ws := wrkSeries{scheme: base[:strings.Index(base, ":")]}
 	n := b.cfg.slices
 	slice := b.cfg.duration / time.Duration(n)
-	runWrk := func() (float64, bool) {
+	runWrk := func() (float64, error) {
 		// wrk takes whole seconds.
 		secs := max(1, int(slice.Seconds()+0.5))
 		out, err := exec.CommandContext(ctx, b.cfg.wrk, "-t1", "-c"+strconv.Itoa(b.cfg.conns),
-			"-d"+strconv.Itoa(secs)+"s", rawURL+"/hello").CombinedOutput()
+			"-d"+strconv.Itoa(secs)+"s", base+"/hello").CombinedOutput()
 		m := wrkRPS.FindSubmatch(out)
 		if err != nil || m == nil {
-			b.log.Warn("wrk failed", "err", err, "out", oneLine(string(out)))
-			return 0, false
+			return 0, fmt.Errorf("wrk failed: %v: %s", err, oneLine(string(out)))
 		}
 		rps, _ := strconv.ParseFloat(string(m[1]), 64)
-		return rps, true
+		return rps, nil
 	}
-	runOwn := func() (float64, bool) {
-		res, err := Run(ctx, Options{Targets: []string{rawURL}, Connections: b.cfg.conns,
-			Duration: slice, Scenario: get("/hello")})
+	o := Options{Targets: []string{base}, Connections: b.cfg.conns, Duration: slice, Scenario: get("/hello"),
+		// wrk does not verify certificates either.
+		TLS: &tls.Config{InsecureSkipVerify: true}}
+	runOwn := func() (float64, error) {
+		start := time.Now()
+		res, err := Run(ctx, o)
 		if err != nil {
-			b.log.Warn("riftload failed", "err", err)
-			return 0, false
+			return 0, fmt.Errorf("riftload failed: %w", err)
 		}
-		return res.Throughput, true
+		if res.Errors > 0 {
+			return 0, fmt.Errorf("riftload: %d errors %v %v", res.Errors, res.ErrorKinds, res.ErrorExamples)
+		}
+		return float64(res.Requests) / time.Since(start).Seconds(), nil
 	}
 	for round := range b.cfg.rounds {
 		var r wrkRound
@@ -528,16 +549,19 @@ func (b *bench) compareWrk(ctx context.Context, rawURL string) {
 				if isWrk {
 					run, sum = runWrk, &r.wrk
 				}
-				rps, ok := run()
-				if !ok {
-					return
+				rps, err := run()
+				if err != nil {
+					b.log.Warn("wrk comparison stopped", "scheme", ws.scheme, "err", err)
+					ws.note = err.Error()
+					return ws
 				}
 				*sum += rps / float64(n)
 			}
 		}
-		b.log.Info("wrk vs riftload", "round", round+1, "wrk", int(r.wrk), "riftload", int(r.riftload))
-		b.wrk = append(b.wrk, r)
+		b.log.Info("wrk vs riftload", "scheme", ws.scheme, "round", round+1, "wrk", int(r.wrk), "riftload", int(r.riftload))
+		ws.rounds = append(ws.rounds, r)
 	}
+	return ws
 }
 
 func median(xs []float64) float64 {
@@ -613,15 +637,26 @@ func (b *bench) report() string {
 
 	if len(b.wrk) > 0 {
 		p("## The load generator against wrk\n\n")
-		p("Raw fasthttp server, %d connections, %v each, in %d alternating slices per round, which goes first alternating by slice and round (wrk `-t1`, on the same core as riftload); a round's req/s is the mean over its slices.\n\n", b.cfg.conns, b.cfg.duration, b.cfg.slices)
-		p("| round | wrk req/s | riftload req/s | riftload/wrk |\n|---|---|---|---|\n")
-		var rs []float64
-		for i, r := range b.wrk {
-			p("| %d | %.0f | %.0f | %.2f |\n", i+1, r.wrk, r.riftload, r.riftload/r.wrk)
-			rs = append(rs, r.riftload/r.wrk)
+		p("Raw fasthttp server, %d connections, %v each, in %d alternating slices per round, which goes first alternating by slice and round (wrk `-t1`, on the same core as riftload); a round's req/s is the mean over its slices. Both count their requests over their whole run, connecting included, as wrk does. Over https the raw server has a self-signed ECDSA P-256 certificate, which neither verifies (wrk cannot), and each connection makes one handshake: what is measured is TLS records on keep-alive connections.\n\n", b.cfg.conns, b.cfg.duration, b.cfg.slices)
+		for _, ws := range b.wrk {
+			p("### %s\n\n", ws.scheme)
+			if len(ws.rounds) > 0 {
+				p("| round | wrk req/s | riftload req/s | riftload/wrk |\n|---|---|---|---|\n")
+			}
+			var rs []float64
+			for i, r := range ws.rounds {
+				p("| %d | %.0f | %.0f | %.2f |\n", i+1, r.wrk, r.riftload, r.riftload/r.wrk)
+				rs = append(rs, r.riftload/r.wrk)
+			}
+			if ws.note != "" {
+				p("\nStopped after %d rounds: %s\n", len(ws.rounds), mdEscape(ws.note))
+			}
+			if len(rs) > 0 {
+				ratio := median(rs)
+				p("\nMedian of the per-round riftload/wrk ratios over %s: **%.2f** (target >= 0.90: %s)\n", ws.scheme, ratio, mark(ratio >= 0.9))
+			}
+			p("\n")
 		}
-		ratio := median(rs)
-		p("\nMedian of the per-round riftload/wrk ratios: **%.2f** (target >= 0.90: %s)\n\n", ratio, mark(ratio >= 0.9))
 	}
 
 	p("## Throughput and latency (medians)\n\n")

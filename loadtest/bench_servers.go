@@ -142,7 +142,7 @@ func getOK(url string) func() error {
 }
 
 // startHello starts the raw server and returns its base URL; its tcp
-// address goes to b.rawTCP.
+// address goes to b.rawTCP, its https base URL to b.rawTLS.
 func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	port, err := freePort()
 	if err != nil {
@@ -152,8 +152,14 @@ func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	tlsPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
 	b.rawTCP = "tcp://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tcpPort))
-	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port), "-tcp-port", strconv.Itoa(tcpPort))
+	b.rawTLS = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port),
+		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort))
 	p, err := startProcess("raw", b.cfg.pinned(argv), b.dir)
 	if err != nil {
 		return nil, "", err

@@ -177,3 +177,57 @@ func TestBenchProfilesRiftgate(t *testing.T) {
 		t.Errorf("profile of %d bytes, not gzip: %q", len(p), p[:min(len(p), 40)])
 	}
 }
+
+// The comparison with wrk, over http and https, with a stand-in for wrk
+// that records how it was called and reports a fixed rate; riftload's
+// side loads the real raw server, whose https port must answer it.
+func TestBenchComparesWithWrk(t *testing.T) {
+	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	fake := filepath.Join(dir, "wrk")
+	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\necho 'Requests/sec:   1000.00'\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"bench",
+		"-riftgate", filepath.Join(dir, "no-riftgate"), "-mb", filepath.Join(dir, "no-mb"),
+		"-wasm-dir", dir, "-wrk", fake, "-server-cpu", "",
+		"-rounds", "2", "-slices", "1", "-d", "300ms", "-warmup", "0", "-c", "4",
+		"-only", "^wrk", "-out", ""}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	md := stdout.String()
+	for _, want := range []string{"## The load generator against wrk", "### http\n", "### https\n",
+		"Median of the per-round riftload/wrk ratios over http: **", "Median of the per-round riftload/wrk ratios over https: **"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Stopped after") {
+		t.Errorf("a comparison stopped short:\n%s", md)
+	}
+	// Two rounds of each: rows "| 1 | 1000 | <riftload> | <ratio> |".
+	if n := strings.Count(md, "| 1000 | "); n != 4 {
+		t.Errorf("%d rounds reported, want 2 per protocol:\n%s", n, md)
+	}
+	data, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("wrk called %d times, want 4: %q", len(lines), lines)
+	}
+	for i, l := range lines {
+		scheme := "http://"
+		if i >= 2 {
+			scheme = "https://"
+		}
+		if !strings.HasPrefix(l, "-t1 -c4 -d1s "+scheme+"127.0.0.1:") || !strings.HasSuffix(l, "/hello") {
+			t.Errorf("wrk call %d: %q, want -t1 -c4 -d1s %s.../hello", i, l, scheme)
+		}
+	}
+}

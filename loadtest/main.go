@@ -1,5 +1,6 @@
 // Package loadtest is riftgate's bundled load generator (riftload, and
-// `riftgate loadtest`): closed- and open-loop HTTP load on fasthttp's client,
+// `riftgate loadtest`): closed- and open-loop HTTP load, plain or over TLS
+// (session resumption, mutual TLS), with fasthttp's request codec,
 // coordinated-omission-corrected HDR latencies, per-virtual-user scenarios
 // with flow ids, text/JSON/HTML reports, a raw fasthttp "hello" server for
 // reference, and the side-by-side benchmark harness behind `make bench`.
@@ -8,6 +9,7 @@ package loadtest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,9 +65,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const usage = `usage:
   riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
-  riftload hello [-host H] [-port P] [-tcp-port T]
+  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S]
                                         serve the raw fasthttp "hello" server
-                                        (and a raw tcp one answering PONG)
+                                        (and a raw tcp one answering PONG,
+                                        and the hello server over https)
   riftload bench [flags]                side-by-side benchmarks (make bench)
   riftload help
 riftgate loadtest ... is the same program. Run "riftload <command> -h" for
@@ -137,6 +140,14 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(&headers, "H", `request header "Name: value" (repeatable, without -scenario)`)
 	fs.Var(&checks, "check", `assertion on every response, e.g. "status == 200", "body contains ok", "jsonpath $.id == 7" (repeatable)`)
 	fs.Var(&limits, "threshold", `pass/fail condition, e.g. "p99<50ms", "errors<0.1%", "rps>=1000", "login:p95<20ms"; exit 3 if one fails (repeatable)`)
+	var tf tlsFlags
+	fs.BoolVar(&tf.insecure, "insecure", false, "https: do not verify the server's certificate")
+	fs.StringVar(&tf.caFile, "cacert", "", "https: trust the CAs in this PEM file instead of the system's")
+	fs.StringVar(&tf.certFile, "cert", "", "https: client certificate (PEM) for mutual TLS; needs -key")
+	fs.StringVar(&tf.keyFile, "key", "", "https: the client certificate's private key (PEM)")
+	fs.StringVar(&tf.sni, "sni", "", "https: server name to send (SNI) and to verify the certificate against (default: the URL's host)")
+	fs.BoolVar(&o.TLSFullHandshake, "tls-full-handshake", false, "https: no session resumption, every connection makes a full handshake")
+	fs.BoolVar(&o.NoKeepAlive, "no-keepalive", false, "a new connection for every request (Connection: close): latencies include connecting and the TLS handshake")
 	targets, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -152,6 +163,9 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{err}
 	}
 	o.Targets = bases
+	if o.TLS, err = tf.config(); err != nil {
+		return err
+	}
 	if *scenario != "" {
 		data, err := os.ReadFile(*scenario)
 		if err != nil {
@@ -263,8 +277,8 @@ func splitTargets(raw []string) (bases []string, path string, err error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("target %q: %w", t, err)
 		}
-		if u.Scheme != "http" || u.Host == "" {
-			return nil, "", fmt.Errorf("target %q: want http://host:port/path", t)
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path", t)
 		}
 		p := u.RequestURI()
 		if i == 0 {
@@ -272,7 +286,7 @@ func splitTargets(raw []string) (bases []string, path string, err error) {
 		} else if p != path && p != "/" {
 			return nil, "", fmt.Errorf("targets ask for different paths (%q, %q): give the path once, on the first", path, p)
 		}
-		bases = append(bases, "http://"+u.Host)
+		bases = append(bases, u.Scheme+"://"+u.Host)
 	}
 	return bases, path, nil
 }
@@ -298,29 +312,85 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
 	tcpPort := fs.Int("tcp-port", -1, "also serve the raw tcp server (answering PONG to every read) on this port (-1: none)")
+	tlsPort := fs.Int("tls-port", -1, "also serve the hello server over https on this port (-1: none)")
+	certFile := fs.String("tls-cert", "", "the https server's certificate (PEM; default: a self-signed one, made at start)")
+	keyFile := fs.String("tls-key", "", "the https server's private key (PEM)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if (*certFile == "") != (*keyFile == "") {
+		return usageError{errors.New("hello: -tls-cert and -tls-key go together")}
+	}
+	if *certFile != "" && *tlsPort < 0 {
+		return usageError{errors.New("hello: -tls-cert without -tls-port")}
+	}
+	var serve []func(context.Context) error
+	var lns []net.Listener
+	listen := func(p int) (net.Listener, error) {
+		ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(p)))
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("hello: %w", err)
+		}
+		lns = append(lns, ln)
+		return ln, nil
+	}
+	ln, err := listen(*port)
 	if err != nil {
-		return fmt.Errorf("hello: %w", err)
+		return err
 	}
 	fmt.Fprintf(stdout, "hello server listening on http://%s\n", ln.Addr())
-	if *tcpPort < 0 {
-		return ServeHello(ctx, ln)
+	serve = append(serve, func(ctx context.Context) error { return ServeHello(ctx, ln) })
+	if *tcpPort >= 0 {
+		tln, err := listen(*tcpPort)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "tcp hello server listening on tcp://%s\n", tln.Addr())
+		serve = append(serve, func(ctx context.Context) error { return ServeTCPHello(ctx, tln) })
 	}
-	tln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*tcpPort)))
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("hello: %w", err)
+	if *tlsPort >= 0 {
+		var cert tls.Certificate
+		how := "certificate " + *certFile
+		if *certFile != "" {
+			cert, err = tls.LoadX509KeyPair(*certFile, *keyFile)
+		} else {
+			cert, err = selfSignedCert(*host, "127.0.0.1", "::1", "localhost")
+			how = "a self-signed certificate: connect with -insecure"
+		}
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("hello: %w", err)
+		}
+		sln, err := listen(*tlsPort)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "https hello server listening on https://%s (%s)\n", sln.Addr(), how)
+		tln := tls.NewListener(sln, &tls.Config{Certificates: []tls.Certificate{cert}})
+		serve = append(serve, func(ctx context.Context) error { return ServeHello(ctx, tln) })
 	}
-	fmt.Fprintf(stdout, "tcp hello server listening on tcp://%s\n", tln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- ServeTCPHello(ctx, tln) }()
-	err = ServeHello(ctx, ln)
-	tln.Close()
-	return errors.Join(err, <-errc)
+	// When one server fails, the others stop too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(serve))
+	for _, s := range serve {
+		go func() {
+			err := s(ctx)
+			cancel()
+			errc <- err
+		}()
+	}
+	var errs []error
+	for range serve {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
 }

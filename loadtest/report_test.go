@@ -20,6 +20,7 @@ func goldenResult() *Result {
 		Uncorrected: &Latency{P50: 0.5, P90: 1, P99: 1.5, P999: 2, Max: 2.5, Mean: 0.75},
 		ErrorKinds:  map[string]int64{"timeout": 1}, ErrorExamples: map[string]string{"timeout": "x"},
 		Statuses:    map[string]int64{"200": 199},
+		TLS:         &TLSSummary{Handshakes: 4, Resumed: 2, Resumption: true},
 		Timeline:    []TimePoint{{Second: 1, Requests: 100, Errors: 1, RPS: 100, P50: 1, P99: 3, Max: 5, Target: &target}},
 		Percentiles: []PercentilePoint{{Percentile: 50, Ms: 1}, {Percentile: 100, Ms: 5}},
 		Ramp: &Ramp{Unit: unitRate, Start: 100, Stages: []Stage{
@@ -49,7 +50,7 @@ func TestResultJSONGolden(t *testing.T) {
 	checkGolden(t, "testdata/result_v2.json", buf.Bytes())
 	back, err := ReadResult(bytes.NewReader(buf.Bytes()))
 	if err != nil || back.Version != 2 || back.Uncorrected.P99 != 1.5 || *back.Timeline[0].Target != 150 ||
-		back.Ramp.Stages[0].Duration != Duration(time.Second) || back.Thresholds[1].Limit != 0.001 {
+		back.Ramp.Stages[0].Duration != Duration(time.Second) || back.Thresholds[1].Limit != 0.001 || back.TLS.Resumed != 2 {
 		t.Errorf("round trip: %v %+v", err, back)
 	}
 }

@@ -16,8 +16,9 @@ import (
 
 // ResultVersion is the version of the JSON summary's layout. A reader
 // checks it before trusting any other field. Version 2 added the ramp and
-// its stages, steps, checks, thresholds and the timeline's target; a
-// version 1 summary reads as a version 2 one without them (ReadResult).
+// its stages, steps, checks, thresholds, the timeline's target and the
+// tls object; a version 1 summary reads as a version 2 one without them
+// (ReadResult).
 const ResultVersion = 2
 
 // Result is what a run measured. Latencies are in milliseconds. In the open
@@ -46,6 +47,7 @@ type Result struct {
 	ErrorKinds    map[string]int64  `json:"errorKinds"`
 	ErrorExamples map[string]string `json:"errorExamples,omitempty"`
 	Statuses      map[string]int64  `json:"statuses"`
+	TLS           *TLSSummary       `json:"tls,omitempty"` // nil when no target is https
 	Timeline      []TimePoint       `json:"timeline"`
 	Percentiles   []PercentilePoint `json:"percentiles"`
 	// Ramp is the load profile, and Stages what each of its stages measured.
@@ -129,6 +131,17 @@ type Latency struct {
 	Mean float64 `json:"meanMs"`
 }
 
+// TLSSummary counts the TLS handshakes of a run, successful ones only,
+// the virtual users' first connections and the warm-up's included: with
+// keep-alive, more handshakes than connections means reconnects, which
+// resumption (on unless turned off) makes cheaper.
+type TLSSummary struct {
+	Handshakes int64 `json:"handshakes"`
+	Resumed    int64 `json:"resumed"`
+	// Resumption says whether resumption was on.
+	Resumption bool `json:"resumption"`
+}
+
 // PercentilePoint is one point of the latency-by-percentile curve.
 type PercentilePoint struct {
 	Percentile float64 `json:"percentile"`
@@ -192,6 +205,13 @@ func mergeResults(rs []*Result) *Result {
 		for k, n := range r.Statuses {
 			out.Statuses[k] += n
 		}
+		if r.TLS != nil {
+			if out.TLS == nil {
+				out.TLS = &TLSSummary{Resumption: r.TLS.Resumption}
+			}
+			out.TLS.Handshakes += r.TLS.Handshakes
+			out.TLS.Resumed += r.TLS.Resumed
+		}
 		if r.hist != nil {
 			out.hist.Merge(r.hist)
 		}
@@ -245,6 +265,13 @@ func (r *runner) result(c *collector) *Result {
 	if span := r.lastDone.Load() - r.measureFrom; span > 0 {
 		res.DurationSeconds = time.Duration(span).Seconds()
 		res.Throughput = float64(res.Requests) / res.DurationSeconds
+	}
+	for _, t := range r.targets {
+		if t.tls != nil {
+			res.TLS = &TLSSummary{Handshakes: r.handshakes.Load(), Resumed: r.resumed.Load(),
+				Resumption: !t.tls.SessionTicketsDisabled}
+			break
+		}
 	}
 	res.hist = total
 	res.Latency = summarize(total)
@@ -318,6 +345,13 @@ func (res *Result) WriteText(w io.Writer) error {
 	b.WriteString("\n")
 	for _, k := range slices.Sorted(maps.Keys(res.ErrorExamples)) {
 		fmt.Fprintf(&b, "  e.g. %s: %s\n", k, res.ErrorExamples[k])
+	}
+	if t := res.TLS; t != nil {
+		mode := "on"
+		if !t.Resumption {
+			mode = "off: full handshakes"
+		}
+		fmt.Fprintf(&b, "tls: %d handshakes, %d resumed (session resumption %s)\n", t.Handshakes, t.Resumed, mode)
 	}
 	if len(res.Stages) > 0 {
 		fmt.Fprintf(&b, "stages (%s ramp):\n", res.Ramp.Unit)

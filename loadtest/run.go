@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,8 +24,9 @@ import (
 
 // Options configure one run.
 type Options struct {
-	// Targets are base URLs (http://host:port), used round-robin per
-	// request, so a cluster's nodes share the load.
+	// Targets are base URLs (http://host:port, https://host:port), used
+	// round-robin per request, so a cluster's nodes share the load. An
+	// https target's port defaults to 443, an http one's to 80.
 	Targets []string
 	// Connections is the number of virtual users, each with at most one
 	// request in flight: the concurrency, and the connection count.
@@ -65,6 +67,23 @@ type Options struct {
 	// Thresholds are pass/fail conditions, besides the scenario's own
 	// (see threshold); Result.Thresholds holds how each fared.
 	Thresholds []string
+	// TLS configures the client side of https targets: roots
+	// (InsecureSkipVerify, RootCAs), a client certificate (Certificates)
+	// and the server name (ServerName; empty means each target's host).
+	// nil means the system's roots and each target's host. Every virtual
+	// user handshakes when it connects, within Timeout; a reconnect
+	// resumes the session through a cache shared by the users, one per
+	// target (unless ClientSessionCache is set), so that a run measures
+	// the server, not its handshakes.
+	TLS *tls.Config
+	// TLSFullHandshake turns session resumption off: every connection
+	// makes a full handshake.
+	TLSFullHandshake bool
+	// NoKeepAlive makes every request open a connection of its own and
+	// ask the server to close it (Connection: close): each latency then
+	// includes the connect and, over https, the handshake. A tcp exchange
+	// closes its connection too.
+	NoKeepAlive bool
 }
 
 const (
@@ -117,23 +136,31 @@ func (o *Options) ramp() *Ramp {
 }
 
 type target struct {
-	addr string // host:port to dial
-	host []byte // Host header
+	addr string      // host:port to dial
+	host []byte      // Host header
+	tls  *tls.Config // https only
 }
 
-func parseTarget(raw string) (target, error) {
+func parseTarget(raw string, o *Options) (target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return target{}, fmt.Errorf("target %q: %w", raw, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "tcp") || u.Host == "" {
-		return target{}, fmt.Errorf("target %q: want http://host:port or tcp://host:port", raw)
+	if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "tcp") || u.Host == "" {
+		return target{}, fmt.Errorf("target %q: want http://host:port, https://host:port or tcp://host:port", raw)
 	}
-	addr := u.Host
+	t := target{addr: u.Host, host: []byte(u.Host)}
+	if u.Scheme == "https" {
+		t.tls = targetTLS(o.TLS, u.Hostname(), o.TLSFullHandshake)
+	}
 	if u.Port() == "" {
-		addr += ":80"
+		if t.tls != nil {
+			t.addr = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			t.addr = net.JoinHostPort(u.Hostname(), "80")
+		}
 	}
-	return target{addr: addr, host: []byte(u.Host)}, nil
+	return t, nil
 }
 
 // runner is the state one Run shares between its workers.
@@ -157,6 +184,8 @@ type runner struct {
 	stopped     atomic.Bool
 	shards      []*shard
 	lastDone    atomic.Int64
+	// TLS handshakes made, and how many of them resumed a session.
+	handshakes, resumed atomic.Int64
 }
 
 func (r *runner) now() int64 { return int64(time.Since(r.base)) }
@@ -198,7 +227,7 @@ func newRunner(opts Options) (*runner, error) {
 		r.nChecks += len(st.checks)
 	}
 	for _, t := range opts.Targets {
-		tg, err := parseTarget(t)
+		tg, err := parseTarget(t, &r.opts)
 		if err != nil {
 			return nil, fmt.Errorf("loadtest: %w", err)
 		}
@@ -251,7 +280,8 @@ func (r *runner) run(ctx context.Context) *Result {
 		dialled.Add(1)
 		go func() {
 			defer wg.Done()
-			if r.opts.TCP == nil {
+			// Without keep-alive every request connects, the first too.
+			if r.opts.TCP == nil && !r.opts.NoKeepAlive {
 				_, _ = w.connect(ctx, w.rr)
 			}
 			dialled.Done()
@@ -645,6 +675,9 @@ func (w *worker) prepare(st *compiledStep, t *target) {
 	if len(w.r.flowHeader) > 0 {
 		req.Header.SetBytesKV(w.r.flowHeader, w.vars.flowID)
 	}
+	if w.r.opts.NoKeepAlive {
+		req.SetConnectionClose()
+	}
 	if bodyEnd > pathEnd {
 		req.SetBodyRaw(buf[pathEnd:bodyEnd])
 	}
@@ -694,10 +727,13 @@ func (w *worker) do(ctx context.Context, t int, wire []byte) error {
 		err = w.resp.Read(cn.br)
 	}
 	if err != nil {
+		if tc, ok := cn.c.(*tlsConn); ok && isTLSError(tc.readErr) {
+			err = tc.readErr
+		}
 		cn.close()
 		return err
 	}
-	if w.resp.ConnectionClose() {
+	if w.resp.ConnectionClose() || w.r.opts.NoKeepAlive {
 		cn.close()
 	}
 	return nil
@@ -709,16 +745,24 @@ func (w *worker) connect(ctx context.Context, t int) (*conn, error) {
 	cn := &w.conns[t]
 	timeout := w.r.opts.Timeout
 	if cn.c == nil {
+		tg := &w.r.targets[t]
 		d := net.Dialer{Timeout: timeout}
-		c, err := d.DialContext(ctx, "tcp", w.r.targets[t].addr)
+		c, err := d.DialContext(ctx, "tcp", tg.addr)
 		if err != nil {
-			return nil, fmt.Errorf("dial %s: %w", w.r.targets[t].addr, err)
+			return nil, fmt.Errorf("dial %s: %w", tg.addr, err)
 		}
-		cn.c = c
 		cn.deadline = time.Time{}
 		// A cancelled run (Ctrl-C) must not wait out a stalled server's
-		// timeout: expire the connection's deadline at once.
+		// timeout: expire the connection's deadline at once. Set before
+		// the handshake, it interrupts that too.
 		cn.unwake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+		if tg.tls != nil {
+			if c, err = w.handshake(cn, c, tg); err != nil {
+				cn.unwake()
+				return nil, err
+			}
+		}
+		cn.c = c
 		if cn.br == nil {
 			cn.br = bufio.NewReaderSize(c, connBufSize)
 			cn.bw = bufio.NewWriterSize(c, connBufSize)
@@ -738,4 +782,43 @@ func (w *worker) connect(ctx context.Context, t int) (*conn, error) {
 		}
 	}
 	return cn, nil
+}
+
+// handshake runs the TLS handshake on c, within the timeout, and counts
+// it; on failure c is closed.
+func (w *worker) handshake(cn *conn, c net.Conn, tg *target) (net.Conn, error) {
+	cn.deadline = time.Now().Add(w.r.opts.Timeout)
+	if err := c.SetDeadline(cn.deadline); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("dial %s: %w", tg.addr, err)
+	}
+	tc := tls.Client(c, tg.tls)
+	// Handshake, not HandshakeContext: the deadline (and the run's
+	// cancellation, which expires it) bounds it without a goroutine.
+	if err := tc.Handshake(); err != nil {
+		_ = c.Close()
+		return nil, &tlsHandshakeError{addr: tg.addr, err: err}
+	}
+	w.r.handshakes.Add(1)
+	if tc.ConnectionState().DidResume {
+		w.r.resumed.Add(1)
+	}
+	return &tlsConn{Conn: tc}, nil
+}
+
+// tlsConn remembers its last read error. fasthttp reports any error on a
+// response's first byte as io.EOF, which would hide a TLS alert there: in
+// TLS 1.3 a server's refusal of the client certificate is one, since the
+// client's side of the handshake is over before the server checks it.
+type tlsConn struct {
+	*tls.Conn
+	readErr error
+}
+
+func (c *tlsConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.readErr = err
+	}
+	return n, err
 }

@@ -77,11 +77,12 @@ const (
 	errReset                  // connection reset or broken pipe
 	errClosed                 // server closed the connection before answering
 	errStatus                 // answered with a status other than the expected one
+	errTLS                    // handshake failed, or a TLS alert (see isTLSError)
 	errOther
 	numErrKinds
 )
 
-var errKindNames = [numErrKinds]string{"connect", "timeout", "reset", "closed", "status", "other"}
+var errKindNames = [numErrKinds]string{"connect", "timeout", "reset", "closed", "status", "tls", "other"}
 
 func (k errKind) String() string { return errKindNames[k] }
 
@@ -100,6 +101,10 @@ func classify(err error) errKind {
 		return errReset
 	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return errClosed
+	case isTLSError(err):
+		// After the transport kinds: a handshake cut short by a timeout,
+		// a reset or a close is the server's load, not its TLS setup.
+		return errTLS
 	default:
 		return errOther
 	}

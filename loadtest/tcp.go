@@ -38,7 +38,7 @@ func (w *worker) doTCP(ctx context.Context, t int, x *TCPExchange) error {
 	if err == nil && !bytes.Equal(got, x.Expect) {
 		err = fmt.Errorf("%w %q", errTCPAnswer, got)
 	}
-	if err != nil {
+	if err != nil || w.r.opts.NoKeepAlive {
 		cn.close()
 	}
 	return err

@@ -126,6 +126,7 @@ func (e *engine) imposterOptions() imposter.Options {
 		RecordMatches: e.g.opts.Debug,
 		DefaultHost:   e.g.opts.Host,
 		MaxBodyBytes:  maxImposterBody,
+		Budget:        e.g.opts.FlowBudget,
 		Store:         e.flows,
 		Meters:        e.meters.forImposter,
 		Cycles:        e.cycles,

@@ -32,21 +32,22 @@ const Version = "0.1.0"
 
 // Options are the settings of one riftgate process, as mb's `start` takes them.
 type Options struct {
-	Port           int          // admin API port (mb: --port, default 2525)
-	Host           string       // admin bind address; "" means loopback (safe default), "0.0.0.0" all
-	DataDir        string       // persistence root (imposters, flow.db, plugin cache); "" keeps all in memory
-	AllowInjection bool         // enables JavaScript inject, decorate, shellTransform...
-	LocalOnly      bool         // only accept requests from loopback addresses (admin and imposters)
-	IPWhitelist    []string     // allowed remote IPs (mb --ipWhitelist, split on "|"); empty or "*" allows all
-	Origin         string       // CORS allowed origin for the admin API ("" none); also the one foreign origin that may change state
-	AllowedHosts   []string     // Host names the admin API answers to besides Host and loopback (".x" takes subdomains)
-	APIKey         string       // when set, admin requests need the header `x-api-key` with this value
-	Mock           bool         // mb --mock: record requests on every imposter
-	Debug          bool         // mb --debug: include matches in stub JSON
-	Imposters      []byte       // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
-	MaxFlows       int          // flows this node keeps before shedding whole flows by LRU (0: 100k)
-	Pprof          bool         // serve Go's profiler under /debug/pprof/ on the admin API
-	Logger         *slog.Logger // where logs go (stdout, --logfile); Run also keeps recent entries for GET /logs
+	Port           int           // admin API port (mb: --port, default 2525)
+	Host           string        // admin bind address; "" means loopback (safe default), "0.0.0.0" all
+	DataDir        string        // persistence root (imposters, flow.db, plugin cache); "" keeps all in memory
+	AllowInjection bool          // enables JavaScript inject, decorate, shellTransform...
+	LocalOnly      bool          // only accept requests from loopback addresses (admin and imposters)
+	IPWhitelist    []string      // allowed remote IPs (mb --ipWhitelist, split on "|"); empty or "*" allows all
+	Origin         string        // CORS allowed origin for the admin API ("" none); also the one foreign origin that may change state
+	AllowedHosts   []string      // Host names the admin API answers to besides Host and loopback (".x" takes subdomains)
+	APIKey         string        // when set, admin requests need the header `x-api-key` with this value
+	Mock           bool          // mb --mock: record requests on every imposter
+	Debug          bool          // mb --debug: include matches in stub JSON
+	Imposters      []byte        // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
+	MaxFlows       int           // flows this node keeps before shedding whole flows by LRU (0: 100k)
+	FlowBudget     time.Duration // what a request may spend on its flows in all (0: imposter.DefaultBudget)
+	Pprof          bool          // serve Go's profiler under /debug/pprof/ on the admin API
+	Logger         *slog.Logger  // where logs go (stdout, --logfile); Run also keeps recent entries for GET /logs
 	// Config is the options object GET /config shows, as mb shows its
 	// parsed command line; the CLI makes it.
 	Config json.RawMessage

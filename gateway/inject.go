@@ -122,8 +122,8 @@ func injectError(err error) error {
 	switch {
 	case errors.Is(err, inject.ErrContended):
 		return mberr.New(mberr.FlowUnavailable, err.Error())
-	case errors.Is(err, flow.ErrUnavailable):
-		return mberr.New(mberr.FlowUnavailable, "the flow's owner is unavailable")
+	case errors.Is(err, flow.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return mberr.New(mberr.FlowUnavailable, flow.Describe(err))
 	case errors.Is(err, inject.ErrBadResponse):
 		return mberr.New(mberr.BadData, "invalid response: "+err.Error())
 	}

@@ -308,7 +308,7 @@ func keepAlive(r *message.Response) *message.Response {
 // the flow store was unavailable, 500 otherwise.
 func pluginFailure(out plugins.Output, err error, what string) error {
 	if out.Unavailable && (err != nil || !out.Wrote) {
-		return mberr.New(mberr.FlowUnavailable, "the flow's owner is unavailable")
+		return mberr.New(mberr.FlowUnavailable, flow.Describe(out.UnavailableErr))
 	}
 	if err != nil {
 		return mberr.New(mberr.PluginError, what+": "+err.Error())

@@ -144,8 +144,16 @@ func (c *callState) flowStatus(err error) int32 {
 	}
 	// ErrFlowUnavailable, and anything unexpected: the flow cannot be trusted
 	// to have done what was asked.
-	c.unavailable = true
+	c.setUnavailable(err)
 	return statusUnavailable
+}
+
+// setUnavailable notes that a flow import failed, keeping the first cause.
+func (c *callState) setUnavailable(err error) {
+	c.unavailable = true
+	if c.unavailableErr == nil {
+		c.unavailableErr = err
+	}
 }
 
 // flowKey reads and checks a key. A status other than OK is the answer.
@@ -174,9 +182,11 @@ func flowValue(mod api.Module, ptr, n uint64) ([]byte, int32) {
 
 // noFlow answers a flow import when the call has no Flow.
 func (c *callState) noFlow() int32 {
-	c.unavailable = true
+	c.setUnavailable(errNoFlow)
 	return statusUnavailable
 }
+
+var errNoFlow = errors.New("plugins: the call has no flow")
 
 func flowGet(c *callState, ctx context.Context, mod api.Module, stack []uint64) {
 	buf, capacity, verOut := stack[2], stack[3], stack[4]

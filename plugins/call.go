@@ -99,7 +99,9 @@ type Output struct {
 	Wrote    bool
 	// Unavailable is true when a flow import returned UNAVAILABLE during the
 	// call; it is set on failed calls too, so the engine can answer 503.
-	Unavailable bool
+	// UnavailableErr is the first such failure, which says why.
+	Unavailable    bool
+	UnavailableErr error
 }
 
 // version is one registration of a module under a name. Replacing the
@@ -495,7 +497,7 @@ func (i *instance) call(ctx context.Context, idx int, in *Input) (Output, Kind, 
 	err := fn.CallWithStack(i.arm(ctx, in.Start), i.stack)
 	i.cc.end()
 	i.calls++
-	out := Output{Unavailable: cs.unavailable}
+	out := Output{Unavailable: cs.unavailable, UnavailableErr: cs.unavailableErr}
 	defer cs.end()
 	if err != nil {
 		switch {
@@ -545,10 +547,11 @@ type callState struct {
 	req    []byte
 	// resp holds the last response envelope written; wrote says whether
 	// one was, tooLarge whether a write was refused for its size since.
-	resp        []byte
-	wrote       bool
-	tooLarge    bool
-	unavailable bool
+	resp           []byte
+	wrote          bool
+	tooLarge       bool
+	unavailable    bool
+	unavailableErr error // the first flow failure, for the 503's message
 	// last is the envelope decoded last, and lastResp what it decoded to
 	// when lastOK (its body the instance's own, not in a caller's room).
 	last     []byte
@@ -600,7 +603,7 @@ func (c *callState) begin(in *Input) {
 	if c.reqLen, ok = requestSize(in); !ok {
 		c.reqLen = len(c.request())
 	}
-	c.wrote, c.tooLarge, c.unavailable = false, false, false
+	c.wrote, c.tooLarge, c.unavailable, c.unavailableErr = false, false, false, nil
 }
 
 // request returns the call's request envelope, encoding it on first use.

@@ -109,7 +109,7 @@ func (c *Config) normalize() error {
 	if c.HTTPClient == nil {
 		// No client-wide timeout: each call carries its own deadline, and a
 		// snapshot legitimately takes longer than a heartbeat.
-		c.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+		c.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DialContext: DialPeer}}
 		c.ownClient = true
 	}
 	if c.Logger == nil {

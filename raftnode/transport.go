@@ -210,6 +210,22 @@ func (t *transport) post(to uint64, batch []*pb.Message) {
 			t.log.Debug("raftnode: send failed", "to", FormatNodeID(to), "err", err)
 		}
 		t.reportUR(to)
+		t.dropQueued(to)
+	}
+}
+
+// dropQueued empties the queue of a peer a send just failed to: what waited
+// behind the failure is stale (heartbeats, appends raft resends once it
+// probes the peer again), and sending it after a partition heals would only
+// delay the messages that matter.
+func (t *transport) dropQueued(to uint64) {
+	p := t.peer(to)
+	for {
+		select {
+		case <-p.q:
+		default:
+			return
+		}
 	}
 }
 
@@ -228,10 +244,13 @@ func (t *transport) sendSnapshot(m *pb.Message) {
 }
 
 // Deadlines of peer calls: a message batch that takes longer than
-// messageTimeout is as good as lost (raft retransmits); a snapshot gets
-// long enough to move MaxSnapshotBytes.
+// messageTimeout is as good as lost (raft retransmits), and a peer's
+// messages wait behind it, so it is a little over an election timeout: a
+// batch sent into a silent partition holds the peer's queue that long at
+// most once the network heals. A snapshot gets long enough to move
+// MaxSnapshotBytes.
 const (
-	messageTimeout  = 5 * time.Second
+	messageTimeout  = 1500 * time.Millisecond
 	snapshotTimeout = 10 * time.Minute
 )
 

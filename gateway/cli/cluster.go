@@ -80,7 +80,7 @@ func clusterOptions(s *settings) (opts cluster.Options, ok bool, err error) {
 // group (configuration, membership) and, on its membership, the flow
 // runtime (owner RPC, replicas, adoption), whose sessions the peer
 // listener serves under /flows/.
-func startCluster(ctx context.Context, opts cluster.Options, maxFlows int, logger *slog.Logger) (*gateway.Cluster, func(), error) {
+func startCluster(ctx context.Context, opts cluster.Options, maxFlows int, budget time.Duration, logger *slog.Logger) (*gateway.Cluster, func(), error) {
 	opts.Logger = logger
 	node, err := cluster.Start(ctx, opts)
 	if err != nil {
@@ -96,6 +96,7 @@ func startCluster(ctx context.Context, opts cluster.Options, maxFlows int, logge
 	flows, err := cluster.NewFlows(cluster.FlowsConfig{
 		Membership: node, Config: node, Secret: opts.Secret,
 		ShardPath: filepath.Join(opts.DataDir, "flow.db"), MaxFlows: maxFlows, Logger: logger,
+		Deadline: budget,
 	})
 	if err != nil {
 		closeNode()
@@ -103,6 +104,7 @@ func startCluster(ctx context.Context, opts cluster.Options, maxFlows int, logge
 	}
 	node.Handle("/flows/", flows.Handler())
 	node.CountFlows(flows.Count)
+	node.SessionHealth(flows.LastExchange)
 	stop := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -70,7 +70,7 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 		logger.Warn("Running with --allowInjection set. See " + baseURL + "/docs/security for security info")
 	}
 	if clustered {
-		c, stopCluster, err := startCluster(ctx, copts, s.integer("maxFlows"), logger)
+		c, stopCluster, err := startCluster(ctx, copts, s.integer("maxFlows"), time.Duration(s.integer("flowBudget"))*time.Millisecond, logger)
 		if err != nil {
 			logger.Error(err.Error())
 			if !lc.console {
@@ -168,7 +168,7 @@ func publicOptions(s *settings, lc logConfig) json.RawMessage {
 		}
 		add("log", map[string]any{"level": s.str("loglevel"), "transports": transports})
 	}
-	for _, name := range []string{"demo", "maxFlows", "pprof"} {
+	for _, name := range []string{"demo", "maxFlows", "flowBudget", "pprof"} {
 		if s.onCLI[name] {
 			add(name, json.RawMessage(jsonValue(s, name)))
 		}
@@ -203,7 +203,11 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		Mock:           s.boolean("mock"),
 		Debug:          s.boolean("debug"),
 		MaxFlows:       s.integer("maxFlows"),
+		FlowBudget:     time.Duration(s.integer("flowBudget")) * time.Millisecond,
 		Pprof:          s.boolean("pprof"),
+	}
+	if opts.FlowBudget <= 0 {
+		return opts, fmt.Errorf("--flowBudget %d: want a positive number of milliseconds", s.integer("flowBudget"))
 	}
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {
 		opts.IPWhitelist = strings.Split(wl, "|")

@@ -67,10 +67,13 @@ func (r *reachability) probe(ctx context.Context, n *Node) {
 	}
 }
 
-func (r *reachability) reachable(id uint64) bool {
+func (r *reachability) reachable(id uint64) bool { return time.Since(r.last(id)) < reachableFor }
+
+// last is when id last answered the probe.
+func (r *reachability) last(id uint64) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return time.Since(r.seen[id]) < reachableFor
+	return r.seen[id]
 }
 
 // Status is GET /cluster: this node's view of the group.
@@ -86,11 +89,45 @@ type Status struct {
 
 // MemberStatus is one member in Status.
 type MemberStatus struct {
-	Name      string `json:"name"`
-	ID        string `json:"id"`
-	Role      string `json:"role"` // "voter" or "learner"
-	PeerURL   string `json:"peerURL"`
-	Reachable bool   `json:"reachable"` // answered this node's probe lately (always true of itself)
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	Role    string `json:"role"` // "voter" or "learner"
+	PeerURL string `json:"peerURL"`
+	// Reachable: this node exchanged with it within reachableFor (always
+	// true of itself). With the flow runtime, its sessions say: a call
+	// answered, heartbeats included; without, the Raft probe.
+	Reachable bool `json:"reachable"`
+	// LastExchangeMs is how long ago that exchange was (null: never, and
+	// for itself); LastError why its last session or dial failed.
+	LastExchangeMs *int64 `json:"lastExchangeMs"`
+	LastError      string `json:"lastError,omitempty"`
+}
+
+// SessionHealth lends the node the flow runtime's view of each member
+// (Flows.LastExchange), which Status reports.
+func (n *Node) SessionHealth(last func(id uint64) (time.Time, string)) { n.exchange.Store(&last) }
+
+// memberHealth is member id's reachability, its last exchange and error.
+func (n *Node) memberHealth(id uint64, now time.Time) (bool, *int64, string) {
+	if id == n.Self() {
+		return true, nil, ""
+	}
+	var last time.Time
+	var why string
+	if ex := n.exchange.Load(); ex != nil {
+		last, why = (*ex)(id)
+	} else {
+		last = n.reach.last(id)
+	}
+	if last.IsZero() {
+		return false, nil, why
+	}
+	ms := now.Sub(last).Milliseconds()
+	reachable := now.Sub(last) < reachableFor
+	if reachable {
+		why = ""
+	}
+	return reachable, &ms, why
 }
 
 // Status reports this node's view of the group.
@@ -102,12 +139,12 @@ func (n *Node) Status() Status {
 	if mb, ok := m.Member(lv.Leader); ok {
 		st.Leader = &mb.Name
 	}
+	now := time.Now()
 	for _, mb := range m.Members {
-		st.Members = append(st.Members, MemberStatus{
-			Name: mb.Name, ID: raftnode.FormatNodeID(mb.ID), Role: mb.Role.String(),
-			PeerURL:   strings.TrimSuffix(mb.URL, "/raft"),
-			Reachable: mb.ID == n.Self() || n.reach.reachable(mb.ID),
-		})
+		ms := MemberStatus{Name: mb.Name, ID: raftnode.FormatNodeID(mb.ID), Role: mb.Role.String(),
+			PeerURL: strings.TrimSuffix(mb.URL, "/raft")}
+		ms.Reachable, ms.LastExchangeMs, ms.LastError = n.memberHealth(mb.ID, now)
+		st.Members = append(st.Members, ms)
 	}
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Name, b.Name) })
 	return st

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/proxy"
 	"github.com/riftgate/riftgate/ring"
 )
@@ -93,6 +94,9 @@ func (c clusterClaims) Acquire(ctx context.Context, key string) (uint64, bool, e
 		}
 		if err := ctx.Err(); err != nil {
 			return 0, false, err
+		}
+		if d, ok := flow.Budget(ctx); ok && !time.Now().Before(d) {
+			return 0, false, flow.ErrBudget
 		}
 	}
 }

@@ -33,7 +33,7 @@ type FlowsConfig struct {
 	// URL with its last path element ("/raft") replaced by sessionPath,
 	// which is where the group mounts Handler.
 	PeerURL func(m raftnode.Member) string
-	// Dial opens connections to peers (the default is a net.Dialer).
+	// Dial opens connections to peers (the default is raftnode.DialPeer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Permits bounds the flow operations this node has in flight (1024);
 	// past it an operation is shed at once. Deadline bounds each (2 s).
@@ -137,8 +137,7 @@ func NewFlows(cfg FlowsConfig) (*Flows, error) {
 		cfg.PeerURL = defaultPeerURL
 	}
 	if cfg.Dial == nil {
-		d := &net.Dialer{KeepAlive: 15 * time.Second}
-		cfg.Dial = d.DialContext
+		cfg.Dial = raftnode.DialPeer // keepalive and a user timeout: see raftnode/liveconn.go
 	}
 	if cfg.Permits <= 0 {
 		cfg.Permits = 1024
@@ -168,6 +167,7 @@ func NewFlows(cfg FlowsConfig) (*Flows, error) {
 	}
 	f.spawn(f.adoptLoop)
 	f.spawn(f.antiEntropyLoop)
+	f.spawn(f.heartbeatLoop)
 	return f, nil
 }
 
@@ -317,14 +317,17 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 	if f.permits.Add(1) > int64(f.cfg.Permits) {
 		f.permits.Add(-1)
 		f.sheds.Add(1)
-		return errShed
+		return flow.Unavailable(flow.CauseShed, errShed)
 	}
 	defer f.permits.Add(-1)
 	// The operation's one clock reading: its deadline, its budget, and
 	// below, the owner's checks and its flowshard operation all use it.
 	now := time.Now()
 	deadline := now.Add(f.deadline)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+	if d, ok := flow.Budget(ctx); ok && d.Before(deadline) {
+		if !d.After(now) {
+			return flow.ErrBudget // spent on earlier operations, or in a queue
+		}
 		deadline = d
 	}
 	for attempt := 0; ; attempt++ {
@@ -346,10 +349,14 @@ func (f *Flows) do(ctx context.Context, class string, r *request, a *answer) err
 			err := f.call(owner, slotOps, deadline, r, a)
 			f.rpcLatency.observe(time.Since(now))
 			if err != nil {
-				if errors.Is(err, errNotSent) {
-					return fmt.Errorf("%w: owner %s: %w", errRefused, formatID(owner), err)
+				cause := flow.CauseUnreachable
+				if errors.Is(err, errNoAnswer) {
+					cause = flow.CauseDeadline
 				}
-				return fmt.Errorf("%w: owner %s: %w", flow.ErrUnavailable, formatID(owner), err)
+				if errors.Is(err, errNotSent) {
+					return flow.Unavailable(cause, fmt.Errorf("%w: owner %s: %w", errRefused, formatID(owner), err))
+				}
+				return flow.Unavailable(cause, fmt.Errorf("owner %s: %w", formatID(owner), err))
 			}
 		}
 		if a.status == statusFenced && a.mIdx > r.mIdx && attempt == 0 && f.waitView(a.mIdx, deadline) {
@@ -384,8 +391,19 @@ func statusErr(a *answer) error {
 		return fmt.Errorf("%w: %s", flow.ErrTooLarge, a.msg)
 	case statusBadKey:
 		return fmt.Errorf("%w: %s", flow.ErrBadKey, a.msg)
-	case statusFenced, statusNotOwner, statusIsolated, statusAdopting:
-		return fmt.Errorf("%w: %s", errRefused, a.msg)
+	case statusFenced, statusNotOwner:
+		return flow.Unavailable(flow.CauseFenced, fmt.Errorf("%w: %s", errRefused, a.msg))
+	case statusIsolated:
+		return flow.Unavailable(flow.CauseIsolated, fmt.Errorf("%w: %s", errRefused, a.msg))
+	case statusAdopting:
+		return flow.Unavailable(flow.CauseAdopting, fmt.Errorf("%w: %s", errRefused, a.msg))
+	case statusExpired:
+		return flow.Unavailable(flow.CauseDeadline, fmt.Errorf("%w: %s", errRefused, a.msg))
+	case statusUnavailable:
+		// The owner starts its message with the cause it knows.
+		if c := flow.CauseOf(a.msg); c != "" {
+			return flow.Unavailable(c, fmt.Errorf("%w: %s", flow.ErrUnavailable, a.msg))
+		}
 	}
 	return fmt.Errorf("%w: %s", flow.ErrUnavailable, a.msg)
 }
@@ -657,7 +675,7 @@ func (f *Flows) Stats(context.Context) (flow.Stats, error) {
 func (f *Flows) broadcast(ctx context.Context, r *request) ([]*answer, int) {
 	v := f.currentView()
 	deadline := time.Now().Add(f.deadline)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+	if d, ok := flow.Budget(ctx); ok && d.Before(deadline) {
 		deadline = d
 	}
 	r.mIdx, r.budget = v.idx, uint64(f.deadline.Milliseconds())

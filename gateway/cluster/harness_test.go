@@ -131,6 +131,7 @@ func (c *tcluster) start(name string, bootstrap bool) *tnode {
 		c.t.Fatalf("flows %s: %v", name, err)
 	}
 	node.Handle("/flows/", f.Handler())
+	node.SessionHealth(f.LastExchange) // as the start command does
 	n.node, n.f = node, f
 	c.mu.Lock()
 	c.nodes[name] = n

@@ -22,6 +22,8 @@ type flowMetrics struct {
 	pushed, pushFailed, pushDropped, repaired   atomic.Uint64
 	toldFailed                                  atomic.Uint64 // pushes told to this node that it could not merge
 	dialFailures                                atomic.Uint64
+	silentSessions                              atomic.Uint64 // calling sessions reset by the heartbeat
+	expired                                     atomic.Uint64 // requests read after their deadline, refused
 }
 
 // latency is a histogram of durations in power-of-two microsecond buckets:
@@ -87,7 +89,8 @@ func (f *Flows) WriteMetrics(w io.Writer) {
 	for _, r := range []struct {
 		reason string
 		n      *atomic.Uint64
-	}{{"shed", &f.sheds}, {"fenced", &f.fenced}, {"not_owner", &f.notOwner}, {"isolated", &f.isolated}, {"adopting", &f.adopting}} {
+	}{{"shed", &f.sheds}, {"fenced", &f.fenced}, {"not_owner", &f.notOwner}, {"isolated", &f.isolated}, {"adopting", &f.adopting},
+		{"expired", &f.expired}} {
 		fmt.Fprintf(w, "riftgate_cluster_flow_refusals_total{reason=%q} %d\n", r.reason, r.n.Load())
 	}
 	metric("riftgate_cluster_flow_ops_in_flight", "gauge", "Flow operations holding a bridge permit")
@@ -131,4 +134,6 @@ func (f *Flows) WriteMetrics(w io.Writer) {
 	}
 	metric("riftgate_cluster_peer_dial_failures_total", "counter", "Sessions to peers that could not be opened")
 	fmt.Fprintf(w, "riftgate_cluster_peer_dial_failures_total %d\n", f.dialFailures.Load())
+	metric("riftgate_cluster_silent_sessions_total", "counter", "Sessions to peers reset after they answered nothing, not even a heartbeat")
+	fmt.Fprintf(w, "riftgate_cluster_silent_sessions_total %d\n", f.silentSessions.Load())
 }

@@ -63,6 +63,8 @@ type Node struct {
 	reach   reachability
 	metrics metrics
 	counter atomic.Pointer[flowCounter] // the flow runtime's count (CountFlows)
+	// exchange is the flow runtime's LastExchange (SessionHealth).
+	exchange atomic.Pointer[func(id uint64) (time.Time, string)]
 
 	ctx      context.Context // the node's own, cancelled by Close
 	cancel   context.CancelFunc
@@ -130,6 +132,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: peer listener: %w", err)
 	}
+	ln = raftnode.PeerListener(ln) // Raft's connections and the flow sessions alike
+
 	n := &Node{opts: opts, log: opts.Logger, ln: ln, changed: make(chan struct{}), peers: http.NewServeMux()}
 	n.follow = newFollower(n.log)
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -84,21 +84,32 @@ func (f *Flows) serveSession(s *session) {
 			// goes out now, in one write.
 			_ = s.flush()
 		}
-		id, body, err := s.read()
+		fr, err := s.read()
 		if err != nil {
 			s.kill(err)
 			return
 		}
+		id := fr.id
 		r := reqPool.Get().(*request)
-		if err := decodeRequest(body, r); err != nil {
+		if err := decodeRequest(fr.body, r); err != nil {
 			f.reply(s, id, r.op, &answer{status: statusBadRequest, msg: err.Error()}, true)
 			reqPool.Put(r)
 			continue
 		}
+		if late := time.Duration(time.Now().UnixNano() - fr.clock); fr.clock != 0 && late > 0 {
+			// It waited in a stalled socket or a paused process: its caller
+			// has given up and answered its client, so it must not happen.
+			f.expired.Add(1)
+			f.reply(s, id, r.op, &answer{status: statusExpired, mIdx: f.view.Load().idx,
+				msg: fmt.Sprintf("deadline: the request reached the owner %v after its deadline", late.Round(time.Millisecond))}, true)
+			reqPool.Put(r)
+			continue
+		}
+		r.deadline = fr.clock
 		if f.serving.Add(1) > maxServing {
 			f.serving.Add(-1)
 			f.sheds.Add(1)
-			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.view.Load().idx, msg: "owner overloaded (shed)"}, true)
+			f.reply(s, id, r.op, &answer{status: statusUnavailable, mIdx: f.view.Load().idx, msg: flow.CauseShed + ": owner overloaded"}, true)
 			reqPool.Put(r)
 			continue
 		}
@@ -149,6 +160,8 @@ func inlineable(r *request) bool {
 	switch {
 	case ownerOp(r.op):
 		return !claimOp(r.op) && r.policy.durability != byte(flow.Sync)
+	case r.op == opPing:
+		return true
 	case r.op == opPush:
 		for _, set := range r.sets {
 			if set.Durability == flowshard.Sync {
@@ -166,7 +179,11 @@ func (f *Flows) answerOne(r *request, inline bool) bool {
 	a := ansPool.Get().(*answer)
 	a.reset()
 	now := time.Now()
-	oc := newOpCtx(now, now.Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds())))*time.Millisecond))
+	deadline := now.Add(time.Duration(min(r.budget, uint64(f.deadline.Milliseconds()))) * time.Millisecond)
+	if d := time.Unix(0, r.deadline); r.deadline != 0 && d.Before(deadline) {
+		deadline = d
+	}
+	oc := newOpCtx(now, deadline)
 	oc.inline = inline
 	done := true
 	if ownerOp(r.op) {
@@ -199,10 +216,11 @@ func (f *Flows) reply(s *session, id uint32, op byte, a *answer, inline bool) {
 	}
 	buf := bufPool.Get().(*[]byte)
 	*buf = appendAnswer((*buf)[:0], op, a)
+	now := time.Now().UnixNano() // the answer's clock: the caller reads the offset from it
 	if inline {
-		_ = s.queue(id, *buf)
+		_ = s.queue(id, now, *buf)
 	} else {
-		_ = s.send(id, *buf) // a failed send killed the session; the caller sees that
+		_ = s.send(id, now, *buf) // a failed send killed the session; the caller sees that
 	}
 	putBuf(buf)
 }
@@ -298,7 +316,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		if errors.Is(err, errWouldWait) {
 			return false
 		}
-		refuse(a, statusUnavailable, "waiting for flow %q: %v", r.flow, err)
+		refuse(a, statusUnavailable, "%s: waiting for flow %q: %v", flow.CauseDeadline, r.flow, err)
 		return true
 	}
 	defer f.locks.unlock(r.flow, fl)
@@ -313,7 +331,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 				return false // a sync push waits for a replica
 			}
 			if _, err := f.replicate(ctx, v, r.flow, nil, flow.Sync, 0); err != nil {
-				refuse(a, statusUnavailable, "flow %q: an earlier sync write has not reached a replica: %v", r.flow, err)
+				refuse(a, statusUnavailable, "%s: flow %q: an earlier sync write has not reached a replica: %v", flow.CauseReplicas, r.flow, err)
 				return true
 			}
 			f.unsynced.Delete(r.flow)
@@ -433,7 +451,7 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		// The write is in this node's shard and may be on a replica: its
 		// outcome is unknown to the caller, and the flow answers nothing
 		// until a replica has it (see replicate).
-		refuse(a, statusUnavailable, "flow %q: no replica acknowledged the sync write: %v", r.flow, err)
+		refuse(a, statusUnavailable, "%s: flow %q: no replica acknowledged the sync write: %v", flow.CauseReplicas, r.flow, err)
 		_ = f.shard.Durable(ctx, r.flow)
 		return true
 	}
@@ -498,6 +516,8 @@ func appendSnapshot(out flow.Snapshot, es []flowshard.KeyEntry) flow.Snapshot {
 func (f *Flows) serveNode(ctx context.Context, r *request, a *answer) {
 	a.mIdx = f.view.Load().idx
 	switch r.op {
+	case opPing:
+		a.status = statusOK
 	case opList:
 		ids, more, err := f.shard.Flows(ctx, r.flow, r.key, int(min(r.limit, 10000)))
 		shardStatus(a, err)

@@ -20,8 +20,11 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riftgate/riftgate/raftnode"
@@ -40,24 +43,41 @@ import (
 // A request with id 0 wants no answer (tellID): replica pushes outside
 // `sync` go so.
 //
-//	frame := length u32 (of what follows) ‖ version u8 ‖ id u32 ‖ body ‖ tag [16]
-//	tag   := AES-256-GMAC(session key, nonce: direction u8 ‖ 0 [3] ‖ position u64, data: version ‖ id ‖ body)
+//	frame := length u32 (of what follows) ‖ version u8 ‖ id u32 ‖ [clock u64] ‖ body ‖ tag [16]
+//	tag   := AES-256-GMAC(session key, nonce: direction u8 ‖ 0 [3] ‖ position u64, data: version ‖ id ‖ [clock] ‖ body)
 //
-// The Upgrade token names how frames are tagged: riftgate-flows/2 with
-// GMAC (AES-GCM over no plaintext, NIST SP 800-38D), riftgate-flows/1,
-// what builds before it speak, with HMAC-SHA256(session key, direction ‖
-// position ‖ version ‖ id ‖ body)[:16]. A node answers both and dials /2
-// first, then /1 if the answerer refuses /2, so that a rolling upgrade
+// The Upgrade token names the frames. riftgate-flows/3: version 2 frames,
+// which carry a clock, GMAC-tagged (AES-GCM over no plaintext, NIST SP
+// 800-38D). riftgate-flows/2: version 1 frames, no clock, GMAC.
+// riftgate-flows/1, what the first builds speak: version 1 frames tagged
+// with HMAC-SHA256(session key, direction ‖ position ‖ version ‖ id ‖
+// body)[:16]. A node answers all three and dials the newest first, then
+// the one an answerer that refuses it names, so that a rolling upgrade
 // keeps its members talking. GMAC costs a frame about a third of HMAC's
 // CPU (AES-NI and carry-less multiply); the position makes every nonce of
 // a session key unique, and the key is new for every session.
+//
+// The clock: a request's is its deadline on the answerer's clock (unix
+// ns; 0 for none), and an answerer refuses a request read after it, so
+// that one that waited in a stalled socket or a paused process is never
+// applied after its caller gave up (and told its client 503). An answer's
+// clock is the answerer's time as it answered: each answer gives the
+// caller a reading of the offset between the two clocks, good to half the
+// call's round trip, and the caller keeps the best recent one to convert
+// its deadlines (callerClock). The 101 that opens a riftgate-flows/3
+// session carries the first reading (X-Rift-Clock, signed with the nonce).
 const (
 	sessionPath       = "/flows/session" // signed; where Handler is mounted does not change it
-	sessionProtocol   = "riftgate-flows/2"
+	sessionProtocol   = "riftgate-flows/3"
+	sessionProtocolV2 = "riftgate-flows/2"
 	sessionProtocolV1 = "riftgate-flows/1"
 	hdrSession        = "X-Rift-Session" // the answerer's nonce, hex
-	authGroup         = "riftgate-flows"
-	tagBytes          = 16
+	hdrClock          = "X-Rift-Clock"   // riftgate-flows/3: the answerer's clock, unix ns
+	// frameClock is the frame version that carries a clock
+	// (riftgate-flows/3); wireVersion's frames carry none.
+	frameClock byte = 2
+	authGroup       = "riftgate-flows"
+	tagBytes        = 16
 	// maxFrame bounds one frame: a page of adoption or anti-entropy, a few
 	// MiB, or one 64 KiB value with room to spare.
 	maxFrame = 8 << 20
@@ -67,6 +87,17 @@ const (
 )
 
 var errSessionClosed = errors.New("cluster: session closed")
+
+// sessionProtocols are the protocols this build speaks, newest first.
+var sessionProtocols = []string{sessionProtocol, sessionProtocolV2, sessionProtocolV1}
+
+// frameVersion is the version of proto's frames.
+func frameVersion(proto string) byte {
+	if proto == sessionProtocol {
+		return frameClock
+	}
+	return wireVersion
+}
 
 // frameTag tags the frames of one direction of one session, in order. It
 // is used by one goroutine at a time (the writer under its lock, or the
@@ -185,6 +216,13 @@ func (m *frameMAC) next(frame, out []byte) {
 type session struct {
 	nc   net.Conn
 	peer uint64 // on the answering end: the node that opened it
+	ver  byte   // the version of its frames: frameClock or wireVersion
+	// lastRead is when a frame last arrived (unix ns): the peer was alive
+	// then. A caller's heartbeat reads it.
+	lastRead atomic.Int64
+	// clock is what the 101 of a riftgate-flows/3 session told of the
+	// answerer's clock (dialled sessions only).
+	clock clockReading
 
 	wmu      sync.Mutex
 	out      frameTag
@@ -203,7 +241,29 @@ type session struct {
 }
 
 func newSession(nc net.Conn, br *bufio.Reader, proto string, key []byte, outDir, inDir byte) *session {
-	return &session{nc: nc, br: br, out: newFrameTag(proto, key, outDir), in: newFrameTag(proto, key, inDir), dead: make(chan struct{})}
+	s := &session{nc: nc, br: br, ver: frameVersion(proto), out: newFrameTag(proto, key, outDir), in: newFrameTag(proto, key, inDir), dead: make(chan struct{})}
+	s.lastRead.Store(time.Now().UnixNano())
+	return s
+}
+
+// clockReading is one reading of the offset between this node's clock and
+// a peer's: the peer's clock minus this one's, in ns, within err either
+// way, taken at (this node's unix ns).
+type clockReading struct {
+	off, err, at int64
+}
+
+// clockDrift is how fast a reading's error grows as it ages: 100 ppm, far
+// beyond what NTP leaves between two servers.
+const clockDrift = 10_000 // ns of age per ns of error
+
+// errAt is r's error bound at now.
+func (r clockReading) errAt(now int64) int64 { return r.err + max(now-r.at, 0)/clockDrift }
+
+// readingOf is the reading a call that left at sent and was answered at
+// back, with the peer's clock theirs in the answer, gives.
+func readingOf(sent, back, theirs int64) clockReading {
+	return clockReading{off: theirs - (sent + (back-sent)/2), err: (back - sent + 1) / 2, at: back}
 }
 
 // writeTimeout bounds a write to a peer that stopped reading.
@@ -212,24 +272,37 @@ const writeTimeout = 5 * time.Second
 // send queues one frame and, unless another goroutine is writing, writes
 // everything queued. It returns once the frame is queued or written; a
 // write failure kills the session, which fails whatever waits on it.
-func (s *session) send(id uint32, body []byte) error {
-	if err := s.queue(id, body); err != nil {
+// clock goes in the frame on a session whose frames carry one.
+func (s *session) send(id uint32, clock int64, body []byte) error {
+	if err := s.queue(id, clock, body); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
+// headerBytes is the length of the frame's fields before its body, after
+// its length.
+func (s *session) headerBytes() int {
+	if s.ver == frameClock {
+		return 1 + 4 + 8
+	}
+	return 1 + 4
+}
+
 // queue adds one frame to what the next flush writes.
-func (s *session) queue(id uint32, body []byte) error {
+func (s *session) queue(id uint32, clock int64, body []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.err != nil {
 		return s.err
 	}
 	start := len(s.wbuf)
-	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf, uint32(1+4+len(body)+tagBytes))
-	s.wbuf = append(s.wbuf, wireVersion)
+	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf, uint32(s.headerBytes()+len(body)+tagBytes))
+	s.wbuf = append(s.wbuf, s.ver)
 	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf, id)
+	if s.ver == frameClock {
+		s.wbuf = binary.BigEndian.AppendUint64(s.wbuf, uint64(max(clock, 0)))
+	}
 	s.wbuf = append(s.wbuf, body...)
 	var zero [tagBytes]byte
 	s.wbuf = append(s.wbuf, zero[:]...)
@@ -285,7 +358,9 @@ func (s *session) buffered() bool {
 	return err == nil && n >= 4+int(binary.BigEndian.Uint32(lb))
 }
 
-// kill ends the session with err.
+// kill ends the session with err. The connection is reset, not closed:
+// whatever it had not sent yet is dropped, so that a request given up on
+// is not delivered when a partition heals.
 func (s *session) kill(err error) {
 	s.close.Do(func() {
 		s.wmu.Lock()
@@ -293,38 +368,51 @@ func (s *session) kill(err error) {
 			s.err = err
 		}
 		s.wmu.Unlock()
-		_ = s.nc.Close()
+		_ = raftnode.AbortPeerConn(s.nc)
 		close(s.dead)
 	})
 }
 
-// read returns the next frame's id and body, verified. The body aliases
-// the session's buffer until the next read.
-func (s *session) read() (uint32, []byte, error) {
+// frame is one frame read, verified. Its body aliases the session's
+// buffer until the next read.
+type frame struct {
+	id    uint32
+	clock int64 // 0 when the frame has none
+	body  []byte
+}
+
+// read returns the next frame.
+func (s *session) read() (frame, error) {
 	if _, err := io.ReadFull(s.br, s.lb[:]); err != nil {
-		return 0, nil, err
+		return frame{}, err
 	}
 	n := binary.BigEndian.Uint32(s.lb[:])
-	if n < 1+4+tagBytes || n > maxFrame {
-		return 0, nil, fmt.Errorf("cluster: frame of %d bytes", n)
+	hdr := s.headerBytes()
+	if n < uint32(hdr+tagBytes) || n > maxFrame {
+		return frame{}, fmt.Errorf("cluster: frame of %d bytes", n)
 	}
 	if cap(s.rbuf) < int(n) {
 		s.rbuf = make([]byte, n)
 	}
 	f := s.rbuf[:n]
 	if _, err := io.ReadFull(s.br, f); err != nil {
-		return 0, nil, err
+		return frame{}, err
 	}
-	if f[0] != wireVersion {
-		return 0, nil, fmt.Errorf("cluster: frame version %d, this build speaks %d", f[0], wireVersion)
+	if f[0] != s.ver {
+		return frame{}, fmt.Errorf("cluster: frame version %d on a session of version %d frames", f[0], s.ver)
 	}
-	body, tag := f[5:len(f)-tagBytes], f[len(f)-tagBytes:]
+	tag := f[len(f)-tagBytes:]
 	var want [tagBytes]byte
 	s.in.next(f[:len(f)-tagBytes], want[:])
 	if !hmac.Equal(want[:], tag) {
-		return 0, nil, errors.New("cluster: frame not authenticated")
+		return frame{}, errors.New("cluster: frame not authenticated")
 	}
-	return binary.BigEndian.Uint32(f[1:5]), body, nil
+	s.lastRead.Store(time.Now().UnixNano())
+	fr := frame{id: binary.BigEndian.Uint32(f[1:5]), body: f[hdr : len(f)-tagBytes]}
+	if s.ver == frameClock {
+		fr.clock = int64(binary.BigEndian.Uint64(f[5:13]))
+	}
+	return fr, nil
 }
 
 // sessionKey derives the key both ends of a session of protocol proto use.
@@ -343,13 +431,18 @@ var errOldProtocol = errors.New("cluster: the peer does not speak " + sessionPro
 
 // dialSession opens a session to the member answering at rawURL: the
 // signed Upgrade request, the signed 101, the key. It asks for
-// sessionProtocol, then sessionProtocolV1 from a member of an older build.
+// sessionProtocol, then for an older protocol that a member of an older
+// build names when it refuses.
 func dialSession(ctx context.Context, dial dialFunc, auth *raftnode.PeerAuth, self uint64, selfURL string, peer uint64, rawURL string) (*session, error) {
-	s, err := dialSessionAs(ctx, dial, auth, sessionProtocol, self, selfURL, peer, rawURL)
-	if errors.Is(err, errOldProtocol) {
-		return dialSessionAs(ctx, dial, auth, sessionProtocolV1, self, selfURL, peer, rawURL)
+	var err error
+	for _, proto := range sessionProtocols {
+		var s *session
+		s, err = dialSessionAs(ctx, dial, auth, proto, self, selfURL, peer, rawURL)
+		if !errors.Is(err, errOldProtocol) {
+			return s, err
+		}
 	}
-	return s, err
+	return nil, err
 }
 
 func dialSessionAs(ctx context.Context, dial dialFunc, auth *raftnode.PeerAuth, proto string, self uint64, selfURL string, peer uint64, rawURL string) (*session, error) {
@@ -373,6 +466,7 @@ func dialSessionAs(ctx context.Context, dial dialFunc, auth *raftnode.PeerAuth, 
 	req.Header.Set("Connection", "Upgrade")
 	nonce := auth.Sign(req.Header, sessionPath, self, selfURL, nil)
 	br := bufio.NewReaderSize(nc, 64<<10)
+	sent := time.Now().UnixNano()
 	if err := req.Write(nc); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: open session with %s: %w", u.Host, err)
@@ -387,13 +481,26 @@ func dialSessionAs(ctx context.Context, dial dialFunc, auth *raftnode.PeerAuth, 
 		resp.Body.Close()
 		nc.Close()
 		err := fmt.Errorf("cluster: %s refused a session: %s %s", u.Host, resp.Status, b)
-		if resp.StatusCode == http.StatusBadRequest && proto == sessionProtocol && bytes.Contains(b, []byte("Upgrade: "+sessionProtocolV1)) {
+		if resp.StatusCode == http.StatusBadRequest && namesOlderProtocol(proto, b) {
 			err = fmt.Errorf("%w: %w", errOldProtocol, err)
 		}
 		return nil, err
 	}
+	back := time.Now().UnixNano()
 	theirs := resp.Header.Get(hdrSession)
-	if !auth.VerifyAnswer(resp.Header, sessionPath, peer, nonce, []byte(theirs)) {
+	signed := theirs
+	var clock clockReading
+	if proto == sessionProtocol {
+		c := resp.Header.Get(hdrClock)
+		at, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("cluster: %s opened a session without its clock", u.Host)
+		}
+		signed += "|" + c
+		clock = readingOf(sent, back, at)
+	}
+	if !auth.VerifyAnswer(resp.Header, sessionPath, peer, nonce, []byte(signed)) {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: %s answered a session unauthenticated (not node %s?)", u.Host, raftnode.FormatNodeID(peer))
 	}
@@ -402,7 +509,21 @@ func dialSessionAs(ctx context.Context, dial dialFunc, auth *raftnode.PeerAuth, 
 		nc.Close()
 		return nil, fmt.Errorf("cluster: %s switched to %q, not %q", u.Host, got, proto)
 	}
-	return newSession(nc, br, proto, sessionKey(auth, proto, nonce, theirs, self, peer), dirCall, dirAnswer), nil
+	s := newSession(nc, br, proto, sessionKey(auth, proto, nonce, theirs, self, peer), dirCall, dirAnswer)
+	s.clock = clock
+	return s, nil
+}
+
+// namesOlderProtocol reports whether a refusal names a protocol older than
+// proto that this build speaks: the dialer then asks for the next older one.
+func namesOlderProtocol(proto string, refusal []byte) bool {
+	i := slices.Index(sessionProtocols, proto)
+	for _, older := range sessionProtocols[i+1:] {
+		if bytes.Contains(refusal, []byte("Upgrade: "+older)) {
+			return true
+		}
+	}
+	return false
 }
 
 // acceptSession answers a signed Upgrade request on an HTTP handler: it
@@ -411,8 +532,8 @@ func dialSessionAs(ctx context.Context, dial dialFunc, auth *raftnode.PeerAuth, 
 func acceptSession(w http.ResponseWriter, r *http.Request, auth *raftnode.PeerAuth, self uint64) (*session, uint64, error) {
 	arrived := time.Now()
 	proto := r.Header.Get("Upgrade")
-	if r.Method != http.MethodPost || proto != sessionProtocol && proto != sessionProtocolV1 {
-		http.Error(w, "want POST with Upgrade: "+sessionProtocol, http.StatusBadRequest)
+	if r.Method != http.MethodPost || !slices.Contains(sessionProtocols, proto) {
+		http.Error(w, "want POST with Upgrade: "+strings.Join(sessionProtocols, ", or Upgrade: "), http.StatusBadRequest)
 		return nil, 0, errors.New("not a session request")
 	}
 	p, err := auth.Verify(r.Header, sessionPath, nil, arrived)
@@ -432,7 +553,13 @@ func acceptSession(w http.ResponseWriter, r *http.Request, auth *raftnode.PeerAu
 	h.Set("Upgrade", proto)
 	h.Set("Connection", "Upgrade")
 	h.Set(hdrSession, ours)
-	auth.SignAnswer(h, sessionPath, self, p.Nonce, []byte(ours))
+	signed := ours
+	if proto == sessionProtocol {
+		c := strconv.FormatInt(time.Now().UnixNano(), 10)
+		h.Set(hdrClock, c)
+		signed += "|" + c
+	}
+	auth.SignAnswer(h, sessionPath, self, p.Nonce, []byte(signed))
 	nc, brw, err := hj.Hijack()
 	if err != nil {
 		return nil, 0, fmt.Errorf("cluster: hijack: %w", err)

@@ -48,7 +48,8 @@ const (
 	opOffer
 	opSwap        // a CAS on the value: write if the key holds old (or is absent)
 	opFencePrefix // opDeletePrefix's first round: fence the prefix, then delete
-	opLast        = opFencePrefix
+	opPing        // a heartbeat, answered at once (an older build refuses it: an answer too)
+	opLast        = opPing
 )
 
 // ownerOp reports whether op is answered only by the owner of its key.
@@ -71,7 +72,8 @@ const (
 	statusAdopting    // the owner has not adopted its flows at this index yet
 	statusUnavailable // anything else: shed, a full disk, a deadline
 	statusBadRequest
-	statusLast = statusBadRequest
+	statusExpired // read after its deadline (frames with a clock only)
+	statusLast    = statusExpired
 )
 
 // Claim states in an opClaimAcquire answer.
@@ -103,9 +105,11 @@ type request struct {
 	writes []flow.Write
 	sets   []flowshard.RecordSet
 
-	// Where an answering node got it from; not on the wire.
-	s  *session
-	id uint32
+	// Where an answering node got it from, and its frame's deadline on
+	// this node's clock (unix ns; 0: none); not in the body.
+	s        *session
+	id       uint32
+	deadline int64
 	// Whether the calling node sent it to another owner; not on the wire.
 	remote bool
 	// ownerAt is the view under which the calling node, serving its own
@@ -543,6 +547,7 @@ func decodeRequest(b []byte, r *request) error {
 		for i := range r.voters {
 			r.voters[i] = d.u()
 		}
+	case opPing:
 	default:
 		d.fail()
 	}
@@ -643,7 +648,7 @@ func decodeAnswer(b []byte, op byte, a *answer) error {
 		a.more = d.flag()
 	case opAdopt:
 		a.sets, a.more, a.next = d.setsInto(a.sets, &a.recs), d.flag(), d.str()
-	case opDelete, opClearFlow, opClaimRecorded, opClaimRelease, opClaimForget:
+	case opDelete, opClearFlow, opClaimRecorded, opClaimRelease, opClaimForget, opPing:
 	default:
 		d.fail()
 	}

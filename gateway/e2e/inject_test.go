@@ -83,3 +83,38 @@ func TestPredicateInjectAndDecorate(t *testing.T) {
 		t.Fatalf("predicate inject let through: %q", body)
 	}
 }
+
+// A request's flow budget (--flowBudget) bounds its wait for its flow's
+// lock: behind a script that holds the flow longer than the budget, the
+// next request on that flow answers 503 naming the deadline, within the
+// budget, instead of queueing; other flows and the script itself go on.
+func TestFlowBudgetBoundsTheWaitForAFlow(t *testing.T) {
+	rg := gatewaytest.Start(t, "--allowInjection", "--flowBudget", "300")
+	port := rg.PostImposter(`{"protocol":"http","_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},"stubs":[
+		{"predicates":[{"equals":{"path":"/slow"}}],"responses":[{"inject":"function (config) { var end = Date.now() + 800; while (Date.now() < end) {} config.state.n = (config.state.n || 0) + 1; return {body: 'slow ' + config.state.n}; }"}]},
+		{"responses":[{"inject":"function (config) { config.state.n = (config.state.n || 0) + 1; return {body: 'fast ' + config.state.n}; }"}]}]}`)
+	slow := make(chan string, 1)
+	go func() {
+		status, body := flowGet(t, port, "alice", "/slow")
+		slow <- fmt.Sprint(status, " ", body)
+	}()
+	time.Sleep(150 * time.Millisecond) // the slow script holds alice's flow
+	start := time.Now()
+	status, body := flowGet(t, port, "alice", "/")
+	waited := time.Since(start)
+	if status != 503 || !strings.Contains(body, "(deadline)") {
+		t.Errorf("behind a slow script: %d %s, want 503 naming the deadline", status, body)
+	}
+	if waited > 700*time.Millisecond {
+		t.Errorf("the request waited %v, past its 300 ms budget", waited)
+	}
+	if status, body := flowGet(t, port, "bob", "/"); status != 200 || body != "fast 1" {
+		t.Errorf("another flow meanwhile: %d %s", status, body)
+	}
+	if got := <-slow; got != "200 slow 1" {
+		t.Errorf("the slow script: %s", got)
+	}
+	if status, body := flowGet(t, port, "alice", "/"); status != 200 || body != "fast 2" {
+		t.Errorf("alice once the flow is free: %d %s", status, body)
+	}
+}

@@ -10,6 +10,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -22,6 +23,81 @@ var (
 	ErrTooLarge        = errors.New("flow: key or value too large")
 	ErrBadKey          = errors.New("flow: invalid key")
 )
+
+// The causes of unavailability. A store that knows why names one
+// (Unavailable), and the 503 a stub answers, and its log line, say it
+// (Describe): an operator must tell a cut-off node from a slow owner.
+const (
+	CauseIsolated    = "isolated"          // this node, or the owner, cannot see a leader a quorum acknowledged
+	CauseUnreachable = "owner unreachable" // no session to the owner: dial failed, or it went silent
+	CauseFenced      = "fenced"            // the owner and this node disagree on the membership
+	CauseAdopting    = "not yet adopted"   // the owner has not taken its flows over yet
+	CauseShed        = "shed"              // too many operations in flight, here or at the owner
+	CauseDeadline    = "deadline"          // the request's budget ran out
+	CauseReplicas    = "no replica"        // a sync write reached no replica in time
+)
+
+// causes are the causes, for a store that reads one back from text.
+var causes = []string{CauseIsolated, CauseUnreachable, CauseFenced, CauseAdopting, CauseShed, CauseDeadline, CauseReplicas}
+
+// CauseOf returns the cause msg starts with ("cause: ..."), or "".
+func CauseOf(msg string) string {
+	for _, c := range causes {
+		if len(msg) > len(c) && msg[:len(c)] == c && msg[len(c)] == ':' {
+			return c
+		}
+	}
+	return ""
+}
+
+// UnavailableError is ErrUnavailable with its cause.
+type UnavailableError struct {
+	Cause string
+	Err   error
+}
+
+func (e *UnavailableError) Error() string { return e.Cause + ": " + e.Err.Error() }
+
+// Unwrap gives ErrUnavailable and what happened.
+func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// Unavailable is err, an unavailability, with its cause.
+func Unavailable(cause string, err error) error { return &UnavailableError{Cause: cause, Err: err} }
+
+// Describe is what a 503 says of err: that the flow's owner is
+// unavailable, and, when err names it, why.
+func Describe(err error) string {
+	var ue *UnavailableError
+	switch {
+	case errors.As(err, &ue):
+		return "the flow's owner is unavailable (" + ue.Cause + "): " + ue.Err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the flow's owner is unavailable (" + CauseDeadline + "): the request's budget ran out"
+	case err != nil:
+		return "the flow's owner is unavailable: " + err.Error()
+	}
+	return "the flow's owner is unavailable"
+}
+
+// BudgetKey is the context key under which a request carries the end of
+// its flow budget, a *time.Time: every flow operation it makes, and every
+// wait for a flow's lock, ends by then (Budget).
+var BudgetKey any = &budgetKey{}
+
+type budgetKey struct{}
+
+// Budget is when the flow work done under ctx must end: the earlier of
+// ctx's deadline and its flow budget; ok is false when it has neither.
+func Budget(ctx context.Context) (end time.Time, ok bool) {
+	end, ok = ctx.Deadline()
+	if b, _ := ctx.Value(BudgetKey).(*time.Time); b != nil && (!ok || b.Before(end)) {
+		return *b, true
+	}
+	return end, ok
+}
+
+// ErrBudget is a request's flow budget running out.
+var ErrBudget = Unavailable(CauseDeadline, fmt.Errorf("%w: the request's flow budget ran out", context.DeadlineExceeded))
 
 // Size caps applied by every Store before anything is stored.
 const (

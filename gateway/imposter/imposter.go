@@ -51,6 +51,10 @@ type Options struct {
 	Cycles Cycles
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
+	// Budget bounds the time a request spends on its flows, counted from
+	// its arrival: every flow operation, lock wait and retry it makes
+	// shares it (DefaultBudget when zero).
+	Budget time.Duration
 	// Meters returns the meters for an imposter's metric label (mb's log
 	// scope, "[http:4545 name] "); the imposter keeps private ones when it
 	// is nil.
@@ -264,6 +268,9 @@ type exchange struct {
 	resp message.Response
 	// body is Call.BodyRoom's buffer, kept from request to request.
 	body []byte
+	// budget is the request's context, in the exchange so that making it
+	// costs no allocation.
+	budget budget
 }
 
 // maxKeptBody bounds the body room an idle exchange keeps.
@@ -280,7 +287,8 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	req := &x.req
 	req.FillFromFastHTTP(ctx)
 	start := ctx.Time() // read by fasthttp before it called the handler
-	st, r, err := imp.choose(req)
+	x.budget = imp.newBudget(start)
+	st, r, err := imp.choose(&x.budget, req)
 	matched := meter.Now()
 	switch {
 	case err != nil:
@@ -292,7 +300,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 		}
 	default:
 		x.call = Call{Imposter: imp, Request: req, Stub: st, matched: matched, scratch: &x.resp, room: &x.body}
-		resp := imp.respondSlow(ctx, &x.call, r)
+		resp := imp.respondSlow(ctx, &x.budget, &x.call, r)
 		if st != nil && resp != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, resp)
 		}
@@ -306,17 +314,18 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	}
 	imp.observe(st, err, start, matched)
 	req.Reset()
+	x.budget = budget{}
 	exchanges.Put(x)
 }
 
 // respondSlow builds a response that is not a plain `is`: faults, computed
 // responses, behaviors and CORS preflights.
-func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, call *Call, r *response) *message.Response {
+func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, bctx context.Context, call *Call, r *response) *message.Response {
 	if r.fault != "" {
 		fault(ctx, r.fault)
 		return nil
 	}
-	resp, err := imp.compute(call, r)
+	resp, err := imp.compute(bctx, call, r)
 	if err != nil {
 		imp.writeError(ctx, err)
 		return nil
@@ -407,7 +416,7 @@ func (imp *Imposter) Replay(ctx context.Context, r *message.Request) (resp *mess
 	st := imp.table.Load().match(r, nil)
 	res := imp.dflt
 	if st != nil {
-		if res, err = imp.next(st); err != nil {
+		if res, err = imp.next(ctx, st); err != nil {
 			return nil, false, err
 		}
 	}

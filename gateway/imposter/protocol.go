@@ -52,8 +52,9 @@ func (h *httpServer) serve(ln net.Listener) error { return h.s.Serve(ln) }
 func (h *httpServer) shutdown(ctx context.Context) error { return h.s.ShutdownWithContext(ctx) }
 
 // choose counts and records req, and picks the stub (nil for none) and the
-// response that answer it.
-func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
+// response that answer it; the flows it reads run under ctx, the
+// request's budget.
+func (imp *Imposter) choose(ctx context.Context, req *message.Request) (*Stub, *response, error) {
 	imp.numReqs.Add(1)
 	if imp.recordReqs {
 		imp.record(req.Clone())
@@ -62,7 +63,7 @@ func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
 	var st *Stub
 	if t.scenarios {
 		var err error
-		if st, err = imp.matchScenario(t, req); err != nil {
+		if st, err = imp.matchScenario(ctx, t, req); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -71,18 +72,18 @@ func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
 	if st == nil {
 		return nil, imp.dflt, nil
 	}
-	r, err := imp.next(st)
+	r, err := imp.next(ctx, st)
 	return st, r, err
 }
 
 // next returns st's next response: from the stub's own position, or from
 // Options.Cycles when the stub has responses to cycle through and one is
 // set.
-func (imp *Imposter) next(st *Stub) (*response, error) {
+func (imp *Imposter) next(ctx context.Context, st *Stub) (*response, error) {
 	if st.cycleKey == "" || imp.opts.Cycles == nil {
 		return st.next(), nil
 	}
-	pos, err := imp.opts.Cycles.Next(imp.ctx, st.cycleKey, imp.spec.Flow.Policy)
+	pos, err := imp.opts.Cycles.Next(ctx, st.cycleKey, imp.spec.Flow.Policy)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -93,8 +94,9 @@ func (imp *Imposter) next(st *Stub) (*response, error) {
 // of a static one that has behaviors, or a responder's, with behaviors
 // applied. call names the imposter, the request and the stub (nil for
 // none); compute fills in the rest. A nil response and no error means the
-// responder answered on the connection itself.
-func (imp *Imposter) compute(call *Call, r *response) (*message.Response, error) {
+// responder answered on the connection itself. ctx is the request's
+// budget.
+func (imp *Imposter) compute(ctx context.Context, call *Call, r *response) (*message.Response, error) {
 	req := call.Request
 	var resp *message.Response
 	if r.static != nil {
@@ -102,7 +104,7 @@ func (imp *Imposter) compute(call *Call, r *response) (*message.Response, error)
 	} else {
 		call.FlowID, call.behaviors = imp.FlowID(req), r.behaviors
 		var err error
-		if resp, err = r.responder.Respond(imp.ctx, call); err != nil || resp == nil {
+		if resp, err = r.responder.Respond(ctx, call); err != nil || resp == nil {
 			return nil, err
 		}
 	}
@@ -110,7 +112,7 @@ func (imp *Imposter) compute(call *Call, r *response) (*message.Response, error)
 		if resp.Rendered != nil {
 			resp = resp.Clone() // behaviors change their own copy
 		}
-		if err := r.behaviors.Apply(imp.ctx, req, resp); err != nil {
+		if err := r.behaviors.Apply(ctx, req, resp); err != nil {
 			return nil, err
 		}
 	}

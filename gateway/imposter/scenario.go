@@ -1,6 +1,7 @@
 package imposter
 
 import (
+	"context"
 	"errors"
 
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -49,7 +50,7 @@ func (imp *Imposter) FlowID(r *message.Request) string {
 // owner checks. Any other outcome on a recalled state (no transition, or
 // one of another scenario) matches again on states read from the owner, so
 // no answer rests on an unconfirmed state.
-func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) {
+func (imp *Imposter) matchScenario(ctx context.Context, t *table, r *message.Request) (*Stub, error) {
 	store := imp.opts.Store
 	if store == nil {
 		return nil, mberr.New(mberr.FlowUnavailable, "scenarios need a flow store")
@@ -81,7 +82,7 @@ func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) 
 					return e, true
 				}
 			}
-			e, err := store.Get(imp.ctx, flowID, ScenarioKey(name), nil)
+			e, err := store.Get(ctx, flowID, ScenarioKey(name), nil)
 			switch {
 			case errors.Is(err, flow.ErrNotFound):
 				e = flow.Entry{}
@@ -118,12 +119,12 @@ func (imp *Imposter) matchScenario(t *table, r *message.Request) (*Stub, error) 
 		var err error
 		if spec != nil {
 			var cur flow.Entry
-			cur, err = spec.Swap(imp.ctx, flowID, key, e, next, policy)
+			cur, err = spec.Swap(ctx, flowID, key, e, next, policy)
 			if errors.Is(err, flow.ErrVersionMismatch) {
 				known = map[string]flow.Entry{st.Spec.ScenarioName: cur}
 			}
 		} else {
-			_, err = store.CAS(imp.ctx, flowID, key, e.Version.V, next, policy)
+			_, err = store.CAS(ctx, flowID, key, e.Version.V, next, policy)
 		}
 		switch {
 		case err == nil:
@@ -147,8 +148,8 @@ func scenarioState(e flow.Entry) string {
 }
 
 func unavailable(err error) error {
-	if errors.Is(err, flow.ErrUnavailable) || err == nil {
-		return mberr.New(mberr.FlowUnavailable, "the flow's owner is unavailable")
+	if errors.Is(err, flow.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || err == nil {
+		return mberr.New(mberr.FlowUnavailable, flow.Describe(err))
 	}
 	return mberr.New(mberr.FlowUnavailable, "flow store: "+err.Error())
 }

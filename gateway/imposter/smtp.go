@@ -199,14 +199,15 @@ func (s *smtpServer) data(ss *smtpSession) bool {
 	req.SetRemote(ip, ip) // mb's smtp requestFrom is the address alone
 	s.imp.log.Info(fmt.Sprintf("%s => Envelope from: %q to: %q", ip, mail.From.Address, addressList(mail.To)))
 	start := time.Now()
-	st, r, err := s.imp.choose(req)
+	bctx := s.imp.newBudget(start)
+	st, r, err := s.imp.choose(&bctx, req)
 	defer s.imp.observe(st, err, start, meter.Now())
 	if err != nil {
 		s.imp.log.Error("error generating response", "err", err)
 	} else if st != nil && s.imp.opts.RecordMatches {
 		resp := r.static
 		if resp == nil || r.behaviors != nil {
-			resp, err = s.imp.compute(&Call{Imposter: s.imp, Request: req, Stub: st}, r)
+			resp, err = s.imp.compute(&bctx, &Call{Imposter: s.imp, Request: req, Stub: st}, r)
 		}
 		if err == nil && resp != nil {
 			st.recordMatch(s.imp, req, r, resp)

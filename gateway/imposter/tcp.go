@@ -51,6 +51,7 @@ func (s *tcpServer) handle(conn net.Conn) {
 	var pending []byte // reads the endOfRequestResolver has not yet accepted
 	var text []byte    // the request's data string, reused
 	req := newTCPRequest()
+	bctx := new(budget) // the connection's, renewed for each request
 	for {
 		n, err := conn.Read(buf)
 		if n > 0 {
@@ -70,7 +71,7 @@ func (s *tcpServer) handle(conn net.Conn) {
 			} else {
 				text = s.dataText(text[:0], payload)
 				fillTCP(req, text, conn)
-				if !s.respond(conn, req) {
+				if !s.respond(conn, req, bctx) {
 					return
 				}
 				pending = pending[:0]
@@ -110,11 +111,13 @@ func (s *tcpServer) dataText(dst, payload []byte) []byte {
 	return append(dst, message.DecodeUTF8(payload)...)
 }
 
-// respond answers one request; false means the connection is done.
-func (s *tcpServer) respond(conn net.Conn, req *message.Request) bool {
+// respond answers one request under the budget bctx, renewed; false means
+// the connection is done.
+func (s *tcpServer) respond(conn net.Conn, req *message.Request, bctx *budget) bool {
 	imp := s.imp
 	start := time.Now()
-	st, r, err := imp.choose(req)
+	*bctx = imp.newBudget(start)
+	st, r, err := imp.choose(bctx, req)
 	defer imp.observe(st, err, start, meter.Now())
 	if err != nil {
 		return s.writeError(conn, err)
@@ -129,7 +132,7 @@ func (s *tcpServer) respond(conn net.Conn, req *message.Request) bool {
 	}
 	resp := r.static
 	if resp == nil || r.behaviors != nil {
-		if resp, err = imp.compute(&Call{Imposter: imp, Request: req, Stub: st}, r); err != nil {
+		if resp, err = imp.compute(bctx, &Call{Imposter: imp, Request: req, Stub: st}, r); err != nil {
 			return s.writeError(conn, err)
 		}
 		if resp == nil {

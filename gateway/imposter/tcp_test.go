@@ -80,11 +80,12 @@ func TestTCPStaticPathAllocatesNothing(t *testing.T) {
 	s := imp.srv.(*tcpServer)
 	text := make([]byte, 0, 64)
 	var req = newTCPRequest()
+	bctx := new(budget)
 	payload := []byte("PING 1")
 	allocs := testing.AllocsPerRun(1000, func() {
 		text = s.dataText(text[:0], payload)
 		fillTCP(req, text, out)
-		if !s.respond(out, req) {
+		if !s.respond(out, req, bctx) {
 			t.Fatal("respond closed the connection")
 		}
 	})

@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/riftgate/riftgate/gateway/config"
+	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -345,7 +346,7 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 // claimErr is what a request gets when its proxyOnce claim cannot be
 // arbitrated: 503, and the upstream is not called.
 func claimErr(err error) error {
-	return mberr.New(mberr.FlowUnavailable, "proxyOnce claim: "+err.Error())
+	return mberr.New(mberr.FlowUnavailable, "proxyOnce claim: "+flow.Describe(err))
 }
 
 // forward calls the upstream, applies behaviors, and for proxyAlways

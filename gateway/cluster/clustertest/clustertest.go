@@ -16,11 +16,13 @@ package clustertest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,10 +242,38 @@ func (c *Cluster) WaitVoters(voters int, names ...string) {
 				last = append(last, fmt.Sprintf("%s: %d voters, leader %s", n.Name, got, *st.Leader))
 				return false
 			}
+			// Flows answer once the node adopted them at this membership:
+			// a test's first flow request must not meet "not yet adopted".
+			if a := n.adoptedIndex(); a < st.MembershipIndex {
+				last = append(last, fmt.Sprintf("%s: flows adopted at %d, membership at %d", n.Name, a, st.MembershipIndex))
+				return false
+			}
 			leader = *st.Leader
 		}
 		return true
 	})
+}
+
+// adoptedIndex is the membership index n's flows are adopted at (its
+// riftgate_cluster_adopted_membership_index metric), 0 when unknown.
+func (n *Node) adoptedIndex() uint64 {
+	resp, err := http.Get(n.URL + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0
+	}
+	const name = "riftgate_cluster_adopted_membership_index "
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			idx, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return idx
+		}
+	}
+	return 0
 }
 
 // Leader returns the node that the given nodes (every node when none is

@@ -156,7 +156,7 @@ func (e *engine) unloadUnused(cfg *config.State) {
 		used[moduleKey(p.Hash, p.Limits)] = true
 	}
 	for _, imp := range cfg.Imposters {
-		for _, st := range imp.Stubs {
+		for _, st := range imp.Stubs() {
 			for _, m := range st.Refs.Modules {
 				used[moduleKey(m.Hash, m.Limits)] = true
 			}
@@ -464,7 +464,7 @@ func (e *engine) pluginRoutes(mux *http.ServeMux) {
 		// give them, once each.
 		seen := map[config.ModuleRef]bool{}
 		for _, port := range cfg.Ports() {
-			for _, st := range cfg.Imposters[port].Stubs {
+			for _, st := range cfg.Imposters[port].Stubs() {
 				for _, m := range st.Refs.Modules {
 					if !seen[m] {
 						seen[m] = true

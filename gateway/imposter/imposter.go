@@ -133,7 +133,11 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
-	imp.table.Store(newTable(stubs))
+	keys := make([]config.Key, len(stubs))
+	for i, st := range stubs {
+		keys[i] = st.Spec.Key
+	}
+	imp.table.Store(newTable(stubs, keys))
 	if err := imp.compileEndOfRequest(); err != nil {
 		return nil, err
 	}
@@ -155,9 +159,12 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 	return st, err
 }
 
-// SetStubs makes stubs the imposter's stub list. Requests already matching
-// finish against the list they loaded.
-func (imp *Imposter) SetStubs(stubs []*Stub) { imp.table.Store(newTable(stubs)) }
+// SetStubs makes stubs the imposter's stub list, keys their places in the
+// configuration's order (which AddStubs places stubs by). Requests already
+// matching finish against the list they loaded.
+func (imp *Imposter) SetStubs(stubs []*Stub, keys []config.Key) {
+	imp.table.Store(newTable(stubs, keys))
+}
 
 // Spec returns the imposter's definition. Its Stubs reflect creation time;
 // Stubs returns the current ones.
@@ -398,7 +405,18 @@ func (imp *Imposter) observe(st *Stub, err error, start time.Time, matched time.
 }
 
 // Stubs returns the current compiled stubs, in order.
-func (imp *Imposter) Stubs() []*Stub { return imp.table.Load().stubs }
+func (imp *Imposter) Stubs() []*Stub { return imp.table.Load().all() }
+
+// AddStubs adds compiled stubs (recordings) to the table at their places
+// (Spec.Key), without rebuilding it: O(log n) each, however many stubs
+// the table holds. Calls must not run at once (the reconciler's commits
+// never do); requests already matching finish against the table they
+// loaded.
+func (imp *Imposter) AddStubs(stubs []*Stub) {
+	if len(stubs) > 0 && imp.table.Load().keys != nil {
+		imp.table.Store(imp.table.Load().withAdded(stubs))
+	}
+}
 
 // Replay answers r from the stub table as a new request would, but only from
 // `is` responses. ok is false when r would reach a computed response: the

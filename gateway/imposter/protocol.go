@@ -79,10 +79,11 @@ func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
 // Options.Cycles when the stub has responses to cycle through and one is
 // set.
 func (imp *Imposter) next(st *Stub) (*response, error) {
-	if st.cycleKey == "" || imp.opts.Cycles == nil {
+	key := st.cycleKey()
+	if key == "" || imp.opts.Cycles == nil {
 		return st.next(), nil
 	}
-	pos, err := imp.opts.Cycles.Next(imp.ctx, st.cycleKey, imp.spec.Flow.Policy)
+	pos, err := imp.opts.Cycles.Next(imp.ctx, key, imp.spec.Flow.Policy)
 	if err != nil {
 		return nil, unavailable(err)
 	}

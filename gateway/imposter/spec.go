@@ -51,7 +51,10 @@ type StubSpec struct {
 	ID uint64
 	// Refs are the modules the stub names, as the configuration resolved
 	// them when the stub was made.
-	Refs                  config.Refs
+	Refs config.Refs
+	// Key is the stub's place in the configuration's order (zero for a
+	// stub not stored yet); recordings are added to a running table by it.
+	Key                   config.Key
 	Predicates            []json.RawMessage
 	Responses             []*ResponseSpec
 	ScenarioName          string

@@ -156,11 +156,12 @@ func (e *engine) unloadUnused(cfg *config.State) {
 		used[moduleKey(p.Hash, p.Limits)] = true
 	}
 	for _, imp := range cfg.Imposters {
-		for _, st := range imp.Stubs() {
+		imp.Each(func(st *config.Stub) bool {
 			for _, m := range st.Refs.Modules {
 				used[moduleKey(m.Hash, m.Limits)] = true
 			}
-		}
+			return true
+		})
 	}
 	for _, m := range e.plugins.Modules() {
 		if !used[m.Name] {

@@ -116,6 +116,7 @@ func (r *reconciler) listen(spec *imposter.Spec) (net.Listener, error) {
 // plan is a prepared move of the running imposters to a new state.
 type plan struct {
 	r      *reconciler
+	prev   *config.State
 	next   *config.State
 	stops  []*running // imposters that go
 	swaps  []swap     // imposters whose stubs change
@@ -166,7 +167,7 @@ func (r *reconciler) prepare(ctx context.Context, prev, next *config.State, stri
 	r.mu.RLock()
 	cur := maps.Clone(r.running)
 	r.mu.RUnlock()
-	p := &plan{r: r, next: next}
+	p := &plan{r: r, prev: prev, next: next}
 	fail := func(port int, old *running, err error) error {
 		if strict {
 			p.Abort()
@@ -440,7 +441,24 @@ func (p *plan) Commit() {
 		r.running[st.run.imp.Port()] = st.run
 	}
 	r.mu.Unlock()
-	r.e.unloadUnused(p.next)
+	if !p.recordingsOnly() {
+		r.e.unloadUnused(p.next)
+	}
+}
+
+// recordingsOnly reports whether the plan only adds what recordings made,
+// which names no module: there is nothing to unload, and looking would
+// read every stub.
+func (p *plan) recordingsOnly() bool {
+	if len(p.stops)+len(p.starts) > 0 || !maps.Equal(p.prev.Plugins, p.next.Plugins) {
+		return false
+	}
+	for _, sw := range p.swaps {
+		if sw.list != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // serve starts run on ln, or on its port freshly bound when ln is nil (it

@@ -189,7 +189,7 @@ func (r *reconciler) prepare(ctx context.Context, prev, next *config.State, stri
 			if old.doc == doc && !moved {
 				continue
 			}
-			sw, err := r.recorded(old, doc, next, moved)
+			sw, err := r.recorded(old, doc, next, moved, strict)
 			if sw == nil {
 				sw, err = r.restub(old, doc, prev, next)
 			}
@@ -314,7 +314,10 @@ func same(was, st *config.Stub) bool {
 // responses they added to running stubs are, nothing else, so the move
 // costs what the recordings do, however many stubs the imposter has. It
 // returns nil when doc was made otherwise, for restub.
-func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.State, moved bool) (*swap, error) {
+//
+// Not strict (a committed state), a recorded stub or response that does
+// not compile is left out, said in the log, rather than the imposter.
+func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.State, moved, strict bool) (*swap, error) {
 	ids, ok := doc.Changes(run.doc)
 	if !ok || moved {
 		return nil, nil
@@ -332,7 +335,11 @@ func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.S
 			if st.NumMore() > old.doc.NumMore() {
 				x, err := run.imp.Extend(old.st, st.More(old.doc.NumMore()), next)
 				if err != nil {
-					return nil, err
+					if strict {
+						return nil, err
+					}
+					r.log.Error("a recorded response does not compile; it is left out", "port", doc.Port, "stub", id, "err", err)
+					continue
 				}
 				sw.extends = append(sw.extends, x)
 			}
@@ -341,12 +348,16 @@ func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.S
 		}
 		k, _ := doc.Key(id)
 		ss, err := stubSpec(k, st)
-		if err != nil {
-			return nil, err
+		var c *imposter.Stub
+		if err == nil {
+			c, err = run.imp.CompileStub(ss, next)
 		}
-		c, err := run.imp.CompileStub(ss, next)
 		if err != nil {
-			return nil, err
+			if strict {
+				return nil, err
+			}
+			r.log.Error("a recorded stub does not compile; it is left out", "port", doc.Port, "stub", id, "err", err)
+			continue
 		}
 		sw.added = append(sw.added, c)
 		sw.changed[id] = compiled{doc: st, st: c}

@@ -336,6 +336,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, call *Call, r *respon
 	if resp.Rendered != nil {
 		if !cors {
 			writeStatic(ctx, resp, resp.Rendered)
+			imp.keepProxiedAlive(ctx, r, resp)
 			return resp
 		}
 		resp = resp.Clone()
@@ -344,7 +345,24 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, call *Call, r *respon
 		addCORS(req, resp)
 	}
 	writeResponse(ctx, resp)
+	imp.keepProxiedAlive(ctx, r, resp)
 	return resp
+}
+
+// keepProxiedAlive undoes the `Connection: close` a proxied answer without
+// a Connection header of its own gets, when the imposter asks for it
+// (_rift.proxyKeepAlive): a client then reuses its connection, as it would
+// with the upstream itself. fasthttp still closes when the client asks.
+func (imp *Imposter) keepProxiedAlive(ctx *fasthttp.RequestCtx, r *response, resp *message.Response) {
+	if !imp.spec.ProxyKeepAlive || r.spec == nil || r.spec.Kind != "proxy" {
+		return
+	}
+	for i := range resp.Headers {
+		if strings.EqualFold(resp.Headers[i].Name, "Connection") {
+			return
+		}
+	}
+	ctx.Response.Header.ResetConnectionClose()
 }
 
 // writeError answers a request whose response could not be made as mb's

@@ -401,7 +401,7 @@ func upcastBehaviors(obj object) object {
 func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.Error {
 	var rift struct {
 		ProxyKeepAlive bool `json:"proxyKeepAlive"`
-		FlowState *struct {
+		FlowState      *struct {
 			FlowIDSource string `json:"flowIdSource"`
 			ContextScope string `json:"contextScope"`
 			TTLSeconds   *int64 `json:"ttlSeconds"`

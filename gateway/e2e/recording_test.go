@@ -40,7 +40,8 @@ func recordUntil(t *testing.T, rg *gatewaytest.Instance, port, want int) []strin
 				path := fmt.Sprintf("/r/%d/%d", w, i)
 				resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 				if err != nil {
-					return // the process is gone
+					time.Sleep(10 * time.Millisecond) // not answered: not acknowledged
+					continue
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -112,7 +113,9 @@ func TestLargeRecordingSurvivesKill9(t *testing.T) {
 	up := newUpstream(t, false, 0)
 	dir := t.TempDir()
 	rg := gatewaytest.Start(t, "--datadir", dir)
-	port := rg.PostImposter(proxyImposter(up.URL, "proxyOnce", `[{"matches":{"path":true}}]`))
+	// Kept alive, the clients record rather than open and close 100,000
+	// connections.
+	port := rg.PostImposter(fmt.Sprintf(`{"protocol":"http","_rift":{"proxyKeepAlive":true},"stubs":[{"responses":[{"proxy":{"to":%q,"mode":"proxyOnce","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`, up.URL))
 	start := time.Now()
 	acked := recordUntil(t, rg, port, want)
 	t.Logf("%d exchanges recorded in %v", len(acked), time.Since(start).Round(time.Millisecond))

@@ -176,14 +176,6 @@ type responseSet struct {
 	added []json.RawMessage
 }
 
-// length is the number of positions in the cycle.
-func (rs *responseSet) length() int {
-	if rs.cycle == nil {
-		return len(rs.responses)
-	}
-	return len(rs.cycle)
-}
-
 // Continue makes s go on where from, an earlier compilation of the same
 // stub, is: its position in the responses cycle and, under --debug, what it
 // matched.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"slices"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
-	"github.com/riftgate/riftgate/gateway/proxy"
 )
 
 // Commands are made here, from the admin API's JSON, --configfile, a
@@ -232,15 +230,17 @@ func (g *gateway) addressInUse(doc config.ImposterDoc) error {
 	// mb validates a definition before it binds its port: a bad one is
 	// refused for what is wrong with it. (Stubs naming modules are not
 	// tried: the command's modules are not in the state.)
-	dry := &config.Imposter{Port: doc.Port, Header: doc.Header}
+	var stubs []config.Stub
+	dry := true
 	for _, st := range doc.Stubs {
 		if len(st.Refs.Modules)+len(st.Refs.Plugins) > 0 {
-			dry = nil
+			dry = false
 			break
 		}
-		dry.Stubs = append(dry.Stubs, config.Stub{ID: uint64(len(dry.Stubs) + 1), JSON: st.JSON})
+		stubs = append(stubs, config.Stub{ID: uint64(len(stubs) + 1), JSON: st.JSON})
 	}
-	if dry != nil {
+	if dry {
+		dry := config.NewImposter(doc.Port, doc.Header, stubs)
 		if _, err := g.rec.build(dry, g.config.State()); err != nil {
 			return err
 		}
@@ -253,27 +253,4 @@ func (g *gateway) addressInUse(doc config.ImposterDoc) error {
 		h.Host = g.opts.Host
 	}
 	return mberr.AddressInUse(h.Host, doc.Port)
-}
-
-// recorder is proxy.Recorder: a recording is a configuration command.
-type recorder struct{ g *gateway }
-
-// Record implements proxy.Recorder.
-func (r recorder) Record(ctx context.Context, rec proxy.Recording) error {
-	ss, err := imposter.ParseStub(rec.Stub)
-	if err != nil {
-		return fmt.Errorf("proxy recording: %w", err)
-	}
-	_, err = r.g.submit(ctx, &config.Command{
-		Op: config.OpRecordStub, Port: rec.Port, Anchor: rec.Anchor, Once: rec.Once,
-		Stubs: []config.StubDoc{{JSON: ss.JSON(), Signature: rec.Signature}},
-	})
-	switch {
-	case err == nil:
-	case mberr.As(err).Code == mberr.NoSuchResource:
-		r.g.log.Info("proxy recording dropped: its stub is gone", "port", rec.Port)
-	default:
-		r.g.log.Error("proxy recording not kept", "port", rec.Port, "err", err)
-	}
-	return err
 }

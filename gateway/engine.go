@@ -91,7 +91,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.close(ctx)
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	e.proxies = &proxy.Factory{Claims: claims, Recorder: recorder{g}}
+	e.proxies = &proxy.Factory{Claims: claims, Recorder: &recorder{g: g}}
 	if opts.AllowInjection {
 		e.inject = inject.New(inject.Options{Logger: opts.Logger, Flows: e.flows})
 		e.proxies.Inject = e.inject.Generate

@@ -156,11 +156,12 @@ func (e *engine) unloadUnused(cfg *config.State) {
 		used[moduleKey(p.Hash, p.Limits)] = true
 	}
 	for _, imp := range cfg.Imposters {
-		for _, st := range imp.Stubs {
+		imp.Each(func(st *config.Stub) bool {
 			for _, m := range st.Refs.Modules {
 				used[moduleKey(m.Hash, m.Limits)] = true
 			}
-		}
+			return true
+		})
 	}
 	for _, m := range e.plugins.Modules() {
 		if !used[m.Name] {
@@ -464,7 +465,7 @@ func (e *engine) pluginRoutes(mux *http.ServeMux) {
 		// give them, once each.
 		seen := map[config.ModuleRef]bool{}
 		for _, port := range cfg.Ports() {
-			for _, st := range cfg.Imposters[port].Stubs {
+			for _, st := range cfg.Imposters[port].Stubs() {
 				for _, m := range st.Refs.Modules {
 					if !seen[m] {
 						seen[m] = true

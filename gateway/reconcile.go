@@ -42,9 +42,10 @@ type running struct {
 	serving bool
 }
 
-// compiled is a compiled stub and the definition it came from.
+// compiled is a compiled stub and the definition it came from (with the
+// responses proxyAlways had added to it then).
 type compiled struct {
-	doc config.Stub
+	doc *config.Stub
 	st  *imposter.Stub
 }
 
@@ -115,6 +116,7 @@ func (r *reconciler) listen(spec *imposter.Spec) (net.Listener, error) {
 // plan is a prepared move of the running imposters to a new state.
 type plan struct {
 	r      *reconciler
+	prev   *config.State
 	next   *config.State
 	stops  []*running // imposters that go
 	swaps  []swap     // imposters whose stubs change
@@ -122,10 +124,19 @@ type plan struct {
 }
 
 type swap struct {
-	run   *running
-	doc   *config.Imposter
+	run *running
+	doc *config.Imposter
+	// A whole new stub list: its stubs by id, in order, with their keys.
 	stubs map[uint64]compiled
 	list  []*imposter.Stub
+	keys  []config.Key
+	// Or, when only recordings changed the imposter (list is nil): the
+	// stubs they added, and every stub changed, by id.
+	added   []*imposter.Stub
+	changed map[uint64]compiled
+	// extends are the responses recordings added to running stubs, in
+	// either case.
+	extends []*imposter.Extension
 }
 
 type start struct {
@@ -156,7 +167,7 @@ func (r *reconciler) prepare(ctx context.Context, prev, next *config.State, stri
 	r.mu.RLock()
 	cur := maps.Clone(r.running)
 	r.mu.RUnlock()
-	p := &plan{r: r, next: next}
+	p := &plan{r: r, prev: prev, next: next}
 	fail := func(port int, old *running, err error) error {
 		if strict {
 			p.Abort()
@@ -174,17 +185,21 @@ func (r *reconciler) prepare(ctx context.Context, prev, next *config.State, stri
 		case doc == nil:
 			p.stops = append(p.stops, old)
 		case old != nil && bytes.Equal(old.doc.Header, doc.Header):
-			if old.doc == doc && !pluginsMoved(doc, prev, next) {
+			moved := pluginsChanged(prev, next) && pluginsMoved(doc, prev, next)
+			if old.doc == doc && !moved {
 				continue
 			}
-			sw, err := r.restub(old, doc, prev, next)
+			sw, err := r.recorded(old, doc, next, moved, strict)
+			if sw == nil {
+				sw, err = r.restub(old, doc, prev, next)
+			}
 			if err != nil {
 				if err := fail(port, old, err); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			p.swaps = append(p.swaps, sw)
+			p.swaps = append(p.swaps, *sw)
 		default:
 			run, err := r.build(doc, next)
 			if err != nil {
@@ -226,17 +241,21 @@ func union(a, b []int) []int {
 	return slices.Compact(slices.Sorted(slices.Values(append(a, b...))))
 }
 
+// pluginsChanged reports whether any registered plugin changed: only then
+// need the stubs be read for the ones that use it.
+func pluginsChanged(prev, next *config.State) bool {
+	return !maps.Equal(prev.Plugins, next.Plugins)
+}
+
 // pluginsMoved reports whether a plugin some stub of doc uses by name now
 // names another module or limits.
 func pluginsMoved(doc *config.Imposter, prev, next *config.State) bool {
-	for _, st := range doc.Stubs {
-		for _, name := range st.Refs.Plugins {
-			if prev.Plugins[name] != next.Plugins[name] {
-				return true
-			}
-		}
-	}
-	return false
+	moved := false
+	doc.Each(func(st *config.Stub) bool {
+		moved = stubPluginsMoved(st, prev, next)
+		return !moved
+	})
+	return moved
 }
 
 // spec parses a stored imposter with its stubs.
@@ -245,21 +264,24 @@ func spec(doc *config.Imposter) (*imposter.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Stubs = make([]*imposter.StubSpec, len(doc.Stubs))
-	for i, st := range doc.Stubs {
-		if s.Stubs[i], err = stubSpec(st); err != nil {
-			return nil, err
+	s.Stubs = make([]*imposter.StubSpec, 0, doc.Len())
+	doc.EachKeyed(func(k config.Key, st *config.Stub) bool {
+		var ss *imposter.StubSpec
+		if ss, err = stubSpec(k, st); err == nil {
+			s.Stubs = append(s.Stubs, ss)
 		}
-	}
-	return s, nil
+		return err == nil
+	})
+	return s, err
 }
 
-func stubSpec(st config.Stub) (*imposter.StubSpec, error) {
-	ss, err := imposter.ParseStub(st.JSON)
+// stubSpec parses a stored stub, with every response proxyAlways added.
+func stubSpec(k config.Key, st *config.Stub) (*imposter.StubSpec, error) {
+	ss, err := imposter.ParseStub(st.Doc())
 	if err != nil {
 		return nil, err
 	}
-	ss.ID, ss.Refs = st.ID, st.Refs
+	ss.ID, ss.Refs, ss.Key = st.ID, st.Refs, k
 	return ss, nil
 }
 
@@ -273,43 +295,119 @@ func (r *reconciler) build(doc *config.Imposter, cfg *config.State) (*running, e
 	if err != nil {
 		return nil, err
 	}
-	run := &running{imp: imp, doc: doc, stubs: make(map[uint64]compiled, len(doc.Stubs))}
-	for i, st := range imp.Stubs() {
-		run.stubs[st.Spec.ID] = compiled{doc: doc.Stubs[i], st: st}
+	run := &running{imp: imp, doc: doc, stubs: make(map[uint64]compiled, doc.Len())}
+	for _, st := range imp.Stubs() {
+		d, _ := doc.Stub(st.Spec.ID)
+		run.stubs[st.Spec.ID] = compiled{doc: d, st: st}
 	}
 	return run, nil
+}
+
+// same reports whether a running stub compiled from was is still what st
+// defines, but for the responses proxyAlways added to st since.
+func same(was, st *config.Stub) bool {
+	return bytes.Equal(was.JSON, st.JSON) && st.NumMore() >= was.NumMore()
+}
+
+// recorded moves a running imposter to doc when only recordings made doc
+// from the version it runs: the stubs they added are compiled and the
+// responses they added to running stubs are, nothing else, so the move
+// costs what the recordings do, however many stubs the imposter has. It
+// returns nil when doc was made otherwise, for restub.
+//
+// Not strict (a committed state), a recorded stub or response that does
+// not compile is left out, said in the log, rather than the imposter.
+func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.State, moved, strict bool) (*swap, error) {
+	ids, ok := doc.Changes(run.doc)
+	if !ok || moved {
+		return nil, nil
+	}
+	sw := &swap{run: run, doc: doc, changed: make(map[uint64]compiled, len(ids))}
+	for _, id := range ids {
+		st, ok := doc.Stub(id)
+		if !ok {
+			return nil, nil
+		}
+		if old, had := run.stubs[id]; had {
+			if !same(old.doc, st) {
+				return nil, nil
+			}
+			if st.NumMore() > old.doc.NumMore() {
+				x, err := run.imp.Extend(old.st, st.More(old.doc.NumMore()), next)
+				if err != nil {
+					if strict {
+						return nil, err
+					}
+					r.log.Error("a recorded response does not compile; it is left out", "port", doc.Port, "stub", id, "err", err)
+					continue
+				}
+				sw.extends = append(sw.extends, x)
+			}
+			sw.changed[id] = compiled{doc: st, st: old.st}
+			continue
+		}
+		k, _ := doc.Key(id)
+		ss, err := stubSpec(k, st)
+		var c *imposter.Stub
+		if err == nil {
+			c, err = run.imp.CompileStub(ss, next)
+		}
+		if err != nil {
+			if strict {
+				return nil, err
+			}
+			r.log.Error("a recorded stub does not compile; it is left out", "port", doc.Port, "stub", id, "err", err)
+			continue
+		}
+		sw.added = append(sw.added, c)
+		sw.changed[id] = compiled{doc: st, st: c}
+	}
+	return sw, nil
 }
 
 // restub compiles the stub list doc gives a running imposter: a stub whose
 // definition and plugins are unchanged is kept as it is, and a recompiled
 // one (a proxyAlways recording added a response) goes on where it was.
-func (r *reconciler) restub(run *running, doc *config.Imposter, prev, next *config.State) (swap, error) {
-	sw := swap{run: run, doc: doc, stubs: make(map[uint64]compiled, len(doc.Stubs)), list: make([]*imposter.Stub, 0, len(doc.Stubs))}
-	for _, st := range doc.Stubs {
+func (r *reconciler) restub(run *running, doc *config.Imposter, prev, next *config.State) (*swap, error) {
+	n := doc.Len()
+	sw := &swap{run: run, doc: doc, stubs: make(map[uint64]compiled, n), list: make([]*imposter.Stub, 0, n), keys: make([]config.Key, 0, n)}
+	var err error
+	doc.EachKeyed(func(k config.Key, st *config.Stub) bool {
 		old, had := run.stubs[st.ID]
-		if had && bytes.Equal(old.doc.JSON, st.JSON) && !stubPluginsMoved(st, prev, next) {
+		if had && same(old.doc, st) && !stubPluginsMoved(st, prev, next) {
+			if st.NumMore() > old.doc.NumMore() {
+				var x *imposter.Extension
+				if x, err = run.imp.Extend(old.st, st.More(old.doc.NumMore()), next); err != nil {
+					return false
+				}
+				sw.extends = append(sw.extends, x)
+			}
 			sw.stubs[st.ID] = compiled{doc: st, st: old.st}
-			sw.list = append(sw.list, old.st)
-			continue
+			sw.list, sw.keys = append(sw.list, old.st), append(sw.keys, k)
+			return true
 		}
-		ss, err := stubSpec(st)
-		if err != nil {
-			return swap{}, err
+		var ss *imposter.StubSpec
+		if ss, err = stubSpec(k, st); err != nil {
+			return false
 		}
-		c, err := run.imp.CompileStub(ss, next)
-		if err != nil {
-			return swap{}, err
+		var c *imposter.Stub
+		if c, err = run.imp.CompileStub(ss, next); err != nil {
+			return false
 		}
 		if had {
 			c.Continue(old.st)
 		}
 		sw.stubs[st.ID] = compiled{doc: st, st: c}
-		sw.list = append(sw.list, c)
+		sw.list, sw.keys = append(sw.list, c), append(sw.keys, k)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return sw, nil
 }
 
-func stubPluginsMoved(st config.Stub, prev, next *config.State) bool {
+func stubPluginsMoved(st *config.Stub, prev, next *config.State) bool {
 	for _, name := range st.Refs.Plugins {
 		if prev.Plugins[name] != next.Plugins[name] {
 			return true
@@ -337,7 +435,16 @@ func (p *plan) Commit() {
 		delete(r.running, run.imp.Port())
 	}
 	for _, sw := range p.swaps {
-		sw.run.imp.SetStubs(sw.list)
+		for _, x := range sw.extends {
+			x.Commit()
+		}
+		if sw.list == nil {
+			sw.run.imp.AddStubs(sw.added)
+			maps.Copy(sw.run.stubs, sw.changed)
+			sw.run.doc = sw.doc
+			continue
+		}
+		sw.run.imp.SetStubs(sw.list, sw.keys)
 		sw.run.stubs, sw.run.doc = sw.stubs, sw.doc
 	}
 	for _, st := range p.starts {
@@ -345,7 +452,24 @@ func (p *plan) Commit() {
 		r.running[st.run.imp.Port()] = st.run
 	}
 	r.mu.Unlock()
-	r.e.unloadUnused(p.next)
+	if !p.recordingsOnly() {
+		r.e.unloadUnused(p.next)
+	}
+}
+
+// recordingsOnly reports whether the plan only adds what recordings made,
+// which names no module: there is nothing to unload, and looking would
+// read every stub.
+func (p *plan) recordingsOnly() bool {
+	if len(p.stops)+len(p.starts) > 0 || !maps.Equal(p.prev.Plugins, p.next.Plugins) {
+		return false
+	}
+	for _, sw := range p.swaps {
+		if sw.list != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // serve starts run on ln, or on its port freshly bound when ln is nil (it

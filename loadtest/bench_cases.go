@@ -224,7 +224,34 @@ func benchCases(wasmDir, upstream string) []benchCase {
 			},
 		},
 	)
-	return cases
+	return append(cases, recordingCases(upstream)...)
+}
+
+// recordingCases load proxies that record (issue 34): proxyAlways adds
+// every answer to one recorded stub, proxyOnce records a new path per
+// request; proxyTransparent records nothing, and with
+// _rift.proxyKeepAlive keeps the client's connection as the others do
+// not (mb closes it). Select them alone with -only '^record-'.
+func recordingCases(upstream string) []benchCase {
+	both := []string{sysRift, sysMB}
+	proxy := func(mode, extra string) func(int) string {
+		return func(p int) string {
+			return imposter(p, extra, []string{fmt.Sprintf(`{"responses":[{"proxy":{"to":%q,"mode":%q,"predicateGenerators":[{"matches":{"path":true}}]}}]}`, upstream, mode)})
+		}
+	}
+	hello := []probeStep{{method: "GET", path: "/probe", status: 200, body: "hello"}}
+	return []benchCase{
+		{id: "record-always", title: "`proxyAlways`: every answer recorded into one stub", systems: both,
+			imposter: proxy("proxyAlways", ""), scenario: get("/always"), probe: hello, mbTarget: 10},
+		{id: "record-once-new", title: "`proxyOnce`, a new path (a new stub) per request", systems: both,
+			imposter: proxy("proxyOnce", ""),
+			scenario: &Scenario{NoFlowHeader: true, Steps: []Step{{Method: "GET", Path: "/r/{{vu}}/{{iter}}", ExpectStatus: 200}}},
+			probe:    hello},
+		{id: "record-transparent", title: "`proxyTransparent` (nothing recorded)", systems: both,
+			imposter: proxy("proxyTransparent", ""), scenario: get("/t"), probe: hello},
+		{id: "record-transparent-keepalive", title: "`proxyTransparent`, `_rift.proxyKeepAlive`", systems: []string{sysRift},
+			imposter: proxy("proxyTransparent", `"_rift":{"proxyKeepAlive":true},`), scenario: get("/t"), probe: hello},
+	}
 }
 
 // flowPerUser keys an imposter's flows on the load generator's X-Flow-Id.

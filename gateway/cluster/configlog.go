@@ -212,6 +212,14 @@ func (l configLog) Submit(ctx context.Context, cmd *config.Command) (config.Resu
 	}
 	ctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
+	if cmd.Op == config.OpRecordStub || cmd.Op == config.OpRecordStubs {
+		// Recordings go straight to the log: the engine made them, each
+		// is applied or refused on its own whatever the state (its proxy
+		// stub gone), and a recorded stub that does not compile is left
+		// out where it runs. No barrier and no dry run, which would cost
+		// a round trip and a copy of the state per batch.
+		return n.propose(ctx, cmd)
+	}
 	bctx, bcancel := context.WithTimeout(ctx, leaderWait)
 	err = n.group.ReadBarrier(bctx)
 	bcancel()

@@ -537,3 +537,85 @@ func TestLinearizableAcrossProcessesThroughFaults(t *testing.T) {
 
 	cluster.CheckLinearizable(t, history, 200)
 }
+
+// Recordings from every node reach the log in batches: 3 nodes take 16
+// concurrent requests each, every one of a new path, through proxyOnce
+// and proxyAlways. Every path reaches the upstream once per mode and ends
+// recorded on every node, and the log grew by fewer entries than there
+// were recordings.
+func TestRecordingsFromEveryNodeAreBatched(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		_, _ = io.WriteString(w, "upstream "+r.URL.Path)
+	}))
+	defer upstream.Close()
+	c := clustertest.Start(t, clustertest.Options{})
+	ports := map[string]int{}
+	for _, mode := range []string{"proxyOnce", "proxyAlways"} {
+		port := gatewaytest.FreePort(t)
+		ports[mode] = port
+		postServed(t, c, port, map[string]any{"protocol": "http", "port": port, "stubs": []any{
+			map[string]any{"responses": []any{map[string]any{"proxy": map[string]any{"to": upstream.URL, "mode": mode,
+				"predicateGenerators": []any{map[string]any{"matches": map[string]any{"path": true}}}}}}},
+		}})
+	}
+	before, err := c.Nodes[0].Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perWorker = 25
+	var wg sync.WaitGroup
+	var bad atomic.Int32
+	for w := range 48 {
+		n := c.Nodes[w%3]
+		wg.Go(func() {
+			for i := range perWorker {
+				for mode, port := range ports {
+					path := fmt.Sprintf("/%s/%d/%d", mode, w, i)
+					if code, body := send("GET", imposterURLOn(n.Host, port, path), nil, ""); code != http.StatusOK || body != "upstream "+path {
+						if bad.Add(1) == 1 {
+							t.Errorf("%s %s: %d %s", n.Name, path, code, body)
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	recordings := 48 * perWorker * len(ports)
+	mu.Lock()
+	for p, n := range hits {
+		if n != 1 {
+			t.Errorf("%s reached the upstream %d times", p, n)
+		}
+	}
+	if len(hits) != recordings {
+		t.Errorf("%d paths reached the upstream, want %d", len(hits), recordings)
+	}
+	mu.Unlock()
+	after, err := c.Nodes[0].Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := after.AppliedIndex - before.AppliedIndex
+	t.Logf("%d recordings took %d log entries", recordings, entries)
+	if entries >= uint64(recordings) {
+		t.Errorf("%d recordings took %d log entries: not batched", recordings, entries)
+	}
+	for _, n := range c.Nodes {
+		for mode, port := range ports {
+			want := 48*perWorker + 1
+			clustertest.Eventually(t, 20*time.Second, fmt.Sprintf("%s to show the %s recordings", n.Name, mode), func() bool {
+				code, body := n.Do("GET", "/imposters/"+strconv.Itoa(port), nil)
+				var doc struct {
+					Stubs []json.RawMessage `json:"stubs"`
+				}
+				return code == http.StatusOK && json.Unmarshal(body, &doc) == nil && len(doc.Stubs) == want
+			})
+		}
+	}
+}

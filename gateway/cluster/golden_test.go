@@ -38,6 +38,10 @@ func TestEntryGolden(t *testing.T) {
 	res := config.Result{Dropped: []int{4545}, StubID: 7}
 	checkHex(t, "response", encode(t, response{Index: 42, Result: &res}), "a201182a02a202811911c10307")
 	checkHex(t, "refused entry", encode(t, response{Index: 43, Err: "x"}), "a201182b036178")
+	// A batch of recordings (config.OpRecordStubs) answers one result per
+	// recording: the first kept as stub 8, the second refused.
+	batch := config.Result{Results: []config.Result{{StubID: 8}, {Err: &config.Error{Code: "no such resource", Message: "gone"}}}}
+	checkHex(t, "batch response", encode(t, response{Index: 44, Result: &batch}), "a201182c02a10482a10308a101a201706e6f2073756368207265736f757263650264676f6e65")
 
 	// The pinned bytes decode to what they were made from.
 	var back entry

@@ -188,7 +188,7 @@ func TestGroupReplicatesAndSnapshots(t *testing.T) {
 			t.Fatalf("create on %s: %v", m.name, res.Err)
 		}
 		// Read your own write on the member that took it.
-		if imp := m.rec.state().Imposter(port); imp == nil || !bytes.Contains(imp.Stubs[0].JSON, []byte(`"`+strconv.Itoa(i)+`"`)) {
+		if imp := m.rec.state().Imposter(port); imp == nil || !bytes.Contains(imp.Stubs()[0].JSON, []byte(`"`+strconv.Itoa(i)+`"`)) {
 			t.Fatalf("%s does not run its own write %d", m.name, i)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 )
@@ -27,6 +28,12 @@ func Apply(s *State, cmd *Command) (*State, Result) {
 	res := next.apply(cmd)
 	if res.Err != nil {
 		return s, Result{Err: res.Err}
+	}
+	if cmd.Op == OpRecordStub || cmd.Op == OpRecordStubs {
+		// A recording names no module (record refuses one that does), so
+		// no reference can dangle or go: the checks below, which read
+		// every stub, have nothing to find.
+		return next, res
 	}
 	for h, b := range cmd.Modules {
 		if _, ok := next.Modules[h]; !ok {
@@ -100,15 +107,29 @@ func (s *State) apply(cmd *Command) Result {
 			}
 		}
 		return Result{Dropped: dropped}
-	case OpInsertStub, OpReplaceStub, OpDeleteStub, OpReplaceStubs, OpRecordStub, OpDropRecorded:
+	case OpRecordStub:
+		if len(cmd.Stubs) != 1 {
+			return refuse(mberr.BadData, "%s needs one stub", cmd.Op)
+		}
+		return s.record(map[int]*Imposter{}, Record{Port: cmd.Port, Anchor: cmd.Anchor, Once: cmd.Once, Stub: cmd.Stubs[0]})
+	case OpRecordStubs:
+		// Each recording is applied or refused on its own; the batch
+		// itself never is.
+		derived := map[int]*Imposter{}
+		res := Result{Results: make([]Result, len(cmd.Records))}
+		for i, r := range cmd.Records {
+			res.Results[i] = s.record(derived, r)
+		}
+		return res
+	case OpInsertStub, OpReplaceStub, OpDeleteStub, OpReplaceStubs, OpDropRecorded:
 		old := s.Imposters[cmd.Port]
 		if old == nil {
 			return refuse(mberr.NoSuchResource, MsgNoImposter)
 		}
-		imp := &Imposter{Port: old.Port, Header: old.Header, Stubs: slices.Clone(old.Stubs)}
-		res := s.editStubs(imp, cmd)
+		stubs := slices.Clone(old.Stubs())
+		res := s.editStubs(&stubs, cmd)
 		if res.Err == nil {
-			s.setImposter(imp)
+			s.setImposter(NewImposter(old.Port, old.Header, stubs))
 		}
 		return res
 	case OpPutPlugin:
@@ -142,11 +163,11 @@ func checkPort(port int) Result {
 
 // imposter makes an imposter of doc, its stubs numbered from NextStubID.
 func (s *State) imposter(doc ImposterDoc) *Imposter {
-	imp := &Imposter{Port: doc.Port, Header: doc.Header, Stubs: make([]Stub, 0, len(doc.Stubs))}
+	stubs := make([]Stub, 0, len(doc.Stubs))
 	for _, sd := range doc.Stubs {
-		imp.Stubs = append(imp.Stubs, s.stub(sd))
+		stubs = append(stubs, s.stub(sd))
 	}
-	return imp
+	return NewImposter(doc.Port, doc.Header, stubs)
 }
 
 func (s *State) stub(sd StubDoc) Stub {
@@ -162,8 +183,10 @@ func (s *State) setImposter(imp *Imposter) {
 	s.Imposters[imp.Port] = imp
 }
 
-// editStubs applies a stub command to imp, a copy the caller owns.
-func (s *State) editStubs(imp *Imposter, cmd *Command) Result {
+// editStubs applies a stub command to list, a copy the caller owns.
+func (s *State) editStubs(list *[]Stub, cmd *Command) Result {
+	stubs := *list
+	defer func() { *list = stubs }()
 	one := func() (StubDoc, Result) {
 		if len(cmd.Stubs) != 1 {
 			return StubDoc{}, refuse(mberr.BadData, "%s needs one stub", cmd.Op)
@@ -186,71 +209,43 @@ func (s *State) editStubs(imp *Imposter, cmd *Command) Result {
 		}
 		i := cmd.Index
 		if i == -1 {
-			i = len(imp.Stubs)
+			i = len(stubs)
 		}
-		if i < 0 || i > len(imp.Stubs) {
+		if i < 0 || i > len(stubs) {
 			return refuse(mberr.BadData, MsgIndex)
 		}
 		st := s.stub(sd)
-		imp.Stubs = slices.Insert(imp.Stubs, i, st)
+		stubs = slices.Insert(stubs, i, st)
 		return Result{StubID: st.ID}
 	case OpReplaceStub:
 		sd, r := one()
 		if r.Err != nil {
 			return r
 		}
-		i, r := at(len(imp.Stubs))
+		i, r := at(len(stubs))
 		if r.Err != nil {
 			return r
 		}
 		st := s.stub(sd)
-		imp.Stubs[i] = st
+		stubs[i] = st
 		return Result{StubID: st.ID}
 	case OpDeleteStub:
-		i, r := at(len(imp.Stubs))
+		i, r := at(len(stubs))
 		if r.Err != nil {
 			return r
 		}
-		imp.Stubs = slices.Delete(imp.Stubs, i, i+1)
+		stubs = slices.Delete(stubs, i, i+1)
 		return Result{}
 	case OpReplaceStubs:
-		imp.Stubs = make([]Stub, 0, len(cmd.Stubs))
+		stubs = make([]Stub, 0, len(cmd.Stubs))
 		for _, sd := range cmd.Stubs {
-			imp.Stubs = append(imp.Stubs, s.stub(sd))
+			stubs = append(stubs, s.stub(sd))
 		}
 		return Result{}
-	case OpRecordStub:
-		sd, r := one()
-		if r.Err != nil {
-			return r
-		}
-		anchor := imp.Index(cmd.Anchor)
-		if anchor < 0 {
-			return refuse(mberr.NoSuchResource, "the proxy stub that recorded this is gone")
-		}
-		if cmd.Once {
-			st := s.stub(sd)
-			imp.Stubs = slices.Insert(imp.Stubs, anchor, st)
-			return Result{StubID: st.ID}
-		}
-		for i := anchor + 1; i < len(imp.Stubs); i++ {
-			if imp.Stubs[i].Signature != sd.Signature {
-				continue
-			}
-			added, ok := appendResponses(imp.Stubs[i].JSON, sd.JSON)
-			if !ok {
-				return refuse(mberr.BadData, "cannot add a recorded response to stub %d", i)
-			}
-			imp.Stubs[i].JSON = added
-			return Result{StubID: imp.Stubs[i].ID}
-		}
-		st := s.stub(sd)
-		imp.Stubs = append(imp.Stubs, st)
-		return Result{StubID: st.ID}
 	case OpDropRecorded:
-		kept := make([]Stub, 0, len(imp.Stubs))
-		for _, st := range imp.Stubs {
-			b, ok := dropRecorded(st.JSON)
+		kept := make([]Stub, 0, len(stubs))
+		for _, st := range stubs {
+			b, ok := dropRecorded(st.JSON) // Stubs() gave each its whole JSON
 			if !ok {
 				continue // every response was recorded: the stub goes
 			}
@@ -258,10 +253,104 @@ func (s *State) editStubs(imp *Imposter, cmd *Command) Result {
 			// responses over: new ids say the same.
 			kept = append(kept, s.stub(StubDoc{JSON: b, Refs: st.Refs, Signature: st.Signature}))
 		}
-		imp.Stubs = kept
+		stubs = kept
 		return Result{}
 	}
 	return refuse(mberr.BadData, "unknown stub command %s", cmd.Op)
+}
+
+// record applies one recording to the imposter on its port, deriving
+// the imposter once per command (derived holds the versions this command
+// made). It costs O(log n) in the imposter's stubs, and for proxyAlways
+// nothing in the responses the stub already has.
+func (s *State) record(derived map[int]*Imposter, r Record) Result {
+	imp := derived[r.Port]
+	if imp == nil {
+		old := s.Imposters[r.Port]
+		if old == nil {
+			return refuse(mberr.NoSuchResource, MsgNoImposter)
+		}
+		imp = old.derive()
+		derived[r.Port] = imp
+		s.setImposter(imp)
+	}
+	sd := r.Stub
+	if len(sd.Refs.Modules)+len(sd.Refs.Plugins) > 0 {
+		return refuse(mberr.BadData, "a recording names no module")
+	}
+	anchor, ok := imp.ids.Get(r.Anchor)
+	if !ok {
+		return refuse(mberr.NoSuchResource, "the proxy stub that recorded this is gone")
+	}
+	if r.Once {
+		if anchor.minor != 0 {
+			// Only a recording has a minor key, and a recording proxies
+			// nothing; renumbering keeps this true whatever made it.
+			renumber(imp)
+			anchor, _ = imp.ids.Get(r.Anchor)
+		}
+		st := s.stub(sd)
+		imp.put(Key{anchor.major - 1, st.ID}, &st, true)
+		imp.changed(st.ID)
+		return Result{StubID: st.ID}
+	}
+	h := xxhash.Sum64String(sd.Signature)
+	var into *Stub
+	var at Key
+	imp.sigs.Ascend(sigKey{h, anchor}, func(k sigKey, id uint64) bool {
+		if k.hash != h {
+			return false
+		}
+		if k.at == anchor {
+			return true
+		}
+		st, _ := imp.stubs.Get(k.at)
+		if st.Signature == sd.Signature {
+			into, at = st, k.at
+			return false
+		}
+		return true
+	})
+	if into != nil {
+		rs, ok := responsesOf(sd.JSON)
+		if !ok {
+			return refuse(mberr.BadData, "cannot add a recorded response to stub %d", into.ID)
+		}
+		imp.put(at, into.withMore(rs), false)
+		imp.changed(into.ID)
+		return Result{StubID: into.ID}
+	}
+	last, _, _ := imp.stubs.Last()
+	st := s.stub(sd)
+	imp.put(Key{major: last.major | 1 + 1}, &st, true)
+	imp.changed(st.ID)
+	return Result{StubID: st.ID}
+}
+
+// renumber gives imp's stubs fresh keys, in their order (O(n)).
+func renumber(imp *Imposter) {
+	fresh := NewImposter(imp.Port, imp.Header, nil)
+	i := 0
+	imp.stubs.Each(func(_ Key, st *Stub) bool {
+		i++
+		fresh.put(Key{major: 2 * uint64(i)}, st, true)
+		return true
+	})
+	imp.stubs, imp.ids, imp.sigs = fresh.stubs, fresh.ids, fresh.sigs
+	imp.journal, imp.jlen = &journal{}, 0
+}
+
+// responsesOf returns the responses of a stub's JSON.
+func responsesOf(stub []byte) ([]json.RawMessage, bool) {
+	fields, err := message.ObjectFields(stub)
+	if err != nil {
+		return nil, false
+	}
+	var rs []json.RawMessage
+	if json.Unmarshal(get(fields, "responses"), &rs) != nil {
+		return nil, false
+	}
+	return rs, true
 }
 
 // checkRefs refuses a state whose stubs or plugins name a module it lacks:
@@ -272,35 +361,38 @@ func (s *State) checkRefs() Result {
 			return refuse(mberr.BadData, "plugin %q: module %s is missing", name, p.Hash)
 		}
 	}
+	var r Result
 	for _, port := range s.Ports() {
-		for _, st := range s.Imposters[port].Stubs {
+		s.Imposters[port].Each(func(st *Stub) bool {
 			for _, m := range st.Refs.Modules {
 				if _, ok := s.Modules[m.Hash]; !ok {
-					return refuse(mberr.BadData, "wasm module %q: its content is missing", m.Module)
+					r = refuse(mberr.BadData, "wasm module %q: its content is missing", m.Module)
+					return false
 				}
 			}
 			for _, name := range st.Refs.Plugins {
 				if _, ok := s.Plugins[name]; !ok {
-					return refuse(mberr.BadData, "no plugin named %q: PUT it to /plugins/%s first", name, name)
+					r = refuse(mberr.BadData, "no plugin named %q: PUT it to /plugins/%s first", name, name)
+					return false
 				}
 			}
+			return true
+		})
+		if r.Err != nil {
+			return r
 		}
 	}
-	return Result{}
+	return r
 }
 
-// appendResponses adds the responses of stub add to those of stub to.
-func appendResponses(to, add []byte) ([]byte, bool) {
+// appendResponses adds the responses more to those of stub to.
+func appendResponses(to []byte, more []json.RawMessage) ([]byte, bool) {
 	fields, err := message.ObjectFields(to)
 	if err != nil {
 		return nil, false
 	}
-	var have, more []json.RawMessage
+	var have []json.RawMessage
 	if raw := get(fields, "responses"); raw != nil && json.Unmarshal(raw, &have) != nil {
-		return nil, false
-	}
-	addFields, err := message.ObjectFields(add)
-	if err != nil || json.Unmarshal(get(addFields, "responses"), &more) != nil {
 		return nil, false
 	}
 	return withResponses(fields, append(have, more...)), true

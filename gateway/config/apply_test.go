@@ -36,7 +36,7 @@ func mustApply(t *testing.T, s *State, cmd *Command) (*State, Result) {
 // bodies lists the body of each stub's first `is`, or "-".
 func bodies(imp *Imposter) []string {
 	var out []string
-	for _, st := range imp.Stubs {
+	for _, st := range imp.Stubs() {
 		s := string(st.JSON)
 		i := strings.Index(s, `"body":"`)
 		if i < 0 {
@@ -51,7 +51,7 @@ func bodies(imp *Imposter) []string {
 
 func ids(imp *Imposter) []uint64 {
 	var out []uint64
-	for _, st := range imp.Stubs {
+	for _, st := range imp.Stubs() {
 		out = append(out, st.ID)
 	}
 	return out
@@ -164,19 +164,19 @@ func TestRecordStub(t *testing.T) {
 	// same predicates joins it as another response.
 	s, res = mustApply(t, s, &Command{Op: OpRecordStub, Port: 1, Anchor: anchor, Stubs: []StubDoc{recordedStub(`{"b":1}`, "r1")}})
 	imp := s.Imposter(1)
-	if imp.Index(res.StubID) != len(imp.Stubs)-1 {
-		t.Fatalf("proxyAlways placed at %d of %d", imp.Index(res.StubID), len(imp.Stubs))
+	if imp.Index(res.StubID) != len(imp.Stubs())-1 {
+		t.Fatalf("proxyAlways placed at %d of %d", imp.Index(res.StubID), len(imp.Stubs()))
 	}
 	again, res2 := mustApply(t, s, &Command{Op: OpRecordStub, Port: 1, Anchor: anchor, Stubs: []StubDoc{recordedStub(`{"b":1}`, "r2")}})
-	if res2.StubID != res.StubID || len(again.Imposter(1).Stubs) != len(imp.Stubs) {
+	if res2.StubID != res.StubID || len(again.Imposter(1).Stubs()) != len(imp.Stubs()) {
 		t.Fatalf("second recording: %+v", res2)
 	}
-	last := again.Imposter(1).Stubs[len(imp.Stubs)-1]
+	last := again.Imposter(1).Stubs()[len(imp.Stubs())-1]
 	if want := `{"predicates":[{"b":1}],"responses":[{"is":{"body":"r1","_proxyResponseTime":1}},{"is":{"body":"r2","_proxyResponseTime":1}}]}`; string(last.JSON) != want {
 		t.Fatalf("joined stub:\n%s\nwant\n%s", last.JSON, want)
 	}
 	// The earlier state is untouched: states are immutable.
-	if string(s.Imposter(1).Stubs[len(imp.Stubs)-1].JSON) == string(last.JSON) {
+	if string(s.Imposter(1).Stubs()[len(imp.Stubs())-1].JSON) == string(last.JSON) {
 		t.Fatalf("Apply changed an earlier state")
 	}
 	// A recording whose proxy stub is gone is refused.

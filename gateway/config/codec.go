@@ -92,3 +92,26 @@ func DecodeState(data []byte) (*State, error) {
 	}
 	return s, nil
 }
+
+// imposterWire is an Imposter's encoding: its stubs as a list, in order,
+// each with its whole JSON. The trees and order keys are rebuilt on decode.
+type imposterWire struct {
+	Port   int    `cbor:"1,keyasint"`
+	Header []byte `cbor:"2,keyasint"`
+	Stubs  []Stub `cbor:"3,keyasint,omitempty"`
+}
+
+// MarshalCBOR implements cbor.Marshaler.
+func (imp *Imposter) MarshalCBOR() ([]byte, error) {
+	return encMode.Marshal(imposterWire{Port: imp.Port, Header: imp.Header, Stubs: imp.Stubs()})
+}
+
+// UnmarshalCBOR implements cbor.Unmarshaler.
+func (imp *Imposter) UnmarshalCBOR(data []byte) error {
+	var w imposterWire
+	if err := decMode.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*imp = *NewImposter(w.Port, w.Header, w.Stubs)
+	return nil
+}

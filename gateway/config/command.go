@@ -48,6 +48,10 @@ const (
 	OpPutPlugin Op = 11
 	// OpDeletePlugin unregisters Name; refused while a stub uses it.
 	OpDeletePlugin Op = 12
+	// OpRecordStubs applies Records, in order, each as OpRecordStub would
+	// (Result.Results holds each one's result): the proxies' recordings
+	// batched, one durable write and one Raft entry for many.
+	OpRecordStubs Op = 13
 )
 
 var opNames = map[Op]string{
@@ -55,7 +59,7 @@ var opNames = map[Op]string{
 	OpDeleteImposter: "delete imposter", OpReplaceAll: "replace all imposters",
 	OpInsertStub: "insert stub", OpReplaceStub: "replace stub", OpDeleteStub: "delete stub",
 	OpReplaceStubs: "replace stubs", OpRecordStub: "record stub", OpDropRecorded: "drop recorded stubs",
-	OpPutPlugin: "put plugin", OpDeletePlugin: "delete plugin",
+	OpPutPlugin: "put plugin", OpDeletePlugin: "delete plugin", OpRecordStubs: "record stubs",
 }
 
 func (o Op) String() string {
@@ -81,6 +85,16 @@ type Command struct {
 	// command's stubs or plugin refer to and the state may lack.
 	Modules map[string][]byte `cbor:"10,keyasint,omitempty"`
 	Keep    bool              `cbor:"11,keyasint,omitempty"`
+	// Records are OpRecordStubs' recordings.
+	Records []Record `cbor:"12,keyasint,omitempty"`
+}
+
+// Record is one proxy recording, as OpRecordStub's fields give it.
+type Record struct {
+	Port   int     `cbor:"1,keyasint"`
+	Anchor uint64  `cbor:"2,keyasint"`
+	Once   bool    `cbor:"3,keyasint,omitempty"`
+	Stub   StubDoc `cbor:"4,keyasint"`
 }
 
 // ImposterDoc is an imposter as a command carries it.
@@ -109,6 +123,8 @@ type Result struct {
 	Dropped []int `cbor:"2,keyasint,omitempty"`
 	// StubID is the id of the stub the command inserted or recorded into.
 	StubID uint64 `cbor:"3,keyasint,omitempty"`
+	// Results are OpRecordStubs', one per recording.
+	Results []Result `cbor:"4,keyasint,omitempty"`
 }
 
 // Error is a refusal in Mountebank's terms: its code, message and, when it

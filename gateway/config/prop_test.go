@@ -45,7 +45,7 @@ func genCommand(t *rapid.T) *Command {
 		mods = nil // the state may already hold them, or the command is refused
 	}
 	c := &Command{
-		Op:      Op(rapid.IntRange(1, 12).Draw(t, "op")),
+		Op:      Op(rapid.IntRange(1, 13).Draw(t, "op")),
 		Port:    port,
 		Index:   rapid.IntRange(-1, 4).Draw(t, "index"),
 		Anchor:  rapid.Uint64Range(0, 12).Draw(t, "anchor"),
@@ -66,6 +66,19 @@ func genCommand(t *rapid.T) *Command {
 		c.Stubs = []StubDoc{genStub(t, "one")}
 	case OpReplaceStubs:
 		c.Stubs = genStubs(t, "all")
+	case OpRecordStubs:
+		for i := range rapid.IntRange(0, 4).Draw(t, "nrecs") {
+			sd := genStub(t, fmt.Sprint("rec", i))
+			if i%2 == 0 {
+				sd.Refs = Refs{} // mostly valid: a recording names no module
+			}
+			c.Records = append(c.Records, Record{
+				Port:   rapid.IntRange(1, 3).Draw(t, fmt.Sprint("recport", i)),
+				Anchor: rapid.Uint64Range(0, 12).Draw(t, fmt.Sprint("recanchor", i)),
+				Once:   rapid.Bool().Draw(t, fmt.Sprint("reconce", i)),
+				Stub:   sd,
+			})
+		}
 	}
 	return c
 }

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/riftgate/riftgate/gateway/ptree"
 )
 
 // State is the whole imposter configuration.
@@ -20,12 +24,193 @@ type State struct {
 	NextStubID uint64 `cbor:"4,keyasint,omitempty"`
 }
 
-// Imposter is one imposter's definition.
+// Imposter is one imposter's definition. Its stubs are kept in persistent
+// trees (gateway/ptree), ordered by an order key, so that a recording makes a new
+// version in O(log n) sharing every other stub; Stubs lists them.
 type Imposter struct {
-	Port int `cbor:"1,keyasint"`
+	Port int
 	// Header is the imposter's JSON without its stubs, as stored.
-	Header []byte `cbor:"2,keyasint"`
-	Stubs  []Stub `cbor:"3,keyasint,omitempty"`
+	Header []byte
+
+	stubs ptree.Map[Key, *Stub]  // in the imposter's order
+	ids   ptree.Map[uint64, Key] // stub id → its order key
+	sigs  ptree.Map[sigKey, uint64]
+	list  *stubList // Stubs(), made once per version on demand
+	// journal lists the ids of the stubs recordings added or extended,
+	// since the version that started it: what the reconciler reads to
+	// move a running imposter between two versions without comparing
+	// every stub. jlen is how much of it this version includes.
+	journal *journal
+	jlen    int
+}
+
+// Key orders an imposter's stubs. A rebuilt imposter numbers its stubs
+// (2, 0), (4, 0), ...; proxyOnce puts a recording before its proxy stub
+// (m, 0) at (m-1, id), ids growing, and proxyAlways appends a new stub at
+// the next even major. Keys are not encoded: a decoded imposter is
+// renumbered, which keeps the order, and the order is all they say.
+type Key struct{ major, minor uint64 }
+
+// NewKey returns a key (for tests of what orders stubs by key).
+func NewKey(major, minor uint64) Key { return Key{major, minor} }
+
+// Compare orders two keys as their stubs are ordered.
+func (a Key) Compare(b Key) int {
+	if a.major != b.major {
+		return cmpU(a.major, b.major)
+	}
+	return cmpU(a.minor, b.minor)
+}
+
+func cmpOkey(a, b Key) int { return a.Compare(b) }
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// sigKey indexes stubs by the hash of their signature, then by order:
+// the first stub after a proxy stub with a recording's signature is one
+// Ascend away.
+type sigKey struct {
+	hash uint64
+	at   Key
+}
+
+func cmpSig(a, b sigKey) int {
+	if a.hash != b.hash {
+		return cmpU(a.hash, b.hash)
+	}
+	return cmpOkey(a.at, b.at)
+}
+
+type stubList struct {
+	once  sync.Once
+	stubs []Stub
+}
+
+// journal is shared by the versions of an imposter that recordings made
+// one from another. Only the newest version appends to it; a version made
+// from an older one (a state forked, as tests and refused batches do)
+// starts a journal of its own.
+type journal struct {
+	mu  sync.Mutex
+	ids []uint64
+}
+
+// NewImposter makes an imposter of stubs, in order.
+func NewImposter(port int, header []byte, stubs []Stub) *Imposter {
+	imp := &Imposter{Port: port, Header: header, list: &stubList{}, journal: &journal{},
+		stubs: ptree.New[Key, *Stub](cmpOkey), ids: ptree.New[uint64, Key](cmpU), sigs: ptree.New[sigKey, uint64](cmpSig)}
+	for i := range stubs {
+		st := stubs[i]
+		imp.put(Key{major: 2 * uint64(i+1)}, &st, true)
+	}
+	return imp
+}
+
+// put sets the stub at k; fresh says it is new to the imposter.
+func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
+	imp.stubs = imp.stubs.Set(k, st)
+	if fresh {
+		imp.ids = imp.ids.Set(st.ID, k)
+		imp.sigs = imp.sigs.Set(sigKey{xxhash.Sum64String(st.Signature), k}, st.ID)
+	}
+}
+
+// derive returns a version of imp for a recording to change: it shares
+// every tree, and the journal when imp is its newest version.
+func (imp *Imposter) derive() *Imposter {
+	d := *imp
+	d.list = &stubList{}
+	imp.journal.mu.Lock()
+	if len(imp.journal.ids) != imp.jlen {
+		d.journal, d.jlen = &journal{}, 0
+	}
+	imp.journal.mu.Unlock()
+	return &d
+}
+
+// changed notes in the journal that the stub id was added or extended.
+func (imp *Imposter) changed(id uint64) {
+	j := imp.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.ids) != imp.jlen {
+		// Another version was made from the one imp came from meanwhile:
+		// imp's history starts here.
+		imp.journal, imp.jlen = &journal{}, 0
+		j = imp.journal
+	}
+	j.ids = append(j.ids, id)
+	imp.jlen++
+}
+
+// Changes returns the ids of the stubs (each once, in the order first
+// changed) that recordings added or gave responses to on the way from
+// prev to imp; ok is false when imp was not made from prev by recordings
+// alone, and every stub is to be compared.
+func (imp *Imposter) Changes(prev *Imposter) (ids []uint64, ok bool) {
+	if prev == nil || imp.journal != prev.journal || prev.jlen > imp.jlen {
+		return nil, false
+	}
+	imp.journal.mu.Lock()
+	span := slices.Clone(imp.journal.ids[prev.jlen:imp.jlen])
+	imp.journal.mu.Unlock()
+	seen := make(map[uint64]bool, len(span))
+	for _, id := range span {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, true
+}
+
+// Key returns the order key of the stub with id.
+func (imp *Imposter) Key(id uint64) (Key, bool) { return imp.ids.Get(id) }
+
+// EachKeyed calls fn on every stub, with its order key, in order until fn
+// returns false.
+func (imp *Imposter) EachKeyed(fn func(Key, *Stub) bool) { imp.stubs.Each(fn) }
+
+// Len is the number of stubs.
+func (imp *Imposter) Len() int { return imp.stubs.Len() }
+
+// Stub returns the stub with id, as stored, and its position's key.
+func (imp *Imposter) Stub(id uint64) (*Stub, bool) {
+	k, ok := imp.ids.Get(id)
+	if !ok {
+		return nil, false
+	}
+	return imp.stubs.Get(k)
+}
+
+// Each calls fn on every stub in order until fn returns false; the stubs
+// are as stored (Stub.Doc gives their whole JSON).
+func (imp *Imposter) Each(fn func(*Stub) bool) {
+	imp.stubs.Each(func(_ Key, st *Stub) bool { return fn(st) })
+}
+
+// Stubs lists the stubs in order, each with its whole JSON. It is made
+// once per version: O(n), for the admin API and the edits that rebuild.
+func (imp *Imposter) Stubs() []Stub {
+	imp.list.once.Do(func() {
+		out := make([]Stub, 0, imp.stubs.Len())
+		imp.stubs.Each(func(_ Key, st *Stub) bool {
+			c := *st
+			c.JSON, c.more, c.nmore = st.Doc(), nil, 0
+			out = append(out, c)
+			return true
+		})
+		imp.list.stubs = out
+	})
+	return imp.list.stubs
 }
 
 // Stub is one stub of an imposter.
@@ -33,7 +218,8 @@ type Stub struct {
 	// ID is stable: edits to other stubs keep it, so what the engine keeps
 	// per stub (where its responses cycle is) survives them.
 	ID uint64 `cbor:"1,keyasint"`
-	// JSON is the stub as stored.
+	// JSON is the stub as stored; for a stub proxyAlways recorded into,
+	// without the responses in More (Doc has them all).
 	JSON []byte `cbor:"2,keyasint"`
 	// Refs are the modules the stub names.
 	Refs Refs `cbor:"3,keyasint,omitempty"`
@@ -42,6 +228,67 @@ type Stub struct {
 	// Signature identifies a recorded stub's predicates, canonically:
 	// proxyAlways adds a response to the recorded stub of equal signature.
 	Signature string `cbor:"5,keyasint,omitempty"`
+
+	// more holds, in order, the responses proxyAlways added after JSON
+	// was made; the first nmore are this version's. Appending one shares
+	// the list with the version before (more's owner check).
+	more  *moreList
+	nmore int
+}
+
+// moreList is the responses proxyAlways added to a stub, shared by the
+// versions of the stub like a journal.
+type moreList struct {
+	mu sync.Mutex
+	rs []json.RawMessage
+}
+
+// withMore returns a copy of st with rs added to its responses.
+func (st *Stub) withMore(rs []json.RawMessage) *Stub {
+	c := *st
+	l := st.more
+	if l == nil {
+		l = &moreList{}
+	}
+	l.mu.Lock()
+	if len(l.rs) != st.nmore {
+		// A version made from st already added to the list: copy.
+		nl := &moreList{rs: slices.Clone(l.rs[:st.nmore])}
+		l.mu.Unlock()
+		l = nl
+		l.mu.Lock()
+	}
+	l.rs = append(l.rs, rs...)
+	c.more, c.nmore = l, len(l.rs)
+	l.mu.Unlock()
+	return &c
+}
+
+// More returns the responses proxyAlways added to the stub after its JSON
+// was made, from the from-th on.
+func (st *Stub) More(from int) []json.RawMessage {
+	if st.more == nil || from >= st.nmore {
+		return nil
+	}
+	st.more.mu.Lock()
+	defer st.more.mu.Unlock()
+	return st.more.rs[from:st.nmore:st.nmore]
+}
+
+// NumMore is how many responses proxyAlways added after the JSON.
+func (st *Stub) NumMore() int { return st.nmore }
+
+// Doc is the stub's whole JSON: its responses with those proxyAlways
+// added, as mb stores them.
+func (st *Stub) Doc() []byte {
+	if st.nmore == 0 {
+		return st.JSON
+	}
+	b, ok := appendResponses(st.JSON, st.More(0))
+	if !ok {
+		return st.JSON
+	}
+	return b
 }
 
 // Refs are the modules a stub's wasm predicates, responses and decorators
@@ -102,17 +349,18 @@ func (s *State) Imposter(port int) *Imposter { return s.Imposters[port] }
 
 // Index returns the position of the stub with id, or -1.
 func (imp *Imposter) Index(id uint64) int {
-	return slices.IndexFunc(imp.Stubs, func(st Stub) bool { return st.ID == id })
+	return slices.IndexFunc(imp.Stubs(), func(st Stub) bool { return st.ID == id })
 }
 
 // Equal reports whether two imposters have the same definition, stub ids
 // aside: replacing one with the other changes nothing a client can see.
 func (imp *Imposter) Equal(o *Imposter) bool {
-	if imp.Port != o.Port || !bytes.Equal(imp.Header, o.Header) || len(imp.Stubs) != len(o.Stubs) {
+	if imp.Port != o.Port || !bytes.Equal(imp.Header, o.Header) || imp.Len() != o.Len() {
 		return false
 	}
-	for i := range imp.Stubs {
-		a, b := imp.Stubs[i], o.Stubs[i]
+	as, bs := imp.Stubs(), o.Stubs()
+	for i := range as {
+		a, b := as[i], bs[i]
 		if !bytes.Equal(a.JSON, b.JSON) || a.Recorded != b.Recorded || a.Signature != b.Signature || !a.Refs.equal(b.Refs) {
 			return false
 		}
@@ -142,11 +390,12 @@ func (s *State) referenced() map[string]bool {
 		used[p.Hash] = true
 	}
 	for _, imp := range s.Imposters {
-		for _, st := range imp.Stubs {
+		imp.Each(func(st *Stub) bool {
 			for _, m := range st.Refs.Modules {
 				used[m.Hash] = true
 			}
-		}
+			return true
+		})
 	}
 	return used
 }
@@ -156,12 +405,13 @@ func (s *State) referenced() map[string]bool {
 func (s *State) usersOf(name string) []int {
 	var ports []int
 	for _, port := range s.Ports() {
-		for _, st := range s.Imposters[port].Stubs {
+		s.Imposters[port].Each(func(st *Stub) bool {
 			if slices.Contains(st.Refs.Plugins, name) {
 				ports = append(ports, port)
-				break
+				return false
 			}
-		}
+			return true
+		})
 	}
 	return ports
 }

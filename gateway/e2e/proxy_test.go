@@ -202,3 +202,31 @@ func TestPredicateGenerators(t *testing.T) {
 		})
 	}
 }
+
+// _rift.proxyKeepAlive keeps the client's connection open on proxied
+// answers; without it the answer closes it, as mb's does.
+func TestProxyKeepAliveOption(t *testing.T) {
+	up := newUpstream(t, false, 0)
+	rg := gatewaytest.Start(t)
+	for _, keep := range []bool{false, true} {
+		rift := ""
+		if keep {
+			rift = `"_rift":{"proxyKeepAlive":true},`
+		}
+		port := rg.PostImposter(fmt.Sprintf(`{"protocol":"http",%s"stubs":[{"responses":[{"proxy":{"to":%q,"mode":"proxyTransparent"}}]}]}`, rift, up.URL))
+		for _, path := range []string{"/a", "/b"} {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Close == keep {
+				t.Fatalf("proxyKeepAlive %v, %s: status %d, Connection %q", keep, path, resp.StatusCode, resp.Header.Get("Connection"))
+			}
+		}
+	}
+	if status, _ := rg.Do("POST", "/imposters", `{"protocol":"http","_rift":{"proxyKeepAlive":"yes"}}`); status != 400 {
+		t.Fatalf("a proxyKeepAlive that is no boolean: %d", status)
+	}
+}

@@ -137,7 +137,11 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
-	imp.table.Store(newTable(stubs))
+	keys := make([]config.Key, len(stubs))
+	for i, st := range stubs {
+		keys[i] = st.Spec.Key
+	}
+	imp.table.Store(newTable(stubs, keys))
 	if err := imp.compileEndOfRequest(); err != nil {
 		return nil, err
 	}
@@ -159,9 +163,12 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 	return st, err
 }
 
-// SetStubs makes stubs the imposter's stub list. Requests already matching
-// finish against the list they loaded.
-func (imp *Imposter) SetStubs(stubs []*Stub) { imp.table.Store(newTable(stubs)) }
+// SetStubs makes stubs the imposter's stub list, keys their places in the
+// configuration's order (which AddStubs places stubs by). Requests already
+// matching finish against the list they loaded.
+func (imp *Imposter) SetStubs(stubs []*Stub, keys []config.Key) {
+	imp.table.Store(newTable(stubs, keys))
+}
 
 // Spec returns the imposter's definition. Its Stubs reflect creation time;
 // Stubs returns the current ones.
@@ -338,6 +345,7 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, bctx context.Context,
 	if resp.Rendered != nil {
 		if !cors {
 			writeStatic(ctx, resp, resp.Rendered)
+			imp.keepProxiedAlive(ctx, r, resp)
 			return resp
 		}
 		resp = resp.Clone()
@@ -346,7 +354,24 @@ func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, bctx context.Context,
 		addCORS(req, resp)
 	}
 	writeResponse(ctx, resp)
+	imp.keepProxiedAlive(ctx, r, resp)
 	return resp
+}
+
+// keepProxiedAlive undoes the `Connection: close` a proxied answer without
+// a Connection header of its own gets, when the imposter asks for it
+// (_rift.proxyKeepAlive): a client then reuses its connection, as it would
+// with the upstream itself. fasthttp still closes when the client asks.
+func (imp *Imposter) keepProxiedAlive(ctx *fasthttp.RequestCtx, r *response, resp *message.Response) {
+	if !imp.spec.ProxyKeepAlive || r.spec == nil || r.spec.Kind != "proxy" {
+		return
+	}
+	for i := range resp.Headers {
+		if strings.EqualFold(resp.Headers[i].Name, "Connection") {
+			return
+		}
+	}
+	ctx.Response.Header.ResetConnectionClose()
 }
 
 // writeError answers a request whose response could not be made as mb's
@@ -407,7 +432,18 @@ func (imp *Imposter) observe(st *Stub, err error, start time.Time, matched time.
 }
 
 // Stubs returns the current compiled stubs, in order.
-func (imp *Imposter) Stubs() []*Stub { return imp.table.Load().stubs }
+func (imp *Imposter) Stubs() []*Stub { return imp.table.Load().all() }
+
+// AddStubs adds compiled stubs (recordings) to the table at their places
+// (Spec.Key), without rebuilding it: O(log n) each, however many stubs
+// the table holds. Calls must not run at once (the reconciler's commits
+// never do); requests already matching finish against the table they
+// loaded.
+func (imp *Imposter) AddStubs(stubs []*Stub) {
+	if len(stubs) > 0 && imp.table.Load().keys != nil {
+		imp.table.Store(imp.table.Load().withAdded(stubs))
+	}
+}
 
 // Replay answers r from the stub table as a new request would, but only from
 // `is` responses. ok is false when r would reach a computed response: the

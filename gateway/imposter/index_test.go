@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/valyala/fasthttp"
 	"pgregory.net/rapid"
@@ -60,6 +61,24 @@ func TestIndexPropertyMatchesAScan(t *testing.T) {
 			t.Fatal(err)
 		}
 		tbl := imp.table.Load()
+		// The same stubs, some in the table as built and the others added
+		// one by one, as recordings add them, in any order.
+		all := tbl.stubs
+		var base, added []*Stub
+		var keys []config.Key
+		for i, st := range all {
+			st.Spec.Key = config.NewKey(uint64(2*(i+1)), 0)
+			if rapid.Bool().Draw(t, "added") {
+				added = append(added, st)
+			} else {
+				base, keys = append(base, st), append(keys, st.Spec.Key)
+			}
+		}
+		mixed := newTable(base, keys)
+		mixed = mixed.withAdded(nil) // a table with added stubs, even if none
+		for _, st := range rapid.Permutation(added).Draw(t, "order") {
+			mixed = mixed.withAdded([]*Stub{st})
+		}
 		for range 4 {
 			p := path(t, "request")
 			if p == "" {
@@ -68,8 +87,23 @@ func TestIndexPropertyMatchesAScan(t *testing.T) {
 			if got, want := matchBoth(tbl, p); got != want {
 				t.Fatalf("%s: index chose %s, scan chose %s\n%s", p, body(got), body(want), strings.Join(stubs, "\n"))
 			}
+			if got, want := matchBoth(mixed, p); got != want {
+				t.Fatalf("%s: with added stubs, index chose %s, scan chose %s\n%s", p, body(got), body(want), strings.Join(stubs, "\n"))
+			}
+		}
+		if got := mixed.all(); len(got) != len(all) || !slicesEqual(got, all) {
+			t.Fatalf("the stubs in order, with added ones, differ")
 		}
 	})
+}
+
+func slicesEqual(a, b []*Stub) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
 }
 
 func body(s *Stub) string {
@@ -118,7 +152,7 @@ func matchBoth(tbl *table, path string) (indexed, scanned *Stub) {
 	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, nil)
 	r := new(message.Request)
 	r.FillFromFastHTTP(&ctx)
-	for _, s := range tbl.stubs {
+	for _, s := range tbl.all() {
 		if s.matches(r) {
 			scanned = s
 			break

@@ -80,10 +80,11 @@ func (imp *Imposter) choose(ctx context.Context, req *message.Request) (*Stub, *
 // Options.Cycles when the stub has responses to cycle through and one is
 // set.
 func (imp *Imposter) next(ctx context.Context, st *Stub) (*response, error) {
-	if st.cycleKey == "" || imp.opts.Cycles == nil {
+	key := st.cycleKey()
+	if key == "" || imp.opts.Cycles == nil {
 		return st.next(), nil
 	}
-	pos, err := imp.opts.Cycles.Next(ctx, st.cycleKey, imp.spec.Flow.Policy)
+	pos, err := imp.opts.Cycles.Next(ctx, key, imp.spec.Flow.Policy)
 	if err != nil {
 		return nil, unavailable(err)
 	}

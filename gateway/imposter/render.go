@@ -83,7 +83,7 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 	}
 	stubs := []json.RawMessage{}
 	for i, st := range imp.Stubs() {
-		so := st.Spec.obj
+		so := st.object()
 		if v.RemoveProxies {
 			var ok bool
 			if so, ok = withoutProxies(so); !ok {

@@ -29,9 +29,13 @@ type Spec struct {
 	Key, Cert      string
 	MutualAuth     bool
 	// Mode is a tcp imposter's "text" or "binary" (its data is base64).
-	Mode  string
-	Flow  FlowSpec
-	Stubs []*StubSpec
+	Mode string
+	Flow FlowSpec
+	// ProxyKeepAlive is `_rift.proxyKeepAlive`: proxied answers keep the
+	// client's connection open unless the upstream's answer says
+	// Connection itself, where mb (and riftgate by default) closes it.
+	ProxyKeepAlive bool
+	Stubs          []*StubSpec
 	// DefaultResponse holds the `is` fields used when no stub matches.
 	DefaultResponse json.RawMessage
 	// EndOfRequestResolver is kept for rendering; http imposters never use it.
@@ -51,7 +55,10 @@ type StubSpec struct {
 	ID uint64
 	// Refs are the modules the stub names, as the configuration resolved
 	// them when the stub was made.
-	Refs                  config.Refs
+	Refs config.Refs
+	// Key is the stub's place in the configuration's order (zero for a
+	// stub not stored yet); recordings are added to a running table by it.
+	Key                   config.Key
 	Predicates            []json.RawMessage
 	Responses             []*ResponseSpec
 	ScenarioName          string
@@ -214,7 +221,7 @@ func parseHeader(s *Spec, obj object) mberr.List {
 	}
 	s.EndOfRequestResolver = obj.get("endOfRequestResolver")
 	if raw := obj.get("_rift"); raw != nil {
-		if err := parseRift(raw, &s.Flow); err != nil {
+		if err := parseRift(raw, &s.Flow, &s.ProxyKeepAlive); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -391,9 +398,10 @@ func upcastBehaviors(obj object) object {
 	return append(out, field{Key: "behaviors", Value: raw(behaviors)})
 }
 
-func parseRift(raw json.RawMessage, fs *FlowSpec) *mberr.Error {
+func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.Error {
 	var rift struct {
-		FlowState *struct {
+		ProxyKeepAlive bool `json:"proxyKeepAlive"`
+		FlowState      *struct {
 			FlowIDSource string `json:"flowIdSource"`
 			ContextScope string `json:"contextScope"`
 			TTLSeconds   *int64 `json:"ttlSeconds"`
@@ -407,6 +415,7 @@ func parseRift(raw json.RawMessage, fs *FlowSpec) *mberr.Error {
 	if err := d.Decode(&rift); err != nil {
 		return mberr.New(mberr.BadData, "invalid _rift: "+err.Error()).WithSource(raw)
 	}
+	*proxyKeepAlive = rift.ProxyKeepAlive
 	f := rift.FlowState
 	if f == nil {
 		return nil

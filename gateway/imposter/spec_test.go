@@ -140,7 +140,7 @@ func FuzzParseSpec(f *testing.F) {
 			return
 		}
 		imp := &Imposter{spec: s}
-		imp.table.Store(newTable(nil))
+		imp.table.Store(newTable(nil, nil))
 		out := imp.JSON(View{Replayable: true})
 		if !json.Valid(out) {
 			t.Fatalf("rendered invalid JSON: %s", out)

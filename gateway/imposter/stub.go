@@ -20,6 +20,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/meter"
+	"github.com/riftgate/riftgate/gateway/ptree"
 	"github.com/valyala/fasthttp"
 )
 
@@ -149,18 +150,30 @@ type Compiler struct {
 // every table the stub appears in, and Continue hands it to a recompiled
 // copy, so an admin change elsewhere does not reset it.
 type Stub struct {
-	Spec      *StubSpec
-	matcher   Matcher
-	responses []*response
-	cycle     []uint16 // response index per position, repeats expanded
-	pos       atomic.Uint64
-	// cycleKey names the cycle for Options.Cycles ("c<port>:<stub id>"),
-	// "" when every position of its cycle answers the same response.
-	cycleKey string
-	paths    []message.PathKey // Compiler.PathKeys'
+	Spec    *StubSpec
+	matcher Matcher
+	// set is the stub's responses; a proxyAlways recording swaps in one
+	// with a response more, sharing the rest (Extension).
+	set   atomic.Pointer[responseSet]
+	pos   atomic.Uint64
+	paths []message.PathKey // Compiler.PathKeys'
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
+}
+
+// responseSet is a stub's compiled responses and their cycle.
+type responseSet struct {
+	responses []*response
+	// cycle is the response index per position, repeats expanded; nil
+	// when each response comes once, in order.
+	cycle []uint32
+	// cycleKey names the cycle for Options.Cycles ("c<port>:<stub id>"),
+	// "" when every position of its cycle answers the same response.
+	cycleKey string
+	// added are the responses recordings added after Spec was parsed, as
+	// stored (upcast), for the stub's JSON.
+	added []json.RawMessage
 }
 
 // Continue makes s go on where from, an earlier compilation of the same
@@ -363,6 +376,7 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 		}
 	}
 	st := &Stub{Spec: spec}
+	set := &responseSet{}
 	if c.Predicates != nil {
 		m, err := c.Predicates(spec.Predicates, b)
 		if err != nil {
@@ -375,33 +389,116 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 	} else if len(spec.Predicates) > 0 {
 		return nil, mberr.New(mberr.BadData, "predicates are not supported")
 	}
+	identity := true
 	for _, rs := range spec.Responses {
 		r, err := c.compileResponse(rs, b)
 		if err != nil {
 			return nil, withStubSource(err, spec)
 		}
-		for i := 0; i < rs.Repeat; i++ {
-			if len(st.cycle) >= maxCycle {
-				return nil, mberr.New(mberr.BadData, "too many repeated responses in one stub (the limit is 65536)")
-			}
-			st.cycle = append(st.cycle, uint16(len(st.responses)))
-		}
-		st.responses = append(st.responses, r)
+		set.responses = append(set.responses, r)
+		identity = identity && rs.Repeat == 1
 	}
-	if len(st.cycle) == 0 {
-		// Every response repeats zero times: mb then answers as a stub
-		// without responses does, with an empty `is`.
-		r, err := c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, b)
+	if !identity {
+		// mb expands repeats into the cycle; so does riftgate, bounded.
+		for i, rs := range spec.Responses {
+			for range rs.Repeat {
+				if len(set.cycle) >= maxCycle {
+					return nil, mberr.New(mberr.BadData, "too many repeated responses in one stub (the limit is 65536)")
+				}
+				set.cycle = append(set.cycle, uint32(i))
+			}
+		}
+		if len(set.cycle) == 0 {
+			// Every response repeats zero times: mb then answers as a stub
+			// without responses does, with an empty `is`.
+			r, err := c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, b)
+			if err != nil {
+				return nil, err
+			}
+			set.cycle = []uint32{uint32(len(set.responses))}
+			set.responses = append(set.responses, r)
+		}
+	}
+	set.cycleKey = cycleKey(b.Imposter, spec, set)
+	st.set.Store(set)
+	return st, nil
+}
+
+// cycleKey is the name of a stub's cycle for Options.Cycles, or "" when
+// every position answers the same response (or the stub is not stored).
+func cycleKey(imp *Imposter, spec *StubSpec, set *responseSet) string {
+	varied := len(set.responses) > 1
+	if set.cycle != nil {
+		varied = slices.ContainsFunc(set.cycle, func(i uint32) bool { return i != set.cycle[0] })
+	}
+	if spec.ID == 0 || !varied {
+		return ""
+	}
+	return "c" + strconv.Itoa(imp.Port()) + ":" + strconv.FormatUint(spec.ID, 10)
+}
+
+// Extension is responses to add to a compiled stub (a proxyAlways
+// recording joined it), compiled by Extend and added by Commit.
+type Extension struct {
+	imp   *Imposter
+	st    *Stub
+	rs    []*response
+	specs []*ResponseSpec
+}
+
+// Extend compiles raws, responses to add to st, taking the modules they
+// name from cfg. Nothing changes until Commit.
+func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, cfg *config.State) (*Extension, error) {
+	c := imp.opts.Compiler
+	if c == nil {
+		c = &Compiler{}
+	}
+	x := &Extension{imp: imp, st: st}
+	for _, raw := range raws {
+		rs, _, err := parseResponse(raw)
+		if err == nil {
+			err = rs.check()
+		}
 		if err != nil {
 			return nil, err
 		}
-		st.cycle = []uint16{uint16(len(st.responses))}
-		st.responses = append(st.responses, r)
+		r, err := c.compileResponse(rs, Build{Imposter: imp, Stub: st.Spec, Config: cfg})
+		if err != nil {
+			return nil, withStubSource(err, st.Spec)
+		}
+		x.rs, x.specs = append(x.rs, r), append(x.specs, rs)
 	}
-	if spec.ID != 0 && slices.ContainsFunc(st.cycle, func(i uint16) bool { return i != st.cycle[0] }) {
-		st.cycleKey = "c" + strconv.Itoa(b.Imposter.Port()) + ":" + strconv.FormatUint(spec.ID, 10)
+	return x, nil
+}
+
+// Commit adds the responses to the stub: requests that come after answer
+// from the longer cycle, where the stub's position goes on. It shares the
+// responses the stub has (appending where the lists have room), so it
+// costs O(1) amortized whatever their number. Commits of one stub must not
+// run at once (the reconciler's commits never do).
+func (x *Extension) Commit() {
+	old := x.st.set.Load()
+	ns := &responseSet{responses: append(old.responses, x.rs...), cycle: old.cycle, added: old.added}
+	for _, rs := range x.specs {
+		ns.added = append(ns.added, mustJSON(rs.obj))
+		if ns.cycle == nil && rs.Repeat != 1 {
+			// The cycle is no longer the identity: spell it out, once.
+			ns.cycle = make([]uint32, len(old.responses), len(old.responses)+1)
+			for i := range ns.cycle {
+				ns.cycle[i] = uint32(i)
+			}
+		}
 	}
-	return st, nil
+	if ns.cycle != nil {
+		first := len(old.responses)
+		for i, rs := range x.specs {
+			for range rs.Repeat {
+				ns.cycle = append(ns.cycle, uint32(first+i))
+			}
+		}
+	}
+	ns.cycleKey = cycleKey(x.imp, x.st.Spec, ns)
+	x.st.set.Store(ns)
 }
 
 // withStubSource gives an error of mb's dry run that names no source the
@@ -548,7 +645,28 @@ func unsupported(rs *ResponseSpec) error {
 func (s *Stub) next() *response { return s.at(s.pos.Add(1) - 1) }
 
 // at is the response at position pos of the cycle.
-func (s *Stub) at(pos uint64) *response { return s.responses[s.cycle[pos%uint64(len(s.cycle))]] }
+func (s *Stub) at(pos uint64) *response {
+	rs := s.set.Load()
+	if rs.cycle == nil {
+		return rs.responses[pos%uint64(len(rs.responses))]
+	}
+	return rs.responses[rs.cycle[pos%uint64(len(rs.cycle))]]
+}
+
+// object is the stub as stored: its spec, with the responses recordings
+// added since.
+func (s *Stub) object() object {
+	added := s.set.Load().added
+	if len(added) == 0 {
+		return s.Spec.obj
+	}
+	var rs []json.RawMessage
+	_ = json.Unmarshal(s.Spec.obj.get("responses"), &rs) // ParseStub made it a list
+	return s.Spec.obj.with("responses", raw(append(rs, added...)))
+}
+
+// cycleKey names the stub's cycle for Options.Cycles, or "".
+func (s *Stub) cycleKey() string { return s.set.Load().cycleKey }
 
 // Cycles keeps the positions of stubs' response cycles. A single node's is
 // each stub's own counter (Options.Cycles nil). A cluster keeps a stub's
@@ -576,6 +694,9 @@ func (s *Stub) accepts(r *message.Request, allow func(*Stub) bool) bool {
 // table and swap it in, so the request path never takes a lock.
 type table struct {
 	stubs []*Stub
+	// keys are the stubs' places in the configuration's order, which
+	// added stubs (extra) are merged by; nil when there are none.
+	keys []config.Key
 	// byPath maps the hash of a lowercased path to the stubs (by index, in
 	// order) that can only match that path; byPrefix does the same for the
 	// stubs that can only match paths starting with a given text, by the
@@ -590,10 +711,88 @@ type table struct {
 	// scenarios says whether any stub takes part in a scenario, which moves
 	// matching off the lock-free path and onto the flow store.
 	scenarios bool
+	// extra holds the stubs recordings added since the table was built,
+	// nil when there are none: adding one copies O(log n) of it and
+	// nothing of the rest.
+	extra *extra
 }
 
-func newTable(stubs []*Stub) *table {
-	t := &table{stubs: stubs, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
+// extra is the stubs recordings added to a table, ordered among the
+// table's own by their configuration keys.
+type extra struct {
+	all ptree.Map[config.Key, *Stub]
+	// byPath maps the hash of a lowercased exact path to the added stubs
+	// that can only match it, in order; rest lists the others, in order.
+	byPath ptree.Map[uint64, []*Stub]
+	rest   []*Stub
+}
+
+// withAdded returns t with stubs added at their keys (Spec.Key, set
+// before the stub is published and never after); t must have keys.
+func (t *table) withAdded(stubs []*Stub) *table {
+	n := *t
+	x := &extra{all: ptree.New[config.Key, *Stub](config.Key.Compare), byPath: ptree.New[uint64, []*Stub](cmpU64)}
+	if t.extra != nil {
+		*x = *t.extra
+	}
+	for _, s := range stubs {
+		x.all = x.all.Set(s.Spec.Key, s)
+		n.scenarios = n.scenarios || s.Spec.ScenarioName != ""
+		if len(s.paths) == 1 && !s.paths[0].Prefix && isASCII(s.paths[0].Text) {
+			h := lowerHash(s.paths[0].Text)
+			l, _ := x.byPath.Get(h)
+			x.byPath = x.byPath.Set(h, insertByKey(l, s))
+			continue
+		}
+		x.rest = insertByKey(x.rest, s)
+	}
+	n.extra = x
+	return &n
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// insertByKey returns l, ordered by key, with s added; l is not changed,
+// and the list made shares nothing with it but when s goes last.
+func insertByKey(l []*Stub, s *Stub) []*Stub {
+	i := len(l)
+	for i > 0 && l[i-1].Spec.Key.Compare(s.Spec.Key) > 0 {
+		i--
+	}
+	if i == len(l) {
+		return append(l[:len(l):len(l)], s)
+	}
+	return slices.Insert(slices.Clip(l), i, s)
+}
+
+// all lists every stub of the table in order.
+func (t *table) all() []*Stub {
+	if t.extra == nil {
+		return t.stubs
+	}
+	out := make([]*Stub, 0, len(t.stubs)+t.extra.all.Len())
+	i := 0
+	t.extra.all.Each(func(k config.Key, s *Stub) bool {
+		for i < len(t.stubs) && t.keys[i].Compare(k) < 0 {
+			out = append(out, t.stubs[i])
+			i++
+		}
+		out = append(out, s)
+		return true
+	})
+	return append(out, t.stubs[i:]...)
+}
+
+func newTable(stubs []*Stub, keys []config.Key) *table {
+	t := &table{stubs: stubs, keys: keys, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
 	for i, s := range stubs {
 		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""
 		if !indexable(s.paths) {
@@ -641,6 +840,9 @@ func addOnce(l []int32, i int) []int32 {
 // match returns the first stub, in order, whose predicates accept r and
 // that allow (when not nil) lets through, or nil.
 func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
+	if t.extra != nil {
+		return t.matchExtra(r, allow)
+	}
 	if !isASCII(r.Path) {
 		// The index lowercases byte by byte, but a predicate lowercases
 		// as JavaScript does, where some non-ASCII letters (the Kelvin
@@ -684,6 +886,70 @@ func (t *table) match(r *message.Request, allow func(*Stub) bool) *Stub {
 		tried = i
 		if s := t.stubs[i]; s.accepts(r, allow) {
 			return s
+		}
+	}
+}
+
+// matchExtra is match for a table with added stubs: the candidate lists
+// of the table's own index and of the added stubs, merged in key order.
+func (t *table) matchExtra(r *message.Request, allow func(*Stub) bool) *Stub {
+	if !isASCII(r.Path) {
+		for _, s := range t.all() {
+			if s.accepts(r, allow) {
+				return s
+			}
+		}
+		return nil
+	}
+	type list struct {
+		own   []int32
+		added []*Stub
+	}
+	var room [10]list
+	h := lowerHash(r.Path)
+	lists := append(room[:0], list{own: t.byPath[h]}, list{own: t.rest}, list{added: t.extra.rest})
+	if l, ok := t.extra.byPath.Get(h); ok {
+		lists = append(lists, list{added: l})
+	}
+	for _, n := range t.prefixLens {
+		if n > len(r.Path) {
+			break
+		}
+		if l := t.byPrefix[n][lowerHash(r.Path[:n])]; len(l) > 0 {
+			lists = append(lists, list{own: l})
+		}
+	}
+	head := func(l *list) (*Stub, config.Key) {
+		if len(l.own) > 0 {
+			return t.stubs[l.own[0]], t.keys[l.own[0]]
+		}
+		if len(l.added) > 0 {
+			return l.added[0], l.added[0].Spec.Key
+		}
+		return nil, config.Key{}
+	}
+	var tried *Stub
+	for {
+		first, fs, fk := -1, (*Stub)(nil), config.Key{}
+		for k := range lists {
+			if s, key := head(&lists[k]); s != nil && (fs == nil || key.Compare(fk) < 0) {
+				first, fs, fk = k, s, key
+			}
+		}
+		if first < 0 {
+			return nil
+		}
+		if l := &lists[first]; len(l.own) > 0 {
+			l.own = l.own[1:]
+		} else {
+			l.added = l.added[1:]
+		}
+		if fs == tried {
+			continue
+		}
+		tried = fs
+		if fs.accepts(r, allow) {
+			return fs
 		}
 	}
 }

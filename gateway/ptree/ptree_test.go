@@ -1,0 +1,77 @@
+package ptree
+
+import (
+	"cmp"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// The persistent tree against a sorted slice: every version answers as the
+// slice did when it was made, whatever was set after.
+func TestPtreeMatchesASortedMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		keys := rapid.SliceOf(rapid.IntRange(0, 500)).Draw(t, "keys")
+		tr := New[int, int](cmp.Compare[int])
+		type version struct {
+			tr    Map[int, int]
+			model map[int]int
+		}
+		model := map[int]int{}
+		var versions []version
+		for i, k := range keys {
+			tr = tr.Set(k, i)
+			model[k] = i
+			versions = append(versions, version{tr, cloneMap(model)})
+		}
+		for vi, v := range versions {
+			want := slices.Sorted(keysOf(v.model))
+			var got []int
+			v.tr.Each(func(k, val int) bool {
+				if v.model[k] != val {
+					t.Fatalf("version %d: %d holds %d, want %d", vi, k, val, v.model[k])
+				}
+				got = append(got, k)
+				return true
+			})
+			if !slices.Equal(got, want) || v.tr.Len() != len(want) {
+				t.Fatalf("version %d: keys %v, want %v", vi, got, want)
+			}
+			from := rapid.IntRange(-1, 501).Draw(t, "from")
+			var asc []int
+			v.tr.Ascend(from, func(k, _ int) bool { asc = append(asc, k); return len(asc) < 3 })
+			i, _ := slices.BinarySearch(want, from)
+			if wantAsc := want[i:min(i+3, len(want))]; !slices.Equal(asc, wantAsc) {
+				t.Fatalf("version %d: ascend from %d gave %v, want %v", vi, from, asc, wantAsc)
+			}
+			for _, k := range []int{from, rapid.IntRange(0, 500).Draw(t, "get")} {
+				got, ok := v.tr.Get(k)
+				if w, has := v.model[k]; ok != has || got != w {
+					t.Fatalf("version %d: get %d = %d %v", vi, k, got, ok)
+				}
+			}
+			if k, _, ok := v.tr.Last(); ok != (len(want) > 0) || ok && k != want[len(want)-1] {
+				t.Fatalf("version %d: last %d", vi, k)
+			}
+		}
+	})
+}
+
+func cloneMap(m map[int]int) map[int]int {
+	out := make(map[int]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func keysOf(m map[int]int) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

@@ -42,6 +42,10 @@ type bench struct {
 	rpcN    uint64
 	rpcNote string
 	pauses  []pause
+	// faults are the cluster-faults case's measurements, or faultsNote
+	// why there are none.
+	faults     []faultResult
+	faultsNote string
 	// inProcess is the -inprocess file's benchmarks (nil without one).
 	inProcess *inProcess
 	// servers are each system's server processes, whose CPU time a
@@ -213,6 +217,9 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		if b.cfg.wanted("cluster-pause") {
 			b.pauses = b.measurePauses(ctx, b.cluster, b.caseByID("flow-async"))
 		}
+	}
+	if b.cfg.wanted("cluster-faults") {
+		b.faults, b.faultsNote = b.measureFaults(ctx)
 	}
 	b.info = append(b.info, "load average at end: "+strings.TrimSpace(readFile("/proc/loadavg")))
 	if total1, steal1, ok := cpuTicks(); ok && ticksOK && total1 > total0 {
@@ -736,6 +743,7 @@ func (b *bench) report() string {
 	}
 
 	b.clusterReport(p)
+	b.faultsReport(p)
 	b.inProcess.report(p)
 
 	p("\n## Every round\n\n")

@@ -45,7 +45,9 @@ type faultResult struct {
 	// nodes not faulted, the longest time between two 200s from just
 	// before the fault to 5 s after it ended (median pair and slowest).
 	pauseMedian, pauseMax time.Duration
-	note                  string
+	// pauseAt is when the longest pause began, from the fault's start.
+	pauseAt time.Duration
+	note    string
 }
 
 const (
@@ -427,7 +429,11 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 				backs = append(backs, as[j]-endAt)
 			}
 			if !downFlow[f] && i != faulted {
-				pauses = append(pauses, longestGap(as, faultAt-500*time.Millisecond, endAt+5*time.Second))
+				g, at := gapAt(as, faultAt-500*time.Millisecond, endAt+5*time.Second)
+				pauses = append(pauses, g)
+				if g > r.pauseMax {
+					r.pauseMax, r.pauseAt = g, at-faultAt
+				}
 			}
 		}
 	}
@@ -437,10 +443,21 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 		r.backMedian, r.backMax = backs[len(backs)/2], backs[len(backs)-1]
 	}
 	if len(pauses) > 0 {
-		r.pauseMedian, r.pauseMax = pauses[len(pauses)/2], pauses[len(pauses)-1]
+		r.pauseMedian = pauses[len(pauses)/2]
 	}
-	fc.b.log.Info("measured", "fault", name, "length", length, "down", r.down, "backMedian", r.backMedian, "backMax", r.backMax, "never", r.never, "pauseMax", r.pauseMax, "note", r.note)
+	fc.b.log.Info("measured", "fault", name, "length", length, "down", r.down, "backMedian", r.backMedian, "backMax", r.backMax, "never", r.never, "pauseMax", r.pauseMax, "pauseAt", r.pauseAt, "note", r.note)
 	return r
+}
+
+// gapAt is the longest time between two answers (as, sorted) that
+// overlaps the window from..to, and when it began.
+func gapAt(as []time.Duration, from, to time.Duration) (g, at time.Duration) {
+	for i := 1; i < len(as); i++ {
+		if as[i] > from && as[i-1] < to && as[i]-as[i-1] > g {
+			g, at = as[i]-as[i-1], as[i-1]
+		}
+	}
+	return g, at
 }
 
 // faultsReport writes the case's section of the report.
@@ -453,11 +470,11 @@ func (b *bench) faultsReport(p func(string, ...any)) {
 		p("%s\n", mdEscape(b.faultsNote))
 		return
 	}
-	p("Three riftgate processes, each in a network namespace of its own with a veth into a bridge, pinned to the servers' CPU (`internal/netfault`, as `make test`'s fault tests run them). A partition drops the peers' packets silently (policy-routing blackhole rules: no RST, no closed connection, as on a real network); a pause is SIGSTOP then SIGCONT; a crash is SIGKILL, the node started again after the fault's length. %d flows of an inject counter (`sync`, one flow per `X-Flow-Id`) are each incremented through each of the three nodes in a loop (%d (flow, node) pairs; a request times out after %v). *Back after the fault* is, over the pairs, how long after the fault ended (the heal, SIGCONT, or the restart begun) each first answered 200 again: the issue's promise is within 5 s whatever the fault's length. *Flows down* are those that answered on no node from 3 s into the fault until its end (the faulted node's); *other flows' pause* is, over the pairs of the flows that stayed up, the longest time between two 200s from 0.5 s before the fault to 5 s after its end, through the nodes that were not faulted (through a node cut off no flow can answer).\n\n",
+	p("Three riftgate processes, each in a network namespace of its own with a veth into a bridge, pinned to the servers' CPU (`internal/netfault`, as `make test`'s fault tests run them). A partition drops the peers' packets silently (policy-routing blackhole rules: no RST, no closed connection, as on a real network); a pause is SIGSTOP then SIGCONT; a crash is SIGKILL, the node started again after the fault's length. %d flows of an inject counter (`sync`, one flow per `X-Flow-Id`) are each incremented through each of the three nodes in a loop (%d (flow, node) pairs; a request times out after %v). *Back after the fault* is, over the pairs, how long after the fault ended (the heal, SIGCONT, or the restart begun) each first answered 200 again: the issue's promise is within 5 s whatever the fault's length. *Flows down* are those that answered on no node from 3 s into the fault until its end (the faulted node's); *other flows' pause* is, over the pairs of the flows that stayed up, the longest time between two 200s from 0.5 s before the fault to 5 s after its end, through the nodes that were not faulted (through a node cut off no flow can answer), and when the longest began, from the fault's start.\n\n",
 		faultFlows, faultNodes*faultFlows, faultRequestTimeout)
-	p("| fault | length | flows down | back after the fault: median, slowest pair | pairs not back in %v | other flows' pause: median, longest | note |\n|---|---|---|---|---|---|---|\n", faultRecoveryLimit)
+	p("| fault | length | flows down | back after the fault: median, slowest pair | pairs not back in %v | other flows' pause: median, longest (from) | note |\n|---|---|---|---|---|---|---|\n", faultRecoveryLimit)
 	for _, r := range b.faults {
-		p("| %s | %v | %d of %d | %.1f s, %.1f s | %d | %.2f s, %.2f s | %s |\n", r.fault, r.length, r.down, r.flows,
-			r.backMedian.Seconds(), r.backMax.Seconds(), r.never, r.pauseMedian.Seconds(), r.pauseMax.Seconds(), mdEscape(strings.TrimSpace(r.note)))
+		p("| %s | %v | %d of %d | %.1f s, %.1f s | %d | %.2f s, %.2f s (%+.1f s) | %s |\n", r.fault, r.length, r.down, r.flows,
+			r.backMedian.Seconds(), r.backMax.Seconds(), r.never, r.pauseMedian.Seconds(), r.pauseMax.Seconds(), r.pauseAt.Seconds(), mdEscape(strings.TrimSpace(r.note)))
 	}
 }

@@ -149,18 +149,14 @@ func startLoad(t *testing.T, c *clustertest.Cluster, port int, lin, probe []stri
 		inFlight: map[*clustertest.Node]int{}, rest: map[string]time.Time{}, busy: map[string]bool{}, unread: map[string]bool{},
 		acked: map[string]int{}, answered: map[string]map[int]string{},
 		messages: map[string]int{}, causeless: map[string]int{}, counts: map[string]int{}}
-	id := 0
-	for range k.linIncs {
+	for id := range k.linIncs {
 		l.wg.Go(func() { l.linIncs(id) })
-		id++
 	}
-	for range k.linReads {
-		l.wg.Go(func() { l.linReads(id) })
-		id++
+	for r := range k.linReads {
+		l.wg.Go(func() { l.linReads(k.linIncs + r) })
 	}
 	for p := range k.probes {
-		l.wg.Go(func() { l.probes(id, p) })
-		id++
+		l.wg.Go(func() { l.probes(k.linIncs+k.linReads+p, p) })
 	}
 	return l
 }

@@ -56,6 +56,7 @@ var options = []option{
 	{name: "allowedHosts", help: "pipe-delimited host names the admin API answers to besides --host and loopback (\".example.com\" takes its subdomains too); other Host headers are refused, against DNS rebinding (riftgate only)"},
 	{name: "demo", kind: kBool, def: "false", help: "load the bundled demo imposters (riftgate only)"},
 	{name: "maxFlows", kind: kInt, def: "100000", help: "flows kept before whole flows are shed, least recently used first (riftgate only)"},
+	{name: "maxRecordedRequests", kind: kInt, def: "0", help: "requests each recording imposter keeps (--mock, recordRequests), the oldest dropped first and counted; 0 keeps all, the newest in memory and the rest on disk (under --datadir, else in a temporary folder); an imposter's _rift.maxRecordedRequests overrides it (riftgate only)"},
 	{name: "pprof", kind: kBool, def: "false", help: "serve Go's profiler under /debug/pprof/ on the admin API (riftgate only)"},
 	{name: "help", kind: kBool, def: "false", help: "Show help"},
 	{name: "version", kind: kBool, def: "false", help: "Show version number"},
@@ -64,7 +65,7 @@ var options = []option{
 // commandOptions are the options each command's help lists (mb's yargs
 // sections). Parsing accepts every known option with every command, as mb does.
 var commandOptions = map[string][]string{
-	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "pprof", "formatter", "impostersRepository", "protofile"},
+	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "maxRecordedRequests", "pprof", "formatter", "impostersRepository", "protofile"},
 	"stop":    {"pidfile", "rcfile"},
 	"save":    {"port", "host", "savefile", "removeProxies", "apikey", "rcfile", "formatter"},
 	"replay":  {"port", "host", "apikey", "rcfile"},
@@ -274,8 +275,11 @@ func (s *settings) set(o *option, value string) error {
 		}
 	case kInt:
 		n, err := strconv.Atoi(value)
-		if err != nil || n < 0 || n > math.MaxUint16 {
+		if o.name == "port" && (err != nil || n < 0 || n > math.MaxUint16) {
 			return usageErrorf("Invalid value for --%s: %q (expected a port number)", o.name, value)
+		}
+		if err != nil || n < 0 {
+			return usageErrorf("Invalid value for --%s: %q (expected a whole number)", o.name, value)
 		}
 		value = strconv.Itoa(n)
 	}

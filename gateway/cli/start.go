@@ -168,7 +168,7 @@ func publicOptions(s *settings, lc logConfig) json.RawMessage {
 		}
 		add("log", map[string]any{"level": s.str("loglevel"), "transports": transports})
 	}
-	for _, name := range []string{"demo", "maxFlows", "pprof"} {
+	for _, name := range []string{"demo", "maxFlows", "maxRecordedRequests", "pprof"} {
 		if s.onCLI[name] {
 			add(name, json.RawMessage(jsonValue(s, name)))
 		}
@@ -203,6 +203,7 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		Mock:           s.boolean("mock"),
 		Debug:          s.boolean("debug"),
 		MaxFlows:       s.integer("maxFlows"),
+		MaxRecorded:    int64(s.integer("maxRecordedRequests")),
 		Pprof:          s.boolean("pprof"),
 	}
 	if wl := s.str("ipWhitelist"); wl != "" && wl != "*" {

@@ -81,7 +81,7 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	var err error
 	// Recorded requests outlive the process only under --datadir, as
 	// mb's do.
-	if e.requests, err = reqlog.Open(reqlog.Options{Dir: reqDir, Keep: opts.DataDir != "", Logger: opts.Logger}); err != nil {
+	if e.requests, err = reqlog.Open(reqlog.Options{Dir: reqDir, Keep: opts.DataDir != "", MemoryBytes: opts.RecordedMemory, Logger: opts.Logger}); err != nil {
 		e.close(ctx)
 		return nil, fmt.Errorf("recorded requests: %w", err)
 	}

@@ -46,6 +46,7 @@ type Options struct {
 	Imposters      []byte       // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
 	MaxFlows       int          // flows this node keeps before shedding whole flows by LRU (0: 100k)
 	MaxRecorded    int64        // requests each imposter keeps recorded, oldest dropped first (0: no cap); _rift.maxRecordedRequests overrides it
+	RecordedMemory int64        // bytes of recorded requests kept in memory, the newest, all imposters together (0: 32 MiB); the rest is read from disk
 	Pprof          bool         // serve Go's profiler under /debug/pprof/ on the admin API
 	Logger         *slog.Logger // where logs go (stdout, --logfile); Run also keeps recent entries for GET /logs
 	// Config is the options object GET /config shows, as mb shows its

@@ -57,6 +57,7 @@ var options = []option{
 	{name: "demo", kind: kBool, def: "false", help: "load the bundled demo imposters (riftgate only)"},
 	{name: "maxFlows", kind: kInt, def: "100000", help: "flows kept before whole flows are shed, least recently used first (riftgate only)"},
 	{name: "maxRecordedRequests", kind: kInt, def: "0", help: "requests each recording imposter keeps (--mock, recordRequests), the oldest dropped first and counted; 0 keeps all, the newest in memory and the rest on disk (under --datadir, else in a temporary folder); an imposter's _rift.maxRecordedRequests overrides it (riftgate only)"},
+	{name: "recordedRequestsMemory", kind: kInt, def: "32", help: "MiB of recorded requests kept in memory, the newest, for all imposters together; the others are read from disk (riftgate only)"},
 	{name: "pprof", kind: kBool, def: "false", help: "serve Go's profiler under /debug/pprof/ on the admin API (riftgate only)"},
 	{name: "help", kind: kBool, def: "false", help: "Show help"},
 	{name: "version", kind: kBool, def: "false", help: "Show version number"},
@@ -65,7 +66,7 @@ var options = []option{
 // commandOptions are the options each command's help lists (mb's yargs
 // sections). Parsing accepts every known option with every command, as mb does.
 var commandOptions = map[string][]string{
-	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "maxRecordedRequests", "pprof", "formatter", "impostersRepository", "protofile"},
+	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "maxRecordedRequests", "recordedRequestsMemory", "pprof", "formatter", "impostersRepository", "protofile"},
 	"stop":    {"pidfile", "rcfile"},
 	"save":    {"port", "host", "savefile", "removeProxies", "apikey", "rcfile", "formatter"},
 	"replay":  {"port", "host", "apikey", "rcfile"},

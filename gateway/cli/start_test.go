@@ -21,15 +21,17 @@ func TestEngineOptions(t *testing.T) {
 		want    gateway.Options
 		wantErr string
 	}{
-		{name: "defaults", want: gateway.Options{Port: 2525, MaxFlows: 100000}},
+		{name: "defaults", want: gateway.Options{Port: 2525, MaxFlows: 100000, RecordedMemory: 32 << 20}},
 		{name: "everything", args: []string{"--port", "3000", "--host", "0.0.0.0", "--datadir", "d", "--allowInjection",
-			"--localOnly", "--ipWhitelist", "127.0.0.1|10.0.0.1", "--origin", "http://x", "--apikey", "k", "--mock", "--debug", "--maxFlows", "7"},
+			"--localOnly", "--ipWhitelist", "127.0.0.1|10.0.0.1", "--origin", "http://x", "--apikey", "k", "--mock", "--debug", "--maxFlows", "7",
+			"--maxRecordedRequests", "1000000", "--recordedRequestsMemory", "8"},
 			want: gateway.Options{Port: 3000, Host: "0.0.0.0", DataDir: "d", AllowInjection: true, LocalOnly: true,
-				IPWhitelist: []string{"127.0.0.1", "10.0.0.1"}, Origin: "http://x", APIKey: "k", Mock: true, Debug: true, MaxFlows: 7}},
-		{name: "whitelist star allows all", args: []string{"--ipWhitelist", "*"}, want: gateway.Options{Port: 2525, MaxFlows: 100000}},
-		{name: "demo", args: []string{"--demo"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, Imposters: demo.Imposters}},
+				IPWhitelist: []string{"127.0.0.1", "10.0.0.1"}, Origin: "http://x", APIKey: "k", Mock: true, Debug: true, MaxFlows: 7,
+				MaxRecorded: 1000000, RecordedMemory: 8 << 20}},
+		{name: "whitelist star allows all", args: []string{"--ipWhitelist", "*"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, RecordedMemory: 32 << 20}},
+		{name: "demo", args: []string{"--demo"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, RecordedMemory: 32 << 20, Imposters: demo.Imposters}},
 		{name: "configfile", args: []string{"--configfile", filepath.Join(dir, "c.json")},
-			want: gateway.Options{Port: 2525, MaxFlows: 100000, Imposters: []byte(`{"imposters":[{"port": 5}]}`)}},
+			want: gateway.Options{Port: 2525, MaxFlows: 100000, RecordedMemory: 32 << 20, Imposters: []byte(`{"imposters":[{"port": 5}]}`)}},
 		{name: "demo and configfile", args: []string{"--demo", "--configfile", "c.json"}, wantErr: "cannot be combined"},
 	}
 	for _, tc := range tests {

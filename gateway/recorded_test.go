@@ -10,10 +10,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/reqlog"
@@ -181,5 +183,70 @@ func TestTempDirSweepsTheDead(t *testing.T) {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s: %v", d, err)
 		}
+	}
+}
+
+// The collector's pauses come as a histogram whose buckets only grow and
+// whose count is the runtime's.
+func TestGCPauseHistogram(t *testing.T) {
+	runtime.GC()
+	runtime.GC()
+	p := &promWriter{}
+	gcPauses(p, time.Millisecond)
+	var last uint64
+	var count string
+	for _, line := range strings.Split(p.b.String(), "\n") {
+		if strings.HasPrefix(line, "riftgate_go_gc_pause_seconds_bucket") {
+			n, err := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+			if err != nil || n < last {
+				t.Fatalf("bucket %q after %d", line, last)
+			}
+			last = n
+		}
+		if v, ok := strings.CutPrefix(line, "riftgate_go_gc_pause_seconds_count "); ok {
+			count = v
+		}
+	}
+	if last < 2 || count != strconv.FormatUint(last, 10) || !strings.Contains(p.b.String(), "riftgate_go_gc_pause_seconds_sum 0.001\n") {
+		t.Fatalf("%s", p.b.String())
+	}
+}
+
+// The log ring wraps around as many times as lines come, keeping the
+// newest with their absolute indexes, and cuts a long message.
+func TestLogRingWraps(t *testing.T) {
+	r := newLogRing(4)
+	for i := range 1003 {
+		r.add(LogEntry{Message: strconv.Itoa(i)})
+	}
+	var got []string
+	for _, e := range r.slice(0, -1) {
+		got = append(got, e.Message)
+	}
+	if strings.Join(got, ",") != "999,1000,1001,1002" {
+		t.Fatalf("kept %v", got)
+	}
+	if s := r.slice(1000, 1001); len(s) != 2 || s[0].Message != "1000" {
+		t.Fatalf("slice(1000, 1001) = %v", s)
+	}
+	past, _, stop := r.follow(1000, 10)
+	stop()
+	if len(past) != 2 || past[0].i != 1001 || past[1].e.Message != "1002" {
+		t.Fatalf("follow after 1000: %+v", past)
+	}
+	r.add(LogEntry{Message: strings.Repeat("é", maxLogMessage)})
+	last := r.slice(1003, 1003)[0].Message
+	if len(last) > maxLogMessage+64 || !utf8.ValidString(last) || !strings.HasSuffix(last, "(cut; the log has it whole)") {
+		t.Fatalf("a long message kept as %d bytes", len(last))
+	}
+}
+
+// A line costs the same however full the ring (it copied the whole ring
+// once full: 10000 entries per line).
+func BenchmarkLogRingAdd(b *testing.B) {
+	r := newLogRing(10000)
+	e := LogEntry{Level: "error", Message: "error generating response err=connection refused"}
+	for b.Loop() {
+		r.add(e)
 	}
 }

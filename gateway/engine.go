@@ -40,7 +40,10 @@ type engine struct {
 	inject   *inject.Engine  // nil without --allowInjection
 	tmpDir   string          // the plugin cache when there is no --datadir
 	requests *reqlog.Manager // every imposter's recorded requests
-	meters   *meters         // every imposter's meters, for GET /metrics and the UI
+	// localClaims are the single node's proxyOnce claims (a cluster's
+	// runtime keeps its own).
+	localClaims *proxy.LocalClaims
+	meters      *meters // every imposter's meters, for GET /metrics and the UI
 	// streamsDone closes when the admin server shuts down, which ends the
 	// event streams that would otherwise keep it waiting.
 	streamsDone chan struct{}
@@ -85,7 +88,8 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.close(ctx)
 		return nil, fmt.Errorf("recorded requests: %w", err)
 	}
-	claims := proxy.Claims(proxy.NewLocalClaims())
+	e.localClaims = proxy.NewLocalClaims()
+	claims := proxy.Claims(e.localClaims)
 	if c := opts.Cluster; c != nil && c.Flows != nil {
 		// The cluster runtime owns this node's flowshard, beneath its
 		// owner RPC.

@@ -383,6 +383,9 @@ func (r *reconciler) serve(run *running, ln net.Listener) {
 func (r *reconciler) stop(ctx context.Context, run *running) {
 	r.halt(ctx, run)
 	run.imp.CloseRequests(false)
+	if c := r.e.localClaims; c != nil {
+		c.ForgetPort(run.imp.Port())
+	}
 }
 
 func (r *reconciler) halt(ctx context.Context, run *running) {

@@ -19,7 +19,8 @@ import (
 //	tcp:   requestFrom ip data
 //	json:  the request as mb's JSON (smtp's, whose message has no fields of its own here)
 //
-// The time is a varint of Unix nanoseconds, 0 for none. Everything mb shows
+// The time is Unix nanoseconds, 8 bytes little-endian (fixed, so that the
+// log can order it as it appends), 0 for none. Everything mb shows
 // of a request is derived from these (form from the body and its
 // Content-Type): a record renders to exactly the JSON the request would.
 const (
@@ -39,7 +40,7 @@ func AppendRecord(dst []byte, r *message.Request) []byte {
 	switch r.Kind {
 	case message.HTTP:
 		dst = append(dst, kindHTTP)
-		dst = binary.AppendVarint(dst, ts)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(ts))
 		dst = appendStr(dst, r.RequestFrom())
 		dst = appendStr(dst, r.IP())
 		dst = appendStr(dst, r.Method)
@@ -50,7 +51,7 @@ func AppendRecord(dst []byte, r *message.Request) []byte {
 		return append(dst, r.Body...)
 	case message.TCP:
 		dst = append(dst, kindTCP)
-		dst = binary.AppendVarint(dst, ts)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(ts))
 		dst = appendStr(dst, r.RequestFrom())
 		dst = appendStr(dst, r.IP())
 		dst = binary.AppendUvarint(dst, uint64(len(r.Body)))
@@ -58,7 +59,7 @@ func AppendRecord(dst []byte, r *message.Request) []byte {
 	}
 	js, _ := r.MarshalJSON() // never fails
 	dst = append(dst, kindJSON)
-	dst = binary.AppendVarint(dst, ts)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(ts))
 	dst = binary.AppendUvarint(dst, uint64(len(js)))
 	return append(dst, js...)
 }
@@ -94,7 +95,7 @@ func (r *Record) Decode(rec []byte) error {
 	r.JSON = nil
 	d := decoder{b: rec}
 	kind := d.byte()
-	ts := d.varint()
+	ts := d.int64()
 	r.Time = time.Time{}
 	if ts != 0 {
 		r.Time = time.Unix(0, ts)
@@ -139,7 +140,7 @@ func (r *Record) AppendJSON(b *bytes.Buffer) {
 func RecordTime(rec []byte) (time.Time, error) {
 	d := decoder{b: rec}
 	d.byte()
-	ts := d.varint()
+	ts := d.int64()
 	if d.err != nil {
 		return time.Time{}, d.err
 	}
@@ -168,14 +169,32 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
+func (d *decoder) int64() int64 {
+	if len(d.b) < 8 {
 		d.fail()
 		return 0
 	}
-	d.b = d.b[n:]
+	v := int64(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
 	return v
+}
+
+// orderTime makes rec's time no earlier than after, and returns it: a log
+// holds its requests in the order they were appended, and a merged view
+// of several logs needs each in time order too. Requests served at once
+// are appended in an order a little different from their arrival; the
+// later ones by arrival move forward by that much (well under the
+// millisecond that mb's JSON shows, at most).
+func orderTime(rec []byte, after int64) int64 {
+	ts := int64(binary.LittleEndian.Uint64(rec[1:9]))
+	if ts == 0 {
+		return after // a request without a time stays without
+	}
+	if ts < after {
+		ts = after
+		binary.LittleEndian.PutUint64(rec[1:9], uint64(ts))
+	}
+	return ts
 }
 
 func (d *decoder) uvarint() uint64 {

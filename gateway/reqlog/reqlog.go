@@ -277,6 +277,7 @@ type Log struct {
 	activeFirst int64
 	activeSince time.Time
 	segs        []*segment // oldest first; the last takes new chunks
+	lastTime    int64      // of the newest request, Unix nanoseconds
 	nextSeg     int
 	warnedCap   bool
 }
@@ -449,6 +450,7 @@ func (l *Log) Append(r *message.Request) {
 	if l.activeN == 0 {
 		l.activeSince = time.Now()
 	}
+	l.lastTime = orderTime(rec, l.lastTime)
 	if need := len(l.active) + len(rec) + binary.MaxVarintLen64; need > cap(l.active) {
 		// Past the first few requests, a chunk takes its full size at
 		// once rather than by doubling (which would waste half of it).

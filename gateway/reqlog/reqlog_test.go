@@ -92,8 +92,8 @@ func TestGoldenBytes(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"http record", AppendRecord(nil, r), "01d00f09312e322e332e343a3507312e322e332e340347455402" + "2f6101017101310101480176" + "0162"},
-		{"tcp record", AppendRecord(nil, tcp), "02000166016902" + "7879"},
+		{"http record", AppendRecord(nil, r), "01e803000000000000" + "09312e322e332e343a3507312e322e332e340347455402" + "2f6101017101310101480176" + "0162"},
+		{"tcp record", AppendRecord(nil, tcp), "02" + "0000000000000000" + "0166016902" + "7879"},
 		{"segment header", segHeader(), "5247525101000000"},
 		{"chunk header", func() []byte {
 			b := append(make([]byte, chunkHdrLen), 2, 'a', 'b')
@@ -566,5 +566,34 @@ func TestPagesByNumber(t *testing.T) {
 	defer s2.Close()
 	if got := all(t, s2, false, 0); len(got) != 1 || got[0] != wantJSON(t, n) {
 		t.Fatalf("from the last: %v", got)
+	}
+}
+
+// Requests appended a little out of time order (served at once) come
+// out in time order: a later one moves forward to the one before it.
+func TestAppendOrdersTime(t *testing.T) {
+	m := open(t, t.TempDir(), false, Options{})
+	l, _ := m.Open("p", 0)
+	for _, i := range []int{0, 5, 3, 9} {
+		l.Append(request(i))
+	}
+	s := l.Snapshot()
+	defer s.Close()
+	var times []time.Time
+	if err := s.Each(0, func(rec []byte) bool {
+		at, err := RecordTime(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, at)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []int{0, 5, 5, 9}
+	for k, at := range times {
+		if !at.Equal(request(want[k]).Timestamp) {
+			t.Fatalf("request %d at %s, want %s", k, at, request(want[k]).Timestamp)
+		}
 	}
 }

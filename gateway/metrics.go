@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/meter"
 )
 
@@ -226,6 +227,22 @@ func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labe
 		p.histogram("riftgate_request_duration_seconds", l.m.Total.Snapshot(), requestBuckets, "imposter", l.label)
 	}
 	p.gauge("riftgate_imposters", "gauge", "Number of imposters", strconv.Itoa(len(g.snapshot())))
+	var recording []*imposter.Imposter
+	for _, imp := range g.snapshot() {
+		if imp.RecordedLog() != nil {
+			recording = append(recording, imp)
+		}
+	}
+	if len(recording) > 0 {
+		p.family("riftgate_recorded_requests", "gauge", "Recorded requests an imposter holds (memory and disk)")
+		for _, imp := range recording {
+			p.sample("riftgate_recorded_requests", strconv.FormatInt(imp.Recorded().Kept, 10), "imposter", imp.MetricLabel())
+		}
+		p.family("riftgate_recorded_requests_dropped_total", "counter", "Recorded requests an imposter's cap dropped, oldest first, since it started or was cleared")
+		for _, imp := range recording {
+			p.sample("riftgate_recorded_requests_dropped_total", strconv.FormatInt(imp.Recorded().Dropped, 10), "imposter", imp.MetricLabel())
+		}
+	}
 	p.gauge("riftgate_go_goroutines", "gauge", "Number of goroutines", strconv.Itoa(runtime.NumGoroutine()))
 	p.gauge("riftgate_uptime_seconds", "gauge", "Seconds since the process started", strconv.FormatFloat(time.Since(g.started).Seconds(), 'f', 3, 64))
 	e := g.engine

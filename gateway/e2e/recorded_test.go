@@ -283,6 +283,17 @@ func TestRecordedRequestsCap(t *testing.T) {
 			t.Fatalf("%s: savedRequests %+v", name, p)
 		}
 	}
+	_, metrics := rg.Do("GET", "/metrics", nil)
+	for name, port := range ports {
+		for _, want := range []string{
+			fmt.Sprintf(`riftgate_recorded_requests{imposter="[http:%d] "} %d`, port, map[string]int{"process": 100, "own": 10, "none": 250}[name]),
+			fmt.Sprintf(`riftgate_recorded_requests_dropped_total{imposter="[http:%d] "} %d`, port, map[string]int{"process": 150, "own": 240, "none": 0}[name]),
+		} {
+			if !strings.Contains(string(metrics), want+"\n") {
+				t.Errorf("GET /metrics lacks %s", want)
+			}
+		}
+	}
 	if status, body := rg.Do("POST", "/imposters", map[string]any{"protocol": "http", "_rift": map[string]any{"maxRecordedRequests": -1}}); status != 400 || !strings.Contains(string(body), "maxRecordedRequests") {
 		t.Fatalf("a negative cap: %d %s", status, body)
 	}

@@ -221,17 +221,31 @@ func (a *answer) write(ctx context.Context, w http.ResponseWriter, status int, d
 		return
 	}
 	out := &spillWriter{w: w, status: status}
-	b := ind.Bytes()
+	streams := make(map[string]recordStream, len(a.parts))
 	for _, p := range a.parts {
-		mark := []byte(`"` + p.mark + `"`)
-		at := bytes.Index(b, mark)
+		streams[p.mark] = p.stream
+	}
+	b := ind.Bytes()
+	open := []byte(`"` + markPrefix)
+	for {
+		at := bytes.Index(b, open)
 		if at < 0 {
-			continue // not part of this answer's JSON
+			break
 		}
+		end := bytes.IndexByte(b[at+1:], '"')
+		if end < 0 {
+			break
+		}
+		mark := string(b[at+1 : at+1+end])
+		s, ok := streams[mark]
+		if !ok {
+			break // not one of ours: a definition cannot hold a mark
+		}
+		delete(streams, mark) // a mark is written once
 		line := bytes.LastIndexByte(b[:at], '\n') + 1
 		depth := len(b[line:at]) - len(bytes.TrimLeft(b[line:at], " "))
 		out.write(b[:at])
-		if err := writeRequests(ctx, out, p.stream, depth); err != nil {
+		if err := writeRequests(ctx, out, s, depth); err != nil {
 			a.g.log.Error("streaming recorded requests", "err", err)
 			if !out.committed {
 				writeErr(w, mberr.New(mberr.CannotStartServer, "cannot read the recorded requests: "+err.Error()))
@@ -241,7 +255,7 @@ func (a *answer) write(ctx context.Context, w http.ResponseWriter, status int, d
 			// not a short one.
 			panic(http.ErrAbortHandler)
 		}
-		b = b[at+len(mark):]
+		b = b[at+1+end+1:]
 	}
 	out.write(b)
 	out.finish()

@@ -250,3 +250,26 @@ func BenchmarkLogRingAdd(b *testing.B) {
 		r.add(e)
 	}
 }
+
+// Marks are replaced wherever they are in the answer, in any order.
+func TestStreamedAnswerMarksInAnyOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r0, r1 := testRequest(0, t0, ""), testRequest(1, t0, "")
+	a := &answer{g: &gateway{log: slog.New(slog.DiscardHandler)}}
+	a.parts = []streamedImposter{
+		{markPrefix + "0", &sliceStream{recs: [][]byte{reqlog.AppendRecord(nil, r0)}}},
+		{markPrefix + "1", &sliceStream{recs: [][]byte{reqlog.AppendRecord(nil, r1)}}},
+	}
+	doc := `{"imposters":[{"requests":"` + markPrefix + `1"},{"requests":"` + markPrefix + `0"}]}`
+	j0, _ := r0.MarshalJSON()
+	j1, _ := r1.MarshalJSON()
+	var want bytes.Buffer
+	if err := json.Indent(&want, []byte(`{"imposters":[{"requests":[`+string(j1)+`]},{"requests":[`+string(j0)+`]}]}`), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	a.write(context.Background(), rec, http.StatusOK, json.RawMessage(doc))
+	if rec.Body.String() != want.String() {
+		t.Fatalf("got\n%s\nwant\n%s", rec.Body.String(), want.String())
+	}
+}

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,6 +55,13 @@ type bench struct {
 	// profiled are the admin URLs of each system whose CPU profiles
 	// -profile-dir asks for.
 	profiled map[string][]string
+	// soak is the soak's report (nil when it did not run).
+	soak *soakReport
+}
+
+// soakOnly reports whether the soak is all this run measured.
+func (b *bench) soakOnly() bool {
+	return b.soak != nil && len(b.cells) == 0 && len(b.wrk) == 0 && b.cluster == nil
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -134,7 +142,21 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		}
 	}
 	b.profiled = map[string][]string{}
-	rg, admin, err := b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, rgArgs...)
+	b.cases = benchCases(b.cfg.wasmDir, rawURL)
+	// The soak starts its own riftgate: a run of it alone starts no other.
+	anyCase := false
+	for _, c := range b.cases {
+		anyCase = anyCase || b.needed(c.id)
+	}
+	var (
+		rg, mb *process
+		admin  string
+	)
+	if anyCase {
+		rg, admin, err = b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, rgArgs...)
+	} else {
+		err = errors.New("no case needs it")
+	}
 	if err != nil {
 		down[sysRift] = err.Error()
 	} else {
@@ -143,7 +165,9 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		b.profiled[sysRift] = []string{admin}
 		b.servers[sysRift] = func() []*process { return []*process{rg} }
 	}
-	mb, admin, err := b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
+	if anyCase {
+		mb, admin, err = b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
+	}
 	if err != nil {
 		down[sysMB] = err.Error()
 	} else {
@@ -151,7 +175,6 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		admins[sysMB] = admin
 		b.servers[sysMB] = func() []*process { return []*process{mb} }
 	}
-	b.cases = benchCases(b.cfg.wasmDir, rawURL)
 	if b.wantsCluster() {
 		if b.cluster, err = b.startCluster(ctx); err != nil {
 			down[sysCluster] = err.Error()
@@ -162,7 +185,9 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		}
 	}
 	for sys, why := range down {
-		b.log.Warn("system not available", "system", sys, "err", why)
+		if anyCase {
+			b.log.Warn("system not available", "system", sys, "err", why)
+		}
 	}
 
 	b.cells = map[string]map[string]*cell{}
@@ -220,6 +245,13 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	}
 	if b.cfg.wanted("cluster-faults") {
 		b.faults, b.faultsNote = b.measureFaults(ctx)
+	}
+	if b.cfg.soak > 0 && b.cfg.wanted(soakID) {
+		b.log.Info("soak", "duration", b.cfg.soak)
+		b.soak = b.runSoak(ctx, rawURL)
+		if b.soak.note != "" {
+			b.log.Warn("soak not measured", "why", b.soak.note)
+		}
 	}
 	b.info = append(b.info, "load average at end: "+strings.TrimSpace(readFile("/proc/loadavg")))
 	if total1, steal1, ok := cpuTicks(); ok && ticksOK && total1 > total0 {
@@ -745,6 +777,14 @@ func (b *bench) report() string {
 	b.clusterReport(p)
 	b.faultsReport(p)
 	b.inProcess.report(p)
+	switch {
+	case b.soak != nil:
+		p("\n%s", b.soak.section(b.cfg.serverCPU))
+	case b.cfg.out != "":
+		if prev := previousSoak(b.cfg.out); prev != "" {
+			p("\n%s", prev) // not run this time: the last one stays, with its date
+		}
+	}
 
 	p("\n## Every round\n\n")
 	p("| case | system | req/s per round |\n|---|---|---|\n")

@@ -57,7 +57,7 @@ func (h *httpServer) shutdown(ctx context.Context) error { return h.s.ShutdownWi
 func (imp *Imposter) choose(ctx context.Context, req *message.Request) (*Stub, *response, error) {
 	imp.numReqs.Add(1)
 	if imp.recordReqs {
-		imp.record(req.Clone())
+		imp.record(req)
 	}
 	t := imp.table.Load()
 	var st *Stub

@@ -35,7 +35,14 @@ type Spec struct {
 	// client's connection open unless the upstream's answer says
 	// Connection itself, where mb (and riftgate by default) closes it.
 	ProxyKeepAlive bool
-	Stubs          []*StubSpec
+	// MaxRecorded is _rift.maxRecordedRequests: the imposter's own cap on
+	// its recorded requests (0: none), or nil for the process's.
+	MaxRecorded *int64
+	// RecordKey names where the imposter's recorded requests are kept
+	// (gateway/reqlog): the same key after a restart finds them again.
+	// Empty, the port names them.
+	RecordKey string
+	Stubs     []*StubSpec
 	// DefaultResponse holds the `is` fields used when no stub matches.
 	DefaultResponse json.RawMessage
 	// EndOfRequestResolver is kept for rendering; http imposters never use it.
@@ -221,7 +228,7 @@ func parseHeader(s *Spec, obj object) mberr.List {
 	}
 	s.EndOfRequestResolver = obj.get("endOfRequestResolver")
 	if raw := obj.get("_rift"); raw != nil {
-		if err := parseRift(raw, &s.Flow, &s.ProxyKeepAlive); err != nil {
+		if err := parseRift(raw, s); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -398,10 +405,12 @@ func upcastBehaviors(obj object) object {
 	return append(out, field{Key: "behaviors", Value: raw(behaviors)})
 }
 
-func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.Error {
+func parseRift(raw json.RawMessage, s *Spec) *mberr.Error {
+	fs := &s.Flow
 	var rift struct {
-		ProxyKeepAlive bool `json:"proxyKeepAlive"`
-		FlowState      *struct {
+		ProxyKeepAlive      bool         `json:"proxyKeepAlive"`
+		MaxRecordedRequests *json.Number `json:"maxRecordedRequests"`
+		FlowState           *struct {
 			FlowIDSource string `json:"flowIdSource"`
 			ContextScope string `json:"contextScope"`
 			TTLSeconds   *int64 `json:"ttlSeconds"`
@@ -415,7 +424,14 @@ func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.E
 	if err := d.Decode(&rift); err != nil {
 		return mberr.New(mberr.BadData, "invalid _rift: "+err.Error()).WithSource(raw)
 	}
-	*proxyKeepAlive = rift.ProxyKeepAlive
+	s.ProxyKeepAlive = rift.ProxyKeepAlive
+	if n := rift.MaxRecordedRequests; n != nil {
+		v, err := n.Int64()
+		if err != nil || v < 0 {
+			return mberr.New(mberr.BadData, "_rift.maxRecordedRequests must be a whole number of requests, 0 for no cap").WithSource(raw)
+		}
+		s.MaxRecorded = &v
+	}
 	f := rift.FlowState
 	if f == nil {
 		return nil

@@ -305,7 +305,7 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 	if err != nil {
 		return nil, err
 	}
-	key := strconv.Itoa(call.Imposter.Port()) + "|" + config.Signature(preds)
+	key := ClaimKey(call.Imposter.Port(), config.Signature(preds))
 	for {
 		token, won, err := p.f.Claims.Acquire(ctx, key)
 		if err != nil {
@@ -342,6 +342,10 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 		return resp, nil
 	}
 }
+
+// ClaimKey is the claim of a proxyOnce recording: the imposter's port and
+// the signature of the predicates it records.
+func ClaimKey(port int, signature string) string { return strconv.Itoa(port) + "|" + signature }
 
 // claimErr is what a request gets when its proxyOnce claim cannot be
 // arbitrated: 503, and the upstream is not called.

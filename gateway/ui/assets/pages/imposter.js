@@ -81,6 +81,7 @@ export async function imposter(main, match) {
     }
     fill(requests,
       h("h2", {}, `Recorded requests (${page.total})`),
+      page.dropped ? h("p", { class: "muted dropped" }, `${page.dropped} older requests were dropped: this imposter keeps the newest ${page.max}.`) : null,
       h("div", { class: "toolbar" }, search, " ", h("button", { on: { click: () => { query = search.value; drawRequests(0); } } }, "Search"),
         query ? h("span", { class: "muted" }, ` ${page.matched} match`) : null),
       page.requests.length === 0 ? h("p", { class: "muted" }, "None.") :

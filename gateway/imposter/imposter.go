@@ -108,12 +108,17 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if imp.meters = meter.NewImposter(); opts.Meters != nil {
 		imp.meters = opts.Meters(imp.MetricLabel())
 	}
-	imp.warnIgnored(imp.log, spec.Ignored)
+	imp.warnIgnored(imp.log, imp.wsIgnored(spec.Ignored))
 	dflt, isJSON, err := imp.buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
 	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: RenderHeader(dflt)}
+	if spec.IsWS() {
+		if imp.dflt.ws, err = wsAnswerOf(dflt.Body); err != nil {
+			return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
+		}
+	}
 	// As mb does, every stub's refusals are answered together.
 	var errs mberr.List
 	stubs := make([]*Stub, 0, len(spec.Stubs))
@@ -150,7 +155,7 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 	}
 	st, err := c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
 	if err == nil {
-		imp.warnIgnored(imp.logger(), ss.Ignored)
+		imp.warnIgnored(imp.logger(), imp.wsIgnored(ss.Ignored))
 	}
 	return st, err
 }
@@ -196,7 +201,7 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 // Serve serves the imposter on ln, a listener Listen bound for its port,
 // until Stop. The imposter owns ln from here, even on error.
 func (imp *Imposter) Serve(ln net.Listener) error {
-	if imp.spec.Protocol == "https" {
+	if imp.spec.Protocol == "https" || imp.spec.Protocol == "wss" {
 		cfg, err := imp.tlsConfig()
 		if err != nil {
 			ln.Close()

@@ -31,6 +31,8 @@ func (imp *Imposter) newServer() server {
 		return newTCPServer(imp)
 	case "smtp":
 		return newSMTPServer(imp)
+	case "ws", "wss":
+		return newWSServer(imp)
 	}
 	return &httpServer{fasthttp.Server{
 		Handler:                       imp.Handler(),
@@ -54,11 +56,34 @@ func (h *httpServer) shutdown(ctx context.Context) error { return h.s.ShutdownWi
 // choose counts and records req, and picks the stub (nil for none) and the
 // response that answer it.
 func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
+	return imp.chooseIn(imp.table.Load(), req)
+}
+
+// chooseOpen is choose for a WebSocket handshake: only the stubs that name
+// type "open" answer it, and a nil response (with no error) means none
+// matched: the handshake is then accepted as it is.
+func (imp *Imposter) chooseOpen(req *message.Request) (*Stub, *response, error) {
+	t := imp.table.Load()
+	if t.opens == nil {
+		imp.numReqs.Add(1)
+		if imp.recordReqs {
+			imp.record(req.Clone())
+		}
+		return nil, nil, nil
+	}
+	st, r, err := imp.chooseIn(t.opens, req)
+	if st == nil && err == nil {
+		return nil, nil, nil
+	}
+	return st, r, err
+}
+
+// chooseIn is choose over the stubs of t.
+func (imp *Imposter) chooseIn(t *table, req *message.Request) (*Stub, *response, error) {
 	imp.numReqs.Add(1)
 	if imp.recordReqs {
 		imp.record(req.Clone())
 	}
-	t := imp.table.Load()
 	var st *Stub
 	if t.scenarios {
 		var err error
@@ -126,6 +151,11 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 		return resp.TCPObject()
 	case "smtp":
 		b.WriteString(`{}`)
+	case "ws", "wss":
+		if len(resp.Body) == 0 {
+			return []byte(`{}`)
+		}
+		return resp.Body
 	default:
 		b.WriteString(`{"statusCode":`)
 		b.WriteString(strconv.Itoa(resp.StatusCode))

@@ -29,7 +29,9 @@ type Spec struct {
 	Key, Cert      string
 	MutualAuth     bool
 	// Mode is a tcp imposter's "text" or "binary" (its data is base64).
-	Mode  string
+	Mode string
+	// WS is a ws or wss imposter's limits.
+	WS    WSLimits
 	Flow  FlowSpec
 	Stubs []*StubSpec
 	// DefaultResponse holds the `is` fields used when no stub matches.
@@ -141,7 +143,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		}
 	}
 	for _, f := range obj {
-		if !imposterFields[f.Key] {
+		if !imposterFields[f.Key] && !(s.IsWS() && wsFields[f.Key]) {
 			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
@@ -177,6 +179,10 @@ func parseHeader(s *Spec, obj object) mberr.List {
 	case s.IsHTTP():
 	case s.Protocol == "tcp" || s.Protocol == "smtp":
 		if err := parseTCPSMTP(s, obj); err != nil {
+			errs = append(errs, mberr.As(err))
+		}
+	case s.IsWS():
+		if err := parseWS(s, obj); err != nil {
 			errs = append(errs, mberr.As(err))
 		}
 	default:

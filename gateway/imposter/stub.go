@@ -48,6 +48,9 @@ type Call struct {
 	Request  *message.Request
 	Stub     *Stub
 	FlowID   string
+	// Session is the connection of a WebSocket request, nil for the
+	// protocols whose requests stand alone.
+	Session *Session
 
 	matched   time.Duration // the meters' reading when the request was matched; 0 if none
 	behaviors Behaviors
@@ -158,6 +161,9 @@ type Stub struct {
 	// "" when every position of its cycle answers the same response.
 	cycleKey string
 	paths    []message.PathKey // Compiler.PathKeys'
+	// onOpen: a ws imposter's stub that answers the handshake (its
+	// predicates name type "open").
+	onOpen bool
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
@@ -346,6 +352,7 @@ type response struct {
 	header    *fasthttp.ResponseHeader // static's, rendered once
 	jsonBody  bool                     // static.Body was a JSON object
 	fault     string
+	ws        *wsAnswer // a ws imposter's static, compiled
 	responder Responder
 	behaviors Behaviors
 	// handlesBehaviors: the responder applies behaviors itself.
@@ -362,7 +369,7 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 			return nil, err
 		}
 	}
-	st := &Stub{Spec: spec}
+	st := &Stub{Spec: spec, onOpen: b.Imposter != nil && b.Imposter.spec.IsWS() && onOpen(spec.Predicates)}
 	if c.Predicates != nil {
 		m, err := c.Predicates(spec.Predicates, b)
 		if err != nil {
@@ -498,6 +505,11 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		if b.Imposter.spec.IsHTTP() {
 			resp.MB = rs.Value // mb's object is the is as given, defaults filled in only when it is written
 		}
+		if b.Imposter.spec.IsWS() {
+			if r.ws, err = wsAnswerOf(resp.Body); err != nil {
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+			}
+		}
 		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
 	case "fault":
 		_ = json.Unmarshal(rs.Value, &r.fault)
@@ -590,9 +602,27 @@ type table struct {
 	// scenarios says whether any stub takes part in a scenario, which moves
 	// matching off the lock-free path and onto the flow store.
 	scenarios bool
+	// opens is a ws imposter's table of the stubs that answer the
+	// handshake (Stub.onOpen), nil when none does.
+	opens *table
 }
 
 func newTable(stubs []*Stub) *table {
+	t := indexTable(stubs)
+	var opens []*Stub
+	for _, s := range stubs {
+		if s.onOpen {
+			opens = append(opens, s)
+		}
+	}
+	if len(opens) > 0 {
+		t.opens = indexTable(opens)
+	}
+	return t
+}
+
+// indexTable indexes stubs.
+func indexTable(stubs []*Stub) *table {
 	t := &table{stubs: stubs, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
 	for i, s := range stubs {
 		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""

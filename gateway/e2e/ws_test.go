@@ -420,3 +420,103 @@ func TestWSSImposter(t *testing.T) {
 func insecureTLS() *tls.Config {
 	return &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the imposter's self-signed pair
 }
+
+// Handshake stubs (predicates on type "open") accept or refuse the upgrade,
+// choose a subprotocol and headers, and greet the connection.
+func TestWSHandshakeStubs(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"ws","stubs":[
+		{"predicates":[{"equals":{"type":"open","path":"/private"}},{"not":{"exists":{"headers":{"Authorization":true}}}}],
+		 "responses":[{"is":{"statusCode":401,"headers":{"WWW-Authenticate":"Bearer"},"body":"token required"}}]},
+		{"predicates":[{"equals":{"type":"open"}},{"contains":{"headers":{"Sec-WebSocket-Protocol":"chat.v2"}}}],
+		 "responses":[{"is":{"subprotocol":"chat.v2","headers":{"X-Server":"riftgate"},"data":"welcome","messages":[{"data":"AQI=","type":"binary"}]}}]},
+		{"predicates":[{"equals":{"type":"open","path":"/full"}}],
+		 "responses":[{"is":{"close":{"code":1013,"reason":"come back later"}}}]},
+		{"responses":[{"is":{"data":"echo ${d}"},"behaviors":[{"copy":{"from":"data","into":"${d}","using":{"method":"regex","selector":".*"}}}]}]}
+		]}`)
+
+	_, resp, err := wsDialErr(port, "/private", nil)
+	if err == nil || resp == nil || resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != "Bearer" {
+		t.Fatalf("refusal: %v %+v", err, resp)
+	}
+	c := wsDial(t, port, "/private", http.Header{"Authorization": {"Bearer x"}})
+	if got := wsAsk(t, c, "hi"); got != "echo hi" {
+		t.Fatalf("an accepted handshake without a greeting, then the catch-all: %q", got)
+	}
+
+	d := websocket.Dialer{Subprotocols: []string{"chat.v1", "chat.v2"}}
+	c2, resp, err := d.Dial(fmt.Sprintf("ws://127.0.0.1:%d/room", port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if c2.Subprotocol() != "chat.v2" || resp.Header.Get("X-Server") != "riftgate" {
+		t.Fatalf("subprotocol %q, headers %v", c2.Subprotocol(), resp.Header)
+	}
+	if got := wsRead(t, c2); got.data != "welcome" {
+		t.Fatalf("greeting %+v", got)
+	}
+	if got := wsRead(t, c2); got.typ != websocket.BinaryMessage || got.data != "\x01\x02" {
+		t.Fatalf("second greeting %+v", got)
+	}
+
+	c3 := wsDial(t, port, "/full", nil)
+	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err = c3.ReadMessage()
+	if ce, ok := err.(*websocket.CloseError); !ok || ce.Code != 1013 || ce.Text != "come back later" {
+		t.Fatalf("closed on open: %v", err)
+	}
+}
+
+// Server pushes: every N ms, M times, from the handshake or from a message.
+func TestWSSchedules(t *testing.T) {
+	rg := gatewaytest.Start(t, "--allowInjection")
+	port := rg.PostImposter(`{"protocol":"ws","stubs":[
+		{"predicates":[{"equals":{"type":"open","path":"/ticks"}}],
+		 "responses":[{"is":{"data":"tick","every":50,"times":3}}]},
+		{"predicates":[{"equals":{"data":"subscribe"}}],
+		 "responses":[{"is":{"messages":["p1","p2"],"every":40,"times":2,"close":{"code":4000,"reason":"end of stream"}}}]},
+		{"predicates":[{"equals":{"data":"forever"}}],
+		 "responses":[{"is":{"data":"again","every":20}}]}
+		]}`)
+	c := wsDial(t, port, "/ticks", nil)
+	start := time.Now()
+	for i := range 3 {
+		if got := wsRead(t, c).data; got != "tick" {
+			t.Fatalf("tick %d: %q", i, got)
+		}
+	}
+	if el := time.Since(start); el < 90*time.Millisecond {
+		t.Fatalf("three ticks every 50 ms came in %v", el)
+	}
+	// The ticks stop after three: the next message is the subscription's.
+	wsSend(t, c, websocket.TextMessage, "subscribe")
+	var got []string
+	for range 4 {
+		got = append(got, wsRead(t, c).data)
+	}
+	if strings.Join(got, ",") != "p1,p2,p1,p2" {
+		t.Fatalf("stream %v", got)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err := c.ReadMessage()
+	if ce, ok := err.(*websocket.CloseError); !ok || ce.Code != 4000 || ce.Text != "end of stream" {
+		t.Fatalf("closed after the stream: %v", err)
+	}
+
+	// A schedule without times runs until the connection ends, and ends
+	// with it.
+	c2 := wsDial(t, port, "/", nil)
+	wsSend(t, c2, websocket.TextMessage, "forever")
+	for range 5 {
+		if got := wsRead(t, c2).data; got != "again" {
+			t.Fatal(got)
+		}
+	}
+	c2.Close()
+	time.Sleep(100 * time.Millisecond)
+	status, metrics := rg.Do("GET", "/metrics", nil)
+	if status != 200 || !strings.Contains(string(metrics), fmt.Sprintf(`riftgate_ws_connections{imposter="[ws:%d] "} 0`, port)) {
+		t.Fatalf("connections left open:\n%s", metrics)
+	}
+}

@@ -523,7 +523,7 @@ func (w *wsConn) write(frames []byte, n int) error {
 	if w.closing.Load() {
 		return nil
 	}
-	err := w.conn.Write(func(dst []byte, _ *[4]byte) []byte { return append(dst, frames...) })
+	err := w.conn.WriteFrames(frames)
 	if err != nil {
 		if !errors.Is(err, net.ErrClosed) {
 			w.writeError(err)

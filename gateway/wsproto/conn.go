@@ -118,6 +118,21 @@ func (c *Conn) writeLocked(fill func(dst []byte, mask *[4]byte) []byte) error {
 	return err
 }
 
+// WriteFrames sends frames already rendered (server frames, unmasked),
+// whole, without copying them.
+func (c *Conn) WriteFrames(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent {
+		return net.ErrClosed
+	}
+	if c.WriteTimeout > 0 {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.WriteTimeout))
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
 // WriteMessage sends one message (or control frame).
 func (c *Conn) WriteMessage(op byte, payload []byte) error {
 	return c.Write(func(dst []byte, mask *[4]byte) []byte { return AppendFrame(dst, op, payload, mask) })

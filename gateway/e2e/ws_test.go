@@ -520,3 +520,118 @@ func TestWSSchedules(t *testing.T) {
 		t.Fatalf("connections left open:\n%s", metrics)
 	}
 }
+
+// Flows: the flow id comes from the connection, a query parameter or a
+// handshake header; scenarios and (with cycles "flow") response cycles
+// are kept per flow.
+func TestWSFlows(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	stubs := `"stubs":[
+		{"scenarioName":"session","requiredScenarioState":"Started","newScenarioState":"in",
+		 "predicates":[{"equals":{"data":"login"}}],"responses":[{"is":{"data":"welcome"}}]},
+		{"scenarioName":"session","requiredScenarioState":"in",
+		 "predicates":[{"equals":{"data":"whoami"}}],"responses":[{"is":{"data":"logged in"}}]},
+		{"predicates":[{"equals":{"data":"whoami"}}],"responses":[{"is":{"data":"anonymous"}}]},
+		{"predicates":[{"equals":{"data":"next"}}],"responses":[{"is":{"data":"1"}},{"is":{"data":"2"}},{"is":{"data":"3"}}]}]`
+	byConn := rg.PostImposter(`{"protocol":"ws","_rift":{"flowState":{"flowIdSource":"connection","cycles":"flow"}},` + stubs + `}`)
+	byQuery := rg.PostImposter(`{"protocol":"ws","_rift":{"flowState":{"flowIdSource":"query:user"}},` + stubs + `}`)
+	byHeader := rg.PostImposter(`{"protocol":"ws","_rift":{"flowState":{"flowIdSource":"header:X-User","cycles":"flow"}},` + stubs + `}`)
+
+	t.Run("connection", func(t *testing.T) {
+		a, b := wsDial(t, byConn, "/", nil), wsDial(t, byConn, "/", nil)
+		if got := wsAsk(t, a, "login"); got != "welcome" {
+			t.Fatal(got)
+		}
+		if got := wsAsk(t, a, "whoami"); got != "logged in" {
+			t.Fatalf("a after login: %q", got)
+		}
+		if got := wsAsk(t, b, "whoami"); got != "anonymous" {
+			t.Fatalf("b is a flow of its own: %q", got)
+		}
+		var seq []string
+		for _, c := range []*websocket.Conn{a, a, b, a, b} {
+			seq = append(seq, wsAsk(t, c, "next"))
+		}
+		if strings.Join(seq, ",") != "1,2,1,3,2" {
+			t.Fatalf("cycles per connection: %v", seq)
+		}
+		status, body := rg.Do("GET", fmt.Sprintf("/imposters/%d/flows", byConn), nil)
+		var flows struct{ Flows []string }
+		_ = json.Unmarshal(body, &flows)
+		if status != 200 || len(flows.Flows) != 2 {
+			t.Fatalf("two connections, two flows: %d %s", status, body)
+		}
+		a.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			_, body = rg.Do("GET", fmt.Sprintf("/imposters/%d/flows", byConn), nil)
+			_ = json.Unmarshal(body, &flows)
+			if len(flows.Flows) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a closed connection's flow stays: %s", body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Run("query", func(t *testing.T) {
+		a1, a2 := wsDial(t, byQuery, "/?user=ann", nil), wsDial(t, byQuery, "/?user=ann", nil)
+		bob := wsDial(t, byQuery, "/?user=bob", nil)
+		if got := wsAsk(t, a1, "login"); got != "welcome" {
+			t.Fatal(got)
+		}
+		if got := wsAsk(t, a2, "whoami"); got != "logged in" {
+			t.Fatalf("ann's second connection shares her flow: %q", got)
+		}
+		if got := wsAsk(t, bob, "whoami"); got != "anonymous" {
+			t.Fatalf("bob: %q", got)
+		}
+		// Cycles per stub (mb's): across every connection.
+		var seq []string
+		for _, c := range []*websocket.Conn{a1, bob, a2} {
+			seq = append(seq, wsAsk(t, c, "next"))
+		}
+		if strings.Join(seq, ",") != "1,2,3" {
+			t.Fatalf("cycles per stub: %v", seq)
+		}
+		status, body := rg.Do("GET", fmt.Sprintf("/imposters/%d/scenarios?flowId=ann", byQuery), nil)
+		if status != 200 || !strings.Contains(string(body), `"in"`) {
+			t.Fatalf("ann's scenario: %d %s", status, body)
+		}
+	})
+	t.Run("header", func(t *testing.T) {
+		h := http.Header{"X-User": {"carol"}}
+		c1, c2 := wsDial(t, byHeader, "/", h), wsDial(t, byHeader, "/", h)
+		other := wsDial(t, byHeader, "/", http.Header{"X-User": {"dave"}})
+		_ = wsAsk(t, c1, "login")
+		if got := wsAsk(t, c2, "whoami"); got != "logged in" {
+			t.Fatalf("carol's other connection: %q", got)
+		}
+		var seq []string
+		for _, c := range []*websocket.Conn{c1, c2, other, c1} {
+			seq = append(seq, wsAsk(t, c, "next"))
+		}
+		if strings.Join(seq, ",") != "1,2,1,3" {
+			t.Fatalf("cycles per user: %v", seq)
+		}
+	})
+	if status, body := rg.Do("POST", "/imposters", json.RawMessage(`{"protocol":"ws","_rift":{"flowState":{"cycles":"user"}}}`)); status != 400 {
+		t.Fatalf("a bad cycles: %d %s", status, body)
+	}
+}
+
+// query:<name> and cycles "flow" on an http imposter.
+func TestHTTPFlowFromQueryCyclesPerFlow(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"http","_rift":{"flowState":{"flowIdSource":"query:user","cycles":"flow"}},
+		"stubs":[{"responses":[{"is":{"body":"1"}},{"is":{"body":"2"}}]}]}`)
+	var seq []string
+	for _, user := range []string{"ann", "ann", "bob", "ann"} {
+		_, body := gatewaytest.Do(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/?user=%s", port, user), nil, nil)
+		seq = append(seq, string(body))
+	}
+	if strings.Join(seq, ",") != "1,2,1,1" {
+		t.Fatalf("cycles per user: %v", seq)
+	}
+}

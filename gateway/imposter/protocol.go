@@ -96,6 +96,10 @@ func (imp *Imposter) chooseIn(t *table, req *message.Request) (*Stub, *response,
 	if st == nil {
 		return nil, imp.dflt, nil
 	}
+	if st.cycleKey != "" && imp.spec.Flow.CyclesPerFlow && imp.opts.Store != nil {
+		r, err := imp.nextInFlow(st, req)
+		return st, r, err
+	}
 	r, err := imp.next(st)
 	return st, r, err
 }

@@ -80,10 +80,18 @@ type ResponseSpec struct {
 // FlowSpec is `_rift.flowState`: where a request's flow id comes from and
 // how its writes are kept.
 type FlowSpec struct {
-	Header     string // "" means the imposter's port is the flow id
-	Fleet      bool   // contextScope "fleet": ids are shared by every imposter
-	Policy     flow.Policy
-	configured bool
+	Header string // "" means the imposter's port is the flow id
+	// Query names a query parameter that holds the flow id ("query:<name>");
+	// Connection makes each connection its own flow ("connection": a
+	// WebSocket imposter's; others fall back on the port).
+	Query      string
+	Connection bool
+	// CyclesPerFlow: a stub's responses cycle per flow (`cycles: "flow"`),
+	// not per stub as mb's do.
+	CyclesPerFlow bool
+	Fleet         bool // contextScope "fleet": ids are shared by every imposter
+	Policy        flow.Policy
+	configured    bool
 }
 
 // The fields mb reads or prints (and riftgate's own): any other is
@@ -404,6 +412,7 @@ func parseRift(raw json.RawMessage, fs *FlowSpec) *mberr.Error {
 			ContextScope string `json:"contextScope"`
 			TTLSeconds   *int64 `json:"ttlSeconds"`
 			Durability   string `json:"durability"`
+			Cycles       string `json:"cycles"`
 		} `json:"flowState"`
 	}
 	// _rift is riftgate's own, so it is checked strictly: a typo here
@@ -422,8 +431,19 @@ func parseRift(raw json.RawMessage, fs *FlowSpec) *mberr.Error {
 	case src == "" || src == "imposter_port":
 	case strings.HasPrefix(src, "header:") && len(src) > len("header:"):
 		fs.Header = src[len("header:"):]
+	case strings.HasPrefix(src, "query:") && len(src) > len("query:"):
+		fs.Query = src[len("query:"):]
+	case src == "connection":
+		fs.Connection = true
 	default:
-		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port" or "header:<name>"`).WithSource(raw)
+		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port", "header:<name>", "query:<name>" or "connection"`).WithSource(raw)
+	}
+	switch f.Cycles {
+	case "", "stub":
+	case "flow":
+		fs.CyclesPerFlow = true
+	default:
+		return mberr.New(mberr.BadData, `_rift.flowState.cycles must be "stub" or "flow"`).WithSource(raw)
 	}
 	switch f.ContextScope {
 	case "", "imposter":

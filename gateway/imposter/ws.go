@@ -248,6 +248,7 @@ func (imp *Imposter) serveWS(nc net.Conn, r io.Reader, hs *wsHandshake, pre *wsA
 		cancel()
 		w.wg.Wait()
 		w.sess.done()
+		w.forgetFlow(req)
 	}()
 	if a.wire != nil && a.every == 0 {
 		m.Sent.Add(uint64(len(a.msgs)))
@@ -258,6 +259,22 @@ func (imp *Imposter) serveWS(nc net.Conn, r io.Reader, hs *wsHandshake, pre *wsA
 		return
 	}
 	w.loop(req, hs)
+}
+
+// forgetFlow clears the connection's flow when each connection is its
+// own flow: no later request can reach it.
+func (w *wsConn) forgetFlow(req *message.Request) {
+	imp := w.imp
+	if !imp.spec.Flow.Connection || imp.opts.Store == nil {
+		return
+	}
+	req.Connection = w.sess.ID
+	id := imp.FlowID(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := imp.opts.Store.Clear(ctx, id); err != nil {
+		imp.log.Debug("clearing a closed connection's flow", "flow", id, "err", err)
+	}
 }
 
 // fill makes req a request of the connection, with hs's path, query and

@@ -142,11 +142,21 @@ func (s *Session) OnClose(f func()) {
 // Send writes one message to the client now, outside any request (a
 // proxy forwarding what its upstream sent unasked); binary picks the type.
 func (s *Session) Send(data []byte, binary bool) error {
+	if s.c.live.Load() == nil {
+		return errNotOpen
+	}
 	return s.c.write(wsMessage{data: data, binary: binary}.appendFrame(nil), 1)
 }
 
+// errNotOpen is a Send before the handshake is answered.
+var errNotOpen = errors.New("websocket: the connection is not open yet")
+
 // Close closes the connection with a close frame (code 0: none).
-func (s *Session) Close(code int, reason string) { s.c.closeWith(code, reason) }
+func (s *Session) Close(code int, reason string) {
+	if s.c.live.Load() != nil {
+		s.c.closeWith(code, reason)
+	}
+}
 
 func (s *Session) done() {
 	s.mu.Lock()
@@ -163,6 +173,9 @@ type wsConn struct {
 	imp  *Imposter
 	nc   net.Conn
 	conn *wsproto.Conn
+	// live is conn once the handshake is answered, for the Session's
+	// callers on other goroutines.
+	live atomic.Pointer[wsproto.Conn]
 	sess *Session
 	ctx  context.Context
 	lim  WSLimits
@@ -244,6 +257,7 @@ func (imp *Imposter) serveWS(nc net.Conn, r io.Reader, hs *wsHandshake, pre *wsA
 	m.Opened.Add(1)
 	w.conn = wsproto.NewConn(nc, r, true, lim.MaxMessageBytes)
 	w.conn.WriteTimeout = lim.WriteTimeout
+	w.live.Store(w.conn)
 	defer func() {
 		cancel()
 		w.wg.Wait()

@@ -635,3 +635,78 @@ func TestHTTPFlowFromQueryCyclesPerFlow(t *testing.T) {
 		t.Fatalf("cycles per user: %v", seq)
 	}
 }
+
+// An http imposter's stub that answers 101 takes an upgrade request's
+// connection over as a WebSocket, and the imposter's stubs answer its
+// messages; plain http requests go on as before, on the same port.
+func TestHTTPImposterUpgradesToWebSocket(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"http","recordRequests":true,"stubs":[
+		{"predicates":[{"equals":{"path":"/socket"}},{"equals":{"headers":{"Upgrade":"websocket"}}}],
+		 "responses":[{"is":{"statusCode":101,"subprotocol":"v1","headers":{"X-Upgraded":"yes"},"data":"welcome"}}]},
+		{"predicates":[{"equals":{"data":"ping"}}],"responses":[{"is":{"data":"pong"}}]},
+		{"predicates":[{"equals":{"type":"text","path":"/socket"}}],"responses":[{"is":{"data":"echo ${d}"},
+			"behaviors":[{"copy":{"from":"data","into":"${d}","using":{"method":"regex","selector":".*"}}}]}]},
+		{"predicates":[{"equals":{"path":"/plain"}}],"responses":[{"is":{"body":"plain http"}}]}]}`)
+	d := websocket.Dialer{Subprotocols: []string{"v1"}, HandshakeTimeout: 5 * time.Second}
+	c, resp, err := d.Dial(fmt.Sprintf("ws://127.0.0.1:%d/socket", port), nil)
+	if err != nil {
+		t.Fatalf("upgrade: %v %+v", err, resp)
+	}
+	defer c.Close()
+	if c.Subprotocol() != "v1" || resp.Header.Get("X-Upgraded") != "yes" {
+		t.Fatalf("handshake answer: %q %v", c.Subprotocol(), resp.Header)
+	}
+	if got := wsRead(t, c).data; got != "welcome" {
+		t.Fatalf("greeting %q", got)
+	}
+	if got := wsAsk(t, c, "ping"); got != "pong" {
+		t.Fatalf("ping: %q", got)
+	}
+	if got := wsAsk(t, c, "hello"); got != "echo hello" {
+		t.Fatalf("copy on an upgraded connection: %q", got)
+	}
+	if status, body := gatewaytest.Do(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/plain", port), nil, nil); status != 200 || string(body) != "plain http" {
+		t.Fatalf("http alongside: %d %q", status, body)
+	}
+	// The upgrade stub answers a request that is no handshake with why.
+	if status, body := gatewaytest.Do(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/socket", port), nil, http.Header{"Upgrade": {"websocket"}}); status != 426 {
+		t.Fatalf("not a handshake: %d %s", status, body)
+	}
+	imp := getImposter(t, rg.URL, port, "")
+	var types []string
+	for _, r := range imp["requests"].([]any) {
+		m := r.(map[string]any)
+		types = append(types, fmt.Sprint(m["method"], m["type"]))
+	}
+	if strings.Join(types, ",") != "GET<nil>,<nil>text,<nil>text,GET<nil>,GET<nil>" {
+		t.Fatalf("recorded: %v", types)
+	}
+	status, metrics := rg.Do("GET", "/metrics", nil)
+	if status != 200 || !strings.Contains(string(metrics), fmt.Sprintf(`riftgate_ws_connections_total{imposter="[http:%d] "} 1`, port)) {
+		t.Fatalf("metrics:\n%s", metrics)
+	}
+	// A change of stubs reaches the next upgraded connection.
+	if status, body := rg.Do("POST", fmt.Sprintf("/imposters/%d/stubs", port), json.RawMessage(
+		`{"index":0,"stub":{"predicates":[{"equals":{"data":"new"}}],"responses":[{"is":{"data":"new stub"}}]}}`)); status != 200 {
+		t.Fatalf("add stub: %d %s", status, body)
+	}
+	c2, _, err := d.Dial(fmt.Sprintf("ws://127.0.0.1:%d/socket", port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_ = wsRead(t, c2)
+	if got := wsAsk(t, c2, "new"); got != "new stub" {
+		t.Fatalf("after a stub change: %q", got)
+	}
+	// Deleting the imposter ends its upgraded connections too.
+	start := time.Now()
+	if status, body := rg.Do("DELETE", fmt.Sprintf("/imposters/%d", port), nil); status != 200 {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := c2.ReadMessage(); err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("after the delete: %v, %v", err, time.Since(start))
+	}
+}

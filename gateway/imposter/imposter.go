@@ -82,6 +82,16 @@ type Imposter struct {
 	meters     *meter.Imposter
 	recordReqs bool
 
+	// cfg is the configuration the stubs were last compiled against, and
+	// ws the WebSocket imposter an upgraded connection is served by (an
+	// http imposter's; ws_upgrade.go).
+	cfg      atomic.Pointer[config.State]
+	ws       atomic.Pointer[upgradeTarget]
+	upgraded conns
+	// parent is, for the ws imposter an http imposter upgrades to, that
+	// imposter: it counts and records the requests.
+	parent *Imposter
+
 	ln   net.Listener
 	srv  server // the protocol's: fasthttp for http(s), tcp.go, smtp.go
 	done chan struct{}
@@ -139,6 +149,7 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 		return nil, err
 	}
 	imp.table.Store(newTable(stubs))
+	imp.cfg.Store(cfg)
 	if err := imp.compileEndOfRequest(); err != nil {
 		return nil, err
 	}
@@ -154,6 +165,9 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 		c = &Compiler{}
 	}
 	st, err := c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
+	if cfg != nil {
+		imp.cfg.Store(cfg)
+	}
 	if err == nil {
 		imp.warnIgnored(imp.logger(), imp.wsIgnored(ss.Ignored))
 	}
@@ -225,6 +239,9 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 // that never served only releases its context.
 func (imp *Imposter) Stop(ctx context.Context) error {
 	imp.cancel()
+	if t := imp.ws.Load(); t != nil {
+		t.imp.cancel()
+	}
 	if imp.srv == nil {
 		return nil
 	}
@@ -290,7 +307,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	switch {
 	case err != nil:
 		imp.writeError(ctx, err)
-	case r.static != nil && r.behaviors == nil && !imp.corsPreflight(req):
+	case r.static != nil && r.behaviors == nil && !r.upgrade && !imp.corsPreflight(req):
 		writeStatic(ctx, r.static, r.header)
 		if st != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, r.static)
@@ -317,6 +334,10 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 // respondSlow builds a response that is not a plain `is`: faults, computed
 // responses, behaviors and CORS preflights.
 func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, call *Call, r *response) *message.Response {
+	if r.upgrade {
+		imp.upgradeWS(ctx, call.Request, r)
+		return r.static
+	}
 	if r.fault != "" {
 		fault(ctx, r.fault)
 		return nil

@@ -34,7 +34,7 @@ func (imp *Imposter) newServer() server {
 	case "ws", "wss":
 		return newWSServer(imp)
 	}
-	return &httpServer{fasthttp.Server{
+	return &httpServer{imp: imp, s: fasthttp.Server{
 		Handler:                       imp.Handler(),
 		Name:                          "",
 		NoDefaultServerHeader:         true,
@@ -47,11 +47,22 @@ func (imp *Imposter) newServer() server {
 }
 
 // httpServer serves http and https imposters through fasthttp.
-type httpServer struct{ s fasthttp.Server }
+type httpServer struct {
+	imp *Imposter
+	s   fasthttp.Server
+}
 
 func (h *httpServer) serve(ln net.Listener) error { return h.s.Serve(ln) }
 
-func (h *httpServer) shutdown(ctx context.Context) error { return h.s.ShutdownWithContext(ctx) }
+// shutdown stops fasthttp, then the connections upgraded to WebSocket,
+// which fasthttp no longer tracks.
+func (h *httpServer) shutdown(ctx context.Context) error {
+	err := h.s.ShutdownWithContext(ctx)
+	if werr := h.imp.upgraded.shutdown(ctx); err == nil {
+		err = werr
+	}
+	return err
+}
 
 // choose counts and records req, and picks the stub (nil for none) and the
 // response that answer it.
@@ -65,9 +76,13 @@ func (imp *Imposter) choose(req *message.Request) (*Stub, *response, error) {
 func (imp *Imposter) chooseOpen(req *message.Request) (*Stub, *response, error) {
 	t := imp.table.Load()
 	if t.opens == nil {
-		imp.numReqs.Add(1)
-		if imp.recordReqs {
-			imp.record(req.Clone())
+		rec := imp
+		if imp.parent != nil {
+			rec = imp.parent
+		}
+		rec.numReqs.Add(1)
+		if rec.recordReqs {
+			rec.record(req.Clone())
 		}
 		return nil, nil, nil
 	}
@@ -80,9 +95,13 @@ func (imp *Imposter) chooseOpen(req *message.Request) (*Stub, *response, error) 
 
 // chooseIn is choose over the stubs of t.
 func (imp *Imposter) chooseIn(t *table, req *message.Request) (*Stub, *response, error) {
-	imp.numReqs.Add(1)
-	if imp.recordReqs {
-		imp.record(req.Clone())
+	rec := imp
+	if imp.parent != nil {
+		rec = imp.parent // an upgraded connection's messages are its http imposter's
+	}
+	rec.numReqs.Add(1)
+	if rec.recordReqs {
+		rec.record(req.Clone())
 	}
 	var st *Stub
 	if t.scenarios {
@@ -171,6 +190,28 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 		b.WriteByte('}')
 	}
 	return b.Bytes()
+}
+
+// adopt tracks conn, which another server accepted (fasthttp, before an
+// upgrade), while handle runs on it; false when shutdown has begun, and
+// handle is not run.
+func (c *conns) adopt(conn net.Conn, handle func()) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		conn.Close()
+		return false
+	}
+	if c.open == nil {
+		c.open = map[net.Conn]struct{}{}
+	}
+	c.open[conn] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	defer c.forget(conn)
+	handle()
+	return true
 }
 
 // conns tracks a tcp or smtp server's open connections, so that shutdown

@@ -347,12 +347,15 @@ func (s *Stub) Matches() []json.RawMessage {
 
 // response is one compiled response of a stub.
 type response struct {
-	spec      *ResponseSpec
-	static    *message.Response        // `is`, with defaults applied
-	header    *fasthttp.ResponseHeader // static's, rendered once
-	jsonBody  bool                     // static.Body was a JSON object
-	fault     string
-	ws        *wsAnswer // a ws imposter's static, compiled
+	spec     *ResponseSpec
+	static   *message.Response        // `is`, with defaults applied
+	header   *fasthttp.ResponseHeader // static's, rendered once
+	jsonBody bool                     // static.Body was a JSON object
+	fault    string
+	ws       *wsAnswer // a ws imposter's static, compiled
+	// upgrade: an http imposter's `is` with statusCode 101, which takes
+	// the connection over as a WebSocket (ws_upgrade.go).
+	upgrade   bool
 	responder Responder
 	behaviors Behaviors
 	// handlesBehaviors: the responder applies behaviors itself.
@@ -507,6 +510,14 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		}
 		if b.Imposter.spec.IsWS() {
 			if r.ws, err = wsAnswerOf(resp.Body); err != nil {
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+			}
+		}
+		if b.Imposter.spec.IsHTTP() && resp.StatusCode == 101 {
+			// The handshake's answer: the is as a ws response object
+			// (subprotocol, headers, a greeting).
+			r.upgrade = true
+			if r.ws, err = wsAnswerOf(rs.Value); err != nil {
 				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 			}
 		}

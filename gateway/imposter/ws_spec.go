@@ -93,15 +93,25 @@ func parseWS(s *Spec, obj object) error {
 	return nil
 }
 
-// wsIgnored drops, on a ws imposter, the warnings about fields its
-// response objects have and mb's `is` has not.
+// wsOnlyIsFields are the fields of a ws response object an http `is` may
+// have for an upgrade (ws_upgrade.go).
+var wsOnlyIsFields = set("type", "messages", "close", "every", "times", "subprotocol")
+
+// wsIgnored drops the warnings about the fields of ws response objects,
+// which mb's `is` has not: on a ws imposter, and in an http imposter's
+// `is` (an upgrade's).
 func (imp *Imposter) wsIgnored(fields []string) []string {
+	is := wsIsFields
 	if !imp.spec.IsWS() {
-		return fields
+		is = wsOnlyIsFields
 	}
 	var out []string
 	for _, f := range fields {
-		if i := strings.LastIndex(f, ".is."); i >= 0 && wsIsFields[f[i+len(".is."):]] {
+		if i := strings.LastIndex(f, ".is."); i >= 0 && is[f[i+len(".is."):]] {
+			continue
+		}
+		if !imp.spec.IsWS() {
+			out = append(out, f)
 			continue
 		}
 		if strings.HasPrefix(f, "defaultResponse.") && wsIsFields[f[len("defaultResponse."):]] {

@@ -34,7 +34,7 @@ type WSLimits struct {
 // DefaultWSLimits are the limits of an imposter that gives none.
 var DefaultWSLimits = WSLimits{
 	MaxMessageBytes:   1 << 20,
-	MessagesPerSecond: 10000,
+	MessagesPerSecond: 100000,
 	MaxConnections:    10000,
 	WriteTimeout:      10 * time.Second,
 }

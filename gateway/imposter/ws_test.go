@@ -1,10 +1,14 @@
 package imposter
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/riftgate/riftgate/gateway/predicate"
+	"github.com/riftgate/riftgate/gateway/wsproto"
 )
 
 func TestWSAnswerOf(t *testing.T) {
@@ -97,6 +101,79 @@ func TestOnOpen(t *testing.T) {
 		}
 		if got := onOpen(raws); got != tt.want {
 			t.Errorf("%s: %v", tt.preds, got)
+		}
+	}
+}
+
+// wsImposter serves a ws imposter on a loopback port until the test ends.
+func wsImposter(tb testing.TB, def string) string {
+	tb.Helper()
+	spec, err := ParseSpec([]byte(def))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts := Options{DefaultHost: "127.0.0.1", Compiler: &Compiler{
+		Predicates: func(raws []json.RawMessage, b Build) (Matcher, error) {
+			return predicate.CompileAll(raws, predicate.Options{Protocol: b.Imposter.Spec().Protocol})
+		},
+	}}
+	imp, err := New(spec, opts, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := Listen(spec, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := imp.Serve(ln); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = imp.Stop(context.Background()) })
+	return "ws://" + ln.Addr().String() + "/"
+}
+
+// A message answered by a static `is` allocates nothing, on the server's
+// side or the client's (wsproto's, which the count includes).
+func TestWSStaticMessageAllocatesNothing(t *testing.T) {
+	url := wsImposter(t, `{"protocol":"ws","stubs":[{"predicates":[{"equals":{"data":"ping"}}],"responses":[{"is":{"data":"pong"}}]}]}`)
+	c, _, err := wsproto.Dial(context.Background(), url, wsproto.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.NetConn().SetDeadline(time.Now().Add(time.Minute))
+	ping := []byte("ping")
+	roundTrip := func() {
+		if err := c.WriteMessage(wsproto.OpText, ping); err != nil {
+			t.Fatal(err)
+		}
+		if _, p, err := c.ReadMessage(); err != nil || string(p) != "pong" {
+			t.Fatalf("%q %v", p, err)
+		}
+	}
+	for range 100 {
+		roundTrip()
+	}
+	if allocs := testing.AllocsPerRun(1000, roundTrip); allocs > 0.01 {
+		t.Errorf("%.2f allocations per message", allocs)
+	}
+}
+
+func BenchmarkWSStaticMessage(b *testing.B) {
+	url := wsImposter(b, `{"protocol":"ws","stubs":[{"predicates":[{"equals":{"data":"ping"}}],"responses":[{"is":{"data":"pong"}}]}]}`)
+	c, _, err := wsproto.Dial(context.Background(), url, wsproto.DialOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ping := []byte("ping")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.WriteMessage(wsproto.OpText, ping); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

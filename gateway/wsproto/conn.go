@@ -33,6 +33,7 @@ type Conn struct {
 
 	wmu       sync.Mutex
 	closeSent bool
+	mask      [4]byte // a client's masking key, new for each write (under wmu)
 }
 
 // NewConn wraps a connection whose handshake is done. r reads it (a
@@ -102,9 +103,8 @@ func (c *Conn) writeLocked(fill func(dst []byte, mask *[4]byte) []byte) error {
 	bp := writeBufs.Get().(*[]byte)
 	var mask *[4]byte
 	if c.client {
-		var m [4]byte
-		binary.LittleEndian.PutUint32(m[:], mrand.Uint32())
-		mask = &m
+		binary.LittleEndian.PutUint32(c.mask[:], mrand.Uint32())
+		mask = &c.mask
 	}
 	b := fill((*bp)[:0], mask)
 	if c.WriteTimeout > 0 {

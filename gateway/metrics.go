@@ -219,6 +219,39 @@ func readProcStat() procStat {
 	}
 }
 
+// wsMetrics are the WebSocket imposters' connection counters (their
+// messages are their requests): a series for each imposter that speaks
+// WebSocket, or has upgraded a request to it.
+func wsMetrics(p *promWriter, all []labelled) {
+	var ws []labelled
+	for _, l := range all {
+		m := &l.m.WS
+		if strings.HasPrefix(l.label, "[ws:") || strings.HasPrefix(l.label, "[wss:") || m.Opened.Load() > 0 || m.Refused.Load() > 0 {
+			ws = append(ws, l)
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	family := func(name, kind, help string, v func(*meter.WS) string) {
+		p.family(name, kind, help)
+		for _, l := range ws {
+			p.sample(name, v(&l.m.WS), "imposter", l.label)
+		}
+	}
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	family("riftgate_ws_connections", "gauge", "WebSocket connections open now", func(m *meter.WS) string { return strconv.FormatInt(m.Open.Load(), 10) })
+	family("riftgate_ws_connections_total", "counter", "WebSocket connections accepted", func(m *meter.WS) string { return u(m.Opened.Load()) })
+	family("riftgate_ws_handshakes_refused_total", "counter", "WebSocket handshakes refused (by a stub, or not being one)", func(m *meter.WS) string { return u(m.Refused.Load()) })
+	family("riftgate_ws_messages_sent_total", "counter", "WebSocket messages sent (those received are mb_request_total)", func(m *meter.WS) string { return u(m.Sent.Load()) })
+	p.family("riftgate_ws_limit_closes_total", "counter", "WebSocket connections a limit closed, by limit")
+	for _, l := range ws {
+		for i, name := range meter.WSLimitNames {
+			p.sample("riftgate_ws_limit_closes_total", u(l.m.WS.Limited[i].Load()), "imposter", l.label, "limit", name)
+		}
+	}
+}
+
 // riftgateMetrics are riftgate's own: request durations in buckets fine
 // enough for microseconds, the process, flows and plugins.
 func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labelled) {
@@ -226,6 +259,7 @@ func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labe
 	for _, l := range all {
 		p.histogram("riftgate_request_duration_seconds", l.m.Total.Snapshot(), requestBuckets, "imposter", l.label)
 	}
+	wsMetrics(p, all)
 	p.gauge("riftgate_imposters", "gauge", "Number of imposters", strconv.Itoa(len(g.snapshot())))
 	var recording []*imposter.Imposter
 	for _, imp := range g.snapshot() {

@@ -33,6 +33,8 @@ type bench struct {
 	// rawTCP is the raw server's tcp address (tcp://host:port), the
 	// reference for tcp cases.
 	rawTCP string
+	// rawWS is the raw WebSocket echo server's (ws://host:port).
+	rawWS string
 	// rawTLS is the raw server's https base URL.
 	rawTLS string
 	// cluster is sysCluster's nodes (nil when no case wants it, or it did
@@ -299,10 +301,14 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	if sys == sysRaw {
 		cl.target = rawURL
 		err := error(nil)
-		if c.tcp != nil {
+		switch {
+		case c.tcp != nil:
 			cl.target = b.rawTCP
 			err = probeTCP(cl.target, c.tcp)
-		} else {
+		case c.ws != nil:
+			cl.target = b.rawWS
+			err = probeWS(cl.target, c.ws)
+		default:
 			err = probe(rawURL, c.probe, false)
 		}
 		if err != nil {
@@ -326,10 +332,14 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 		}
 	}
 	cl.target = fmt.Sprintf("http://127.0.0.1:%d", port)
-	if c.tcp != nil {
+	switch {
+	case c.tcp != nil:
 		cl.target = fmt.Sprintf("tcp://127.0.0.1:%d", port)
 		err = probeTCP(cl.target, c.tcp)
-	} else {
+	case c.ws != nil:
+		cl.target = fmt.Sprintf("ws://127.0.0.1:%d", port)
+		err = probeWS(cl.target, c.ws)
+	default:
 		err = probe(cl.target, c.probe, true)
 	}
 	if err != nil {
@@ -485,7 +495,7 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 	}
 	o := &Options{
 		Targets: targets, Connections: b.cfg.conns,
-		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp,
+		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp, WS: c.ws,
 		// mb answers some cases in seconds on a busy machine: slow is a
 		// number to report, not an error.
 		Timeout: benchTimeout,

@@ -98,6 +98,16 @@ type Imposter struct {
 	meters     *meter.Imposter
 	recordReqs bool
 
+	// cfg is the configuration the stubs were last compiled against, and
+	// ws the WebSocket imposter an upgraded connection is served by (an
+	// http imposter's; ws_upgrade.go).
+	cfg      atomic.Pointer[config.State]
+	ws       atomic.Pointer[upgradeTarget]
+	upgraded conns
+	// parent is, for the ws imposter an http imposter upgrades to, that
+	// imposter: it counts and records the requests.
+	parent *Imposter
+
 	ln   net.Listener
 	srv  server // the protocol's: fasthttp for http(s), tcp.go, smtp.go
 	done chan struct{}
@@ -124,12 +134,17 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if imp.meters = meter.NewImposter(); opts.Meters != nil {
 		imp.meters = opts.Meters(imp.MetricLabel())
 	}
-	imp.warnIgnored(imp.log, spec.Ignored)
+	imp.warnIgnored(imp.log, imp.wsIgnored(spec.Ignored))
 	dflt, isJSON, err := imp.buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
 	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: RenderHeader(dflt)}
+	if spec.IsWS() {
+		if imp.dflt.ws, err = wsAnswerOf(dflt.Body); err != nil {
+			return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
+		}
+	}
 	// As mb does, every stub's refusals are answered together.
 	var errs mberr.List
 	stubs := make([]*Stub, 0, len(spec.Stubs))
@@ -154,6 +169,7 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 		keys[i] = st.Spec.Key
 	}
 	imp.table.Store(newTable(stubs, keys))
+	imp.cfg.Store(cfg)
 	if err := imp.compileEndOfRequest(); err != nil {
 		return nil, err
 	}
@@ -213,8 +229,11 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 		c = &Compiler{}
 	}
 	st, err := c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
+	if cfg != nil {
+		imp.cfg.Store(cfg)
+	}
 	if err == nil {
-		imp.warnIgnored(imp.logger(), ss.Ignored)
+		imp.warnIgnored(imp.logger(), imp.wsIgnored(ss.Ignored))
 	}
 	return st, err
 }
@@ -263,7 +282,7 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 // Serve serves the imposter on ln, a listener Listen bound for its port,
 // until Stop. The imposter owns ln from here, even on error.
 func (imp *Imposter) Serve(ln net.Listener) error {
-	if imp.spec.Protocol == "https" {
+	if imp.spec.Protocol == "https" || imp.spec.Protocol == "wss" {
 		cfg, err := imp.tlsConfig()
 		if err != nil {
 			ln.Close()
@@ -287,6 +306,9 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 // that never served only releases its context.
 func (imp *Imposter) Stop(ctx context.Context) error {
 	imp.cancel()
+	if t := imp.ws.Load(); t != nil {
+		t.imp.cancel()
+	}
 	if imp.srv == nil {
 		return nil
 	}
@@ -356,7 +378,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	switch {
 	case err != nil:
 		imp.writeError(ctx, err)
-	case r.static != nil && r.behaviors == nil && !imp.corsPreflight(req):
+	case r.static != nil && r.behaviors == nil && !r.upgrade && !imp.corsPreflight(req):
 		writeStatic(ctx, r.static, r.header)
 		if st != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, r.static)
@@ -384,6 +406,10 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 // respondSlow builds a response that is not a plain `is`: faults, computed
 // responses, behaviors and CORS preflights.
 func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, bctx context.Context, call *Call, r *response) *message.Response {
+	if r.upgrade {
+		imp.upgradeWS(ctx, call.Request, r)
+		return r.static
+	}
 	if r.fault != "" {
 		fault(ctx, r.fault)
 		return nil

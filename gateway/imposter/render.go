@@ -51,7 +51,7 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 	}
 	if !v.List {
 		o = append(o, field{Key: "recordRequests", Value: raw(s.RecordRequests)})
-		if s.Protocol == "https" {
+		if s.Protocol == "https" || s.Protocol == "wss" {
 			o = append(o, imp.tlsMetadata()...)
 		}
 		o = append(o, protocolMetadata(s)...)
@@ -204,8 +204,15 @@ func mustJSON(o object) json.RawMessage {
 // protocolMetadata is what mb's protocol server adds to an imposter's JSON
 // after recordRequests: tcp's mode (smtp adds nothing).
 func protocolMetadata(s *Spec) object {
-	if s.Protocol == "tcp" {
+	switch {
+	case s.Protocol == "tcp":
 		return object{{Key: "mode", Value: raw(s.Mode)}}
+	case s.IsWS():
+		// The limits in force, so that a saved imposter keeps them.
+		l := s.WS
+		return object{{Key: "limits", Value: raw(map[string]int64{
+			"maxMessageBytes": int64(l.MaxMessageBytes), "messagesPerSecond": int64(l.MessagesPerSecond),
+			"maxConnections": int64(l.MaxConnections), "writeTimeoutMs": l.WriteTimeout.Milliseconds()})}}
 	}
 	return nil
 }

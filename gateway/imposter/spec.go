@@ -30,6 +30,8 @@ type Spec struct {
 	MutualAuth     bool
 	// Mode is a tcp imposter's "text" or "binary" (its data is base64).
 	Mode string
+	// WS is a ws or wss imposter's limits.
+	WS   WSLimits
 	Flow FlowSpec
 	// ProxyKeepAlive is `_rift.proxyKeepAlive`: proxied answers keep the
 	// client's connection open unless the upstream's answer says
@@ -92,10 +94,18 @@ type ResponseSpec struct {
 // FlowSpec is `_rift.flowState`: where a request's flow id comes from and
 // how its writes are kept.
 type FlowSpec struct {
-	Header     string // "" means the imposter's port is the flow id
-	Fleet      bool   // contextScope "fleet": ids are shared by every imposter
-	Policy     flow.Policy
-	configured bool
+	Header string // "" means the imposter's port is the flow id
+	// Query names a query parameter that holds the flow id ("query:<name>");
+	// Connection makes each connection its own flow ("connection": a
+	// WebSocket imposter's; others fall back on the port).
+	Query      string
+	Connection bool
+	// CyclesPerFlow: a stub's responses cycle per flow (`cycles: "flow"`),
+	// not per stub as mb's do.
+	CyclesPerFlow bool
+	Fleet         bool // contextScope "fleet": ids are shared by every imposter
+	Policy        flow.Policy
+	configured    bool
 }
 
 // The fields mb reads or prints (and riftgate's own): any other is
@@ -155,7 +165,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		}
 	}
 	for _, f := range obj {
-		if !imposterFields[f.Key] {
+		if !imposterFields[f.Key] && !(s.IsWS() && wsFields[f.Key]) {
 			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
@@ -191,6 +201,10 @@ func parseHeader(s *Spec, obj object) mberr.List {
 	case s.IsHTTP():
 	case s.Protocol == "tcp" || s.Protocol == "smtp":
 		if err := parseTCPSMTP(s, obj); err != nil {
+			errs = append(errs, mberr.As(err))
+		}
+	case s.IsWS():
+		if err := parseWS(s, obj); err != nil {
 			errs = append(errs, mberr.As(err))
 		}
 	default:
@@ -415,6 +429,7 @@ func parseRift(raw json.RawMessage, s *Spec) *mberr.Error {
 			ContextScope string `json:"contextScope"`
 			TTLSeconds   *int64 `json:"ttlSeconds"`
 			Durability   string `json:"durability"`
+			Cycles       string `json:"cycles"`
 		} `json:"flowState"`
 	}
 	// _rift is riftgate's own, so it is checked strictly: a typo here
@@ -441,8 +456,19 @@ func parseRift(raw json.RawMessage, s *Spec) *mberr.Error {
 	case src == "" || src == "imposter_port":
 	case strings.HasPrefix(src, "header:") && len(src) > len("header:"):
 		fs.Header = src[len("header:"):]
+	case strings.HasPrefix(src, "query:") && len(src) > len("query:"):
+		fs.Query = src[len("query:"):]
+	case src == "connection":
+		fs.Connection = true
 	default:
-		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port" or "header:<name>"`).WithSource(raw)
+		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port", "header:<name>", "query:<name>" or "connection"`).WithSource(raw)
+	}
+	switch f.Cycles {
+	case "", "stub":
+	case "flow":
+		fs.CyclesPerFlow = true
+	default:
+		return mberr.New(mberr.BadData, `_rift.flowState.cycles must be "stub" or "flow"`).WithSource(raw)
 	}
 	switch f.ContextScope {
 	case "", "imposter":

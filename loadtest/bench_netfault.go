@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -306,7 +307,8 @@ func (fc *faultCluster) follower() (int, error) {
 	return (l + 1) % faultNodes, nil
 }
 
-// inc increments flow f through node i: whether it answered 200.
+// inc increments flow f through node i: whether it answered 200, and
+// what went wrong when it did not (the error, or the status and body).
 func (fc *faultCluster) inc(i, f int) (bool, error) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+net.JoinHostPort(fc.hosts[i], strconv.Itoa(fc.imposts))+"/inc", nil)
 	req.Header.Set("X-Flow-Id", "fault-"+strconv.Itoa(f))
@@ -314,10 +316,17 @@ func (fc *faultCluster) inc(i, f int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK, nil
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("%d %s", resp.StatusCode, body)
+	}
+	return true, nil
 }
+
+// faultNumbers masks node ids, addresses and numbers in what a failed
+// request said, so that alike failures count together.
+var faultNumbers = regexp.MustCompile(`\b[0-9a-f]{16}\b|[0-9]+`)
 
 // around loads every (flow, node) pair, starts the fault on node faulted,
 // ends it after length, and measures. A node that is down (paused or
@@ -330,6 +339,7 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 	var faultAt, endAt time.Duration
 	downNow := false
 	oks := make([][]time.Duration, r.pairs) // answer times of each pair's 200s
+	failed := map[string]int{}              // entry node and what it answered, masked: how often
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range faultNodes {
@@ -349,13 +359,16 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 						time.Sleep(20 * time.Millisecond)
 						continue
 					}
-					ok, _ := fc.inc(i, f)
+					ok, err := fc.inc(i, f)
 					if ok {
 						mu.Lock()
 						oks[k] = append(oks[k], time.Since(t0))
 						mu.Unlock()
 						time.Sleep(20 * time.Millisecond)
 					} else {
+						mu.Lock()
+						failed[fc.names[i]+": "+faultNumbers.ReplaceAllString(err.Error(), "#")]++
+						mu.Unlock()
 						time.Sleep(100 * time.Millisecond)
 					}
 				}
@@ -405,6 +418,7 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 	}
 
 	var backs, pauses []time.Duration
+	longest := ""
 	downFlow := make([]bool, faultFlows)
 	for f := range faultFlows {
 		downFlow[f] = true
@@ -433,6 +447,7 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 				pauses = append(pauses, g)
 				if g > r.pauseMax {
 					r.pauseMax, r.pauseAt = g, at-faultAt
+					longest = fmt.Sprintf("flow %d through %s", f, fc.names[i])
 				}
 			}
 		}
@@ -445,7 +460,19 @@ func (fc *faultCluster) around(ctx context.Context, name string, length time.Dur
 	if len(pauses) > 0 {
 		r.pauseMedian = pauses[len(pauses)/2]
 	}
-	fc.b.log.Info("measured", "fault", name, "length", length, "down", r.down, "backMedian", r.backMedian, "backMax", r.backMax, "never", r.never, "pauseMax", r.pauseMax, "pauseAt", r.pauseAt, "note", r.note)
+	fc.b.log.Info("measured", "fault", name, "length", length, "faulted", fc.names[faulted], "down", r.down, "backMedian", r.backMedian, "backMax", r.backMax, "never", r.never, "pauseMax", r.pauseMax, "pauseAt", r.pauseAt, "longest", longest, "note", r.note)
+	type count struct {
+		what string
+		n    int
+	}
+	var fs []count
+	for w, n := range failed {
+		fs = append(fs, count{w, n})
+	}
+	slices.SortFunc(fs, func(a, b count) int { return b.n - a.n })
+	for _, c := range fs[:min(len(fs), 12)] {
+		fc.b.log.Info("failed requests", "fault", name, "length", length, "count", c.n, "what", c.what)
+	}
 	return r
 }
 

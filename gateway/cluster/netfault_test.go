@@ -149,3 +149,58 @@ func firstFew(s []string) string {
 	}
 	return strings.Join(s, "; ")
 }
+
+// An owner paused (SIGSTOP) for 10 s and continued, then an owner killed
+// (SIGKILL) and started again after 10 s, under load: meanwhile every
+// request to the other nodes answers within its budget, 200 or a 503
+// naming its cause; within 5 s of the fault's end (SIGCONT, or the start
+// of the restart) every (flow, node) pair answers 200 again; the per-flow
+// histories are linearizable and no acknowledged sync write is lost.
+func TestPausedAndKilledOwnersServeAgainWithinSeconds(t *testing.T) {
+	skipShort(t)
+	c := clustertest.Start(t, clustertest.Options{Netns: true, Args: netArgs})
+	port := gatewaytest.FreePort(t)
+	postServed(t, c, port, counterImposter(port))
+	lin, probe := flowsPerOwner(port, names(c.Nodes), 4, "lin"), flowsPerOwner(port, names(c.Nodes), 4, "probe")
+	l := startLoad(t, c, port, lin, probe, c.Nodes, loadClients{linIncs: 6, linReads: 3, probes: 6})
+	time.Sleep(3 * time.Second)
+
+	const length = 10 * time.Second
+	for _, fault := range []string{"paused (SIGSTOP)", "killed (SIGKILL)"} {
+		leader := c.Leader()
+		var victim *clustertest.Node
+		for _, n := range c.Nodes {
+			if n != leader {
+				victim = n // a follower: the fault is its flows', not an election's
+			}
+		}
+		l.without(victim)
+		at := l.now()
+		if fault == "killed (SIGKILL)" {
+			victim.Kill()
+		} else {
+			c.Pause(victim.Name)
+		}
+		t.Logf("%.1fs: %s %s for %v", at.Seconds(), victim.Name, fault, length)
+		time.Sleep(length)
+		endAt := l.now()
+		if fault == "killed (SIGKILL)" {
+			victim.Restart()
+			t.Logf("%.1fs: %s started again; its admin API answered after %v", l.now().Seconds(), victim.Name, (l.now() - endAt).Round(time.Millisecond))
+		} else {
+			c.Resume(victim.Name)
+			t.Logf("%.1fs: %s continued", endAt.Seconds(), victim.Name)
+		}
+		l.with(victim)
+		worst, text := summary(l.recovery(c.Nodes, endAt, recoveryLimit))
+		if worst > healWithin {
+			t.Errorf("after %s was %s for %v, not every (flow, node) pair answered 200 within %v of the fault's end: %s", victim.Name, fault, length, healWithin, text)
+		} else {
+			t.Logf("after %s was %s for %v: every pair answered 200 within %v of the fault's end: %s", victim.Name, fault, length, worst.Round(time.Millisecond), text)
+		}
+		c.WaitVoters(3)
+		time.Sleep(2 * time.Second)
+	}
+	l.finalReads(c.Nodes, 20*time.Second)
+	l.stopLoad(true, 500)
+}

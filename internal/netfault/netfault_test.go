@@ -218,6 +218,22 @@ func TestWrapRunsInTheNamespaceAndCloseKillsWhatIsLeft(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// Close kills what is in the namespace: wait until the wrapper has
+	// entered it (ip netns exec joins it only after it starts).
+	ns, err := n.NS("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+		if len(strings.Fields(string(out))) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process never entered a's namespace")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}

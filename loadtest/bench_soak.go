@@ -52,9 +52,12 @@ const soakScenario = `{"name":"soak","flowPerIteration":true,"steps":[
 type soakSample struct {
 	at       time.Duration // since the load started (warm-up included)
 	rss      int64
+	scraped  bool // GET /metrics answered: the gc fields are read
 	gcCount  uint64
 	gcSum    float64           // seconds
 	gcBucket map[string]uint64 // le -> cumulative count
+	cpu      time.Duration     // the server's CPU time so far
+	pressure float64           // the machine's CPU pressure (/proc/pressure/cpu, some avg10), %
 }
 
 // soakInterval is one interval of the timeline, with what the sampler
@@ -67,6 +70,9 @@ type soakInterval struct {
 	rssMax               int64
 	pauses               uint64
 	pauseTime, pauseMaxS float64 // the longest pause's bucket bound, seconds
+	unscraped            int     // samples whose GET /metrics did not answer
+	cpu                  time.Duration
+	pressure             float64 // the highest seen
 }
 
 type soakReport struct {
@@ -170,8 +176,9 @@ func (b *bench) sampleWhile(ctx context.Context, pid int, admin string, tick tim
 		t := time.NewTicker(tick)
 		defer t.Stop()
 		for {
-			s := soakSample{at: time.Since(start), rss: readRSS(pid)}
-			s.gcCount, s.gcSum, s.gcBucket = scrapePauses(ctx, admin)
+			s := soakSample{at: time.Since(start), rss: readRSS(pid), pressure: cpuPressure()}
+			s.cpu, _ = treeCPU(pid, 0)
+			s.gcCount, s.gcSum, s.gcBucket, s.scraped = scrapePauses(ctx, admin)
 			mu.Lock()
 			out = append(out, s)
 			mu.Unlock()
@@ -197,21 +204,30 @@ func (r *soakReport) fold(samples []soakSample, warmup time.Duration) {
 		return
 	}
 	r.rssStart = samples[0].rss
-	prev := samples[0]
+	// Pauses are differences between readings of GET /metrics; one that
+	// did not answer (the server too busy for 10 s) is left out.
+	prev, prevCPU := samples[0], samples[0].cpu
 	j := 0
 	for i := range r.intervals {
 		iv := &r.intervals[i]
-		last := prev
+		last, lastCPU := prev, prevCPU
 		iv.endAt = warmup + iv.end
 		for ; j < len(samples) && samples[j].at <= iv.endAt; j++ {
 			s := samples[j]
 			iv.rssMax = max(iv.rssMax, s.rss)
+			iv.pressure = max(iv.pressure, s.pressure)
+			lastCPU = max(lastCPU, s.cpu)
+			if !s.scraped {
+				iv.unscraped++
+				continue
+			}
 			last = s
 		}
 		iv.pauses = last.gcCount - prev.gcCount
 		iv.pauseTime = last.gcSum - prev.gcSum
 		iv.pauseMaxS = longestPause(prev.gcBucket, last.gcBucket)
-		prev = last
+		iv.cpu = lastCPU - prevCPU
+		prev, prevCPU = last, lastCPU
 	}
 	// Flat over the last 80% (the issue's last 8 minutes of 10).
 	from := warmup + r.dur/5
@@ -290,16 +306,34 @@ func readRSS(pid int) int64 {
 	return 0
 }
 
-// scrapePauses reads riftgate_go_gc_pause_seconds from GET /metrics.
-func scrapePauses(ctx context.Context, admin string) (count uint64, sum float64, buckets map[string]uint64) {
+// cpuPressure reads how much of the last 10 s some task waited for a CPU
+// on this machine (Linux's PSI), in percent: the neighbours' share of
+// the noise; 0 where the kernel does not say.
+func cpuPressure() float64 {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(strings.SplitN(string(b), "\n", 2)[0]) {
+		if v, ok := strings.CutPrefix(f, "avg10="); ok {
+			p, _ := strconv.ParseFloat(v, 64)
+			return p
+		}
+	}
+	return 0
+}
+
+// scrapePauses reads riftgate_go_gc_pause_seconds from GET /metrics; ok
+// is false when the server did not answer.
+func scrapePauses(ctx context.Context, admin string) (count uint64, sum float64, buckets map[string]uint64, ok bool) {
 	buckets = map[string]uint64{}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/metrics", nil)
 	if err != nil {
-		return 0, 0, buckets
+		return 0, 0, buckets, false
 	}
 	resp, err := httpc.Do(req)
 	if err != nil {
-		return 0, 0, buckets
+		return 0, 0, buckets, false
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
@@ -319,7 +353,7 @@ func scrapePauses(ctx context.Context, admin string) (count uint64, sum float64,
 			count, _ = strconv.ParseUint(value, 10, 64)
 		}
 	}
-	return count, sum, buckets
+	return count, sum, buckets, sc.Err() == nil && resp.StatusCode == http.StatusOK && buckets["+Inf"] == count
 }
 
 // longestPause is the bound of the lowest bucket that holds every pause
@@ -366,7 +400,8 @@ func (r *soakReport) section(serverCPU string) string {
 		p("**Not measured**: %s\n%s\n", mdEscape(r.note), soakEnd)
 		return w.String()
 	}
-	p("| until (s after the warm-up) | req/s | p50 ms | p99 ms | errors | RSS MB (max) | GC pauses | pause time ms | longest pause ms (≤) |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("Server CPU is the riftgate process's user and system time in the interval (at most the interval: it has one core); CPU pressure is the machine's (`/proc/pressure/cpu`, the share of the last 10 s some task waited for a core, highest seen in the interval): high pressure with little server CPU is the neighbours taking the core. A `/metrics` reading that did not come within 10 s is left out of the pauses and counted.\n\n")
+	p("| until (s after the warm-up) | req/s | p50 ms | p99 ms | errors | RSS MB (max) | server CPU s | CPU pressure %% (max) | GC pauses | pause time ms | longest pause ms (≤) | /metrics unanswered |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, iv := range r.intervals {
 		longest := "-"
 		switch {
@@ -375,7 +410,8 @@ func (r *soakReport) section(serverCPU string) string {
 		case iv.pauseMaxS < 0:
 			longest = "> 1000"
 		}
-		p("| %v | %.0f | %.3f | %.3f | %d | %.0f | %d | %.1f | %s |\n", iv.end.Round(time.Second).Seconds(), iv.rps, iv.p50, iv.p99, iv.errors, mb(iv.rssMax), iv.pauses, iv.pauseTime*1000, longest)
+		p("| %v | %.0f | %.3f | %.3f | %d | %.0f | %.1f | %.0f | %d | %.1f | %s | %d |\n", iv.end.Round(time.Second).Seconds(), iv.rps, iv.p50, iv.p99, iv.errors, mb(iv.rssMax),
+			iv.cpu.Seconds(), iv.pressure, iv.pauses, iv.pauseTime*1000, longest, iv.unscraped)
 	}
 	flat := r.rssMin > 0 && float64(r.rssMax) <= 1.2*float64(r.rssMin)
 	p99ok := r.p99Start > 0 && r.p99End <= 1.5*r.p99Start

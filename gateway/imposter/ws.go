@@ -145,6 +145,9 @@ func (s *Session) Send(data []byte, binary bool) error {
 	if s.c.live.Load() == nil {
 		return errNotOpen
 	}
+	if s.ctx.Err() != nil {
+		return net.ErrClosed // the connection has ended
+	}
 	return s.c.write(wsMessage{data: data, binary: binary}.appendFrame(nil), 1)
 }
 
@@ -153,7 +156,7 @@ var errNotOpen = errors.New("websocket: the connection is not open yet")
 
 // Close closes the connection with a close frame (code 0: none).
 func (s *Session) Close(code int, reason string) {
-	if s.c.live.Load() != nil {
+	if s.c.live.Load() != nil && s.ctx.Err() == nil {
 		s.c.closeWith(code, reason)
 	}
 }

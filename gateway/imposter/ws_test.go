@@ -3,6 +3,7 @@ package imposter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,60 @@ func BenchmarkWSStaticMessage(b *testing.B) {
 		}
 		if _, _, err := c.ReadMessage(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A connection answering messages while a schedule pushes, then closed by
+// the schedule's close, and an imposter stopped with connections open:
+// for the race detector, and for goroutines that outlive their owner.
+func TestWSScheduleBesideMessagesThenStop(t *testing.T) {
+	url := wsImposter(t, `{"protocol":"ws","stubs":[
+		{"predicates":[{"equals":{"data":"go"}}],"responses":[{"is":{"data":"tick","every":1,"times":200,"close":{"code":4000}}}]},
+		{"responses":[{"is":{"data":"ack"}}]}]}`)
+	c, _, err := wsproto.Dial(context.Background(), url, wsproto.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.NetConn().SetDeadline(time.Now().Add(time.Minute))
+	if err := c.WriteMessage(wsproto.OpText, []byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	ticks, acks := 0, 0
+	for i := 0; ; i++ {
+		if i < 50 {
+			if err := c.WriteMessage(wsproto.OpText, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, p, err := c.ReadMessage()
+		if err != nil {
+			var ce *wsproto.CloseError
+			if !errors.As(err, &ce) || ce.Code != 4000 {
+				t.Fatalf("after %d ticks, %d acks: %v", ticks, acks, err)
+			}
+			break
+		}
+		switch string(p) {
+		case "tick":
+			ticks++
+		case "ack":
+			acks++
+		}
+	}
+	if ticks != 200 || acks != 50 {
+		t.Fatalf("%d ticks, %d acks", ticks, acks)
+	}
+	// Connections left open when the imposter stops (the test's cleanup).
+	for range 5 {
+		o, _, err := wsproto.Dial(context.Background(), url, wsproto.DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		if err := o.WriteMessage(wsproto.OpText, []byte("go")); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

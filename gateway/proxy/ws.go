@@ -103,14 +103,19 @@ var skipHeaders = map[string]bool{"host": true, "upgrade": true, "connection": t
 	"content-length": true, "transfer-encoding": true}
 
 // upstream returns the session's upstream, dialing it if it has none or
-// the last one ended.
-func (w *wsUpstream) upstream(ctx context.Context, c *imposter.Call) (*wsUp, error) {
+// the last one ended, with ch (nil for none) as its pending exchange: set
+// before a new upstream's reader starts, so that what the upstream sends
+// when it opens belongs to the exchange that opened it.
+func (w *wsUpstream) upstream(ctx context.Context, c *imposter.Call, ch chan upMsg) (*wsUp, error) {
 	sess := c.Session
 	key := wsUpKey{w.to}
 	if up, ok := sess.Value(key).(*wsUp); ok {
 		select {
 		case <-up.done:
 		default:
+			up.mu.Lock()
+			up.pending = ch
+			up.mu.Unlock()
 			return up, nil
 		}
 	}
@@ -136,12 +141,16 @@ func (w *wsUpstream) upstream(ctx context.Context, c *imposter.Call) (*wsUp, err
 		}
 		return nil, mberr.New(mberr.InvalidProxy, "Unable to connect to "+strconv.Quote(w.to))
 	}
-	up := &wsUp{conn: conn, done: make(chan struct{})}
+	up := &wsUp{conn: conn, done: make(chan struct{}), pending: ch}
 	go up.read(sess)
 	sess.SetValue(key, up)
 	sess.OnClose(func() {
-		_ = conn.CloseHandshake(wsproto.CloseGoingAway, "", 200*time.Millisecond)
+		// The reader takes the upstream's answering close (or gives up
+		// at the deadline); only then is the connection closed.
+		_ = conn.WriteClose(wsproto.CloseGoingAway, "")
+		_ = conn.NetConn().SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		<-up.done
+		conn.Close()
 	})
 	return up, nil
 }
@@ -202,7 +211,11 @@ func (w *wsUpstream) call(ctx context.Context, c *imposter.Call) (json.RawMessag
 		return nil, mberr.New(mberr.InvalidProxy, "a ws proxy needs a connection")
 	}
 	start := time.Now()
-	up, err := w.upstream(ctx, c)
+	var ch chan upMsg
+	if !w.transparent && r.MessageType != message.WSOpen {
+		ch = make(chan upMsg, wsUpBuffer)
+	}
+	up, err := w.upstream(ctx, c, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -220,10 +233,6 @@ func (w *wsUpstream) call(ctx context.Context, c *imposter.Call) (json.RawMessag
 		}
 		return json.RawMessage(`{"messages":[]}`), nil
 	}
-	ch := make(chan upMsg, wsUpBuffer)
-	up.mu.Lock()
-	up.pending = ch
-	up.mu.Unlock()
 	var got []upMsg
 	last := start
 	err = up.conn.WriteMessage(op, data)

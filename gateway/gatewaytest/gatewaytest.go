@@ -110,6 +110,9 @@ func Wasm(t testing.TB, rel string) []byte {
 
 // Instance is one running riftgate (or Mountebank) process.
 type Instance struct {
+	// within is how long a start waits for the admin API to answer.
+	within time.Duration
+
 	Port    int    // admin port
 	URL     string // admin base URL
 	DataDir string // the --datadir given, if any
@@ -132,6 +135,14 @@ type Instance struct {
 func Start(t testing.TB, args ...string) *Instance {
 	t.Helper()
 	return startInstance(t, Binary(t), nil, args)
+}
+
+// StartWithin is Start waiting up to d (rather than 30 s) for the admin
+// API to answer, at this start and at every Restart: a start that loads a
+// large --configfile (100,000 stubs) on a busy machine.
+func StartWithin(t testing.TB, d time.Duration, args ...string) *Instance {
+	t.Helper()
+	return startArgsWithin(t, Binary(t), nil, defaultArgs(t, args), d)
 }
 
 // StartUnder is Start with the binary run by wrap, a command that ends by
@@ -160,6 +171,12 @@ func StartMountebank(t testing.TB, args ...string) *Instance {
 
 func startInstance(t testing.TB, bin string, wrap, args []string) *Instance {
 	t.Helper()
+	return startArgs(t, bin, wrap, defaultArgs(t, args))
+}
+
+// defaultArgs are args with Start's defaults for what they do not say.
+func defaultArgs(t testing.TB, args []string) []string {
+	t.Helper()
 	given := map[string]bool{}
 	for _, a := range args {
 		given[a] = true
@@ -173,7 +190,7 @@ func startInstance(t testing.TB, bin string, wrap, args []string) *Instance {
 	if !given["--pidfile"] {
 		all = append(all, "--pidfile", "rg.pid") // in the instance's own directory
 	}
-	return startArgs(t, bin, wrap, append(all, args...))
+	return append(all, args...)
 }
 
 // StartArgs runs `bin start args...` in a scratch directory, with no
@@ -186,7 +203,12 @@ func StartArgs(t testing.TB, bin string, args ...string) *Instance {
 
 func startArgs(t testing.TB, bin string, wrap, args []string) *Instance {
 	t.Helper()
-	in := &Instance{t: t, bin: bin, wrap: wrap, Dir: t.TempDir()}
+	return startArgsWithin(t, bin, wrap, args, 30*time.Second)
+}
+
+func startArgsWithin(t testing.TB, bin string, wrap, args []string, within time.Duration) *Instance {
+	t.Helper()
+	in := &Instance{t: t, bin: bin, wrap: wrap, Dir: t.TempDir(), within: within}
 	host := "127.0.0.1"
 	for i, a := range args {
 		if i+1 < len(args) {
@@ -232,7 +254,7 @@ func (in *Instance) start() {
 		_ = cmd.Wait()
 		close(done)
 	}(in.cmd, in.done)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(in.within)
 	for time.Now().Before(deadline) {
 		select {
 		case <-in.done:

@@ -12,6 +12,7 @@ require (
 	github.com/dop251/goja v0.0.0-20260311135729-065cd970411c
 	github.com/dop251/goja_nodejs v0.0.0-20260212111938-1f56ff5bcf14
 	github.com/fxamacker/cbor/v2 v2.10.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/theory/jsonpath v0.12.3
 	github.com/valyala/fasthttp v1.78.0

@@ -18,7 +18,6 @@ import (
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
-	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/ui"
 )
 
@@ -145,15 +144,7 @@ func view(r *http.Request) imposter.View {
 func (g *gateway) listImposters(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
 	v.List = !v.Replayable && !v.RemoveProxies
-	writeImposters(w, http.StatusOK, g.snapshot(), v)
-}
-
-func writeImposters(w http.ResponseWriter, status int, imps []*imposter.Imposter, v imposter.View) {
-	list := make([]json.RawMessage, len(imps))
-	for i, imp := range imps {
-		list[i] = imp.JSON(v)
-	}
-	writeJSON(w, status, map[string]any{"imposters": list})
+	g.writeImposterList(w, r, http.StatusOK, g.snapshot(), v)
 }
 
 func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +172,7 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", baseURL(r)+"/imposters/"+strconv.Itoa(imp.Port()))
-	writeRaw(w, http.StatusCreated, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
+	g.writeImposter(w, r, http.StatusCreated, imp, imposter.View{BaseURL: baseURL(r)}, nil)
 }
 
 // putImposters replaces every imposter, in one command: a bad definition
@@ -211,23 +202,27 @@ func (g *gateway) putImposters(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeImposters(w, http.StatusOK, g.snapshot(), imposter.View{BaseURL: baseURL(r), List: true})
+	g.writeImposterList(w, r, http.StatusOK, g.snapshot(), imposter.View{BaseURL: baseURL(r), List: true})
 }
 
 func (g *gateway) deleteImposters(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
 	// Replayable unless asked otherwise, as mb keeps it for old clients.
 	v.Replayable = !strings.EqualFold(r.URL.Query().Get("replayable"), "false")
+	// Rendered (and the requests' snapshots taken) before they go; the
+	// snapshots read the requests after.
 	imps := g.snapshot()
+	a := &answer{g: g}
 	list := make([]json.RawMessage, len(imps))
 	for i, imp := range imps {
-		list[i] = imp.JSON(v)
+		list[i] = a.imposter(imp, v, nil)
 	}
 	if _, err := g.submit(r.Context(), &config.Command{Op: config.OpReplaceAll}); err != nil {
+		a.close()
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"imposters": list})
+	a.write(r.Context(), w, http.StatusOK, impostersDoc(list))
 }
 
 // withImposter resolves {id} or answers mb's 404.
@@ -244,16 +239,7 @@ func (g *gateway) withImposter(h func(http.ResponseWriter, *http.Request, *impos
 }
 
 func (g *gateway) getImposter(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	v := view(r)
-	if rc := g.recordings(r); rc != nil && !v.Replayable {
-		count, reqs, missing := rc.Gather(r.Context(), imp.Port())
-		v.Elsewhere = &imposter.Recorded{Count: count, Requests: reqs}
-		if len(missing) > 0 {
-			// What they recorded is not in the answer.
-			w.Header().Set("X-Riftgate-Unreachable-Members", strings.Join(missing, ","))
-		}
-	}
-	writeRaw(w, http.StatusOK, imp.JSON(v))
+	g.writeImposter(w, r, http.StatusOK, imp, view(r), g.recordings(r))
 }
 
 // recordings returns the cluster's recordings, unless there is no cluster
@@ -265,22 +251,6 @@ func (g *gateway) recordings(r *http.Request) Recordings {
 	return nil
 }
 
-// recorded is this node's own recordings of the imposter on port, as the
-// other members of a cluster ask for them.
-func (g *gateway) recorded(port int) (int64, []*message.Request, bool) {
-	imp, ok := g.get(port)
-	if !ok {
-		return 0, nil, false
-	}
-	return imp.NumberOfRequests(), imp.Requests(), true
-}
-
-func (g *gateway) resetRecorded(port int) {
-	if imp, ok := g.get(port); ok {
-		imp.ResetRequests()
-	}
-}
-
 func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
 	v := view(r) // as GET shows it, requests and all, as mb answers
 	port, err := strconv.Atoi(r.PathValue("id"))
@@ -290,18 +260,22 @@ func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
 	}
 	// An imposter the configuration holds but that did not start (it no
 	// longer compiles) is deleted too; it answers as an absent one does.
+	// The answer (with a snapshot of the requests) is taken before it
+	// goes, and written after.
 	out := json.RawMessage(`{}`)
+	a := &answer{g: g}
 	if imp, ok := g.get(port); ok {
-		out = imp.JSON(v)
+		out = a.imposter(imp, v, nil)
 	} else if g.config.State().Imposter(port) == nil {
 		writeRaw(w, http.StatusOK, out)
 		return
 	}
 	if _, err := g.submit(r.Context(), &config.Command{Op: config.OpDeleteImposter, Port: port}); err != nil {
+		a.close()
 		writeErr(w, err)
 		return
 	}
-	writeRaw(w, http.StatusOK, out)
+	a.write(r.Context(), w, http.StatusOK, out)
 }
 
 func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
@@ -313,7 +287,7 @@ func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, im
 		}
 	}
 	w.Header().Add("Vary", "Accept") // mb negotiates this answer's type
-	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
+	g.writeImposter(w, r, http.StatusOK, imp, imposter.View{BaseURL: baseURL(r)}, nil)
 }
 
 func (g *gateway) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
@@ -464,7 +438,7 @@ func (g *gateway) editStubs(w http.ResponseWriter, r *http.Request, imp *imposte
 	if now, ok := g.get(imp.Port()); ok {
 		imp = now
 	}
-	writeRaw(w, http.StatusOK, imp.JSON(imposter.View{BaseURL: baseURL(r)}))
+	g.writeImposter(w, r, http.StatusOK, imp, imposter.View{BaseURL: baseURL(r)}, nil)
 }
 
 func (g *gateway) getConfig(w http.ResponseWriter, r *http.Request) {

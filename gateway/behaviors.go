@@ -21,6 +21,7 @@ type behaviors struct {
 	statusText string
 	jsonBody   bool
 	tcp        bool // a tcp imposter's: the body is its data
+	object     bool // the body is the protocol's response object (WebSocket's)
 	// unset are the fields the stub's `is` left out, and defaults what
 	// mb fills them with after the behaviors ran.
 	unset    behavior.Fields
@@ -56,7 +57,13 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	if m, err := message.Members(response, "is"); err == nil && !message.Falsy(m[0]) {
 		is, _ = message.Members(m[0], "statusCode", "headers", "body")
 	}
-	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", reads: b.ReadsResponse()}
+	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", object: bd.Imposter.Spec().IsWS(), reads: b.ReadsResponse()}
+	if out.object {
+		// The body is the whole response object, JSON: tokens are
+		// replaced in its strings, and nothing is left to defaults.
+		out.jsonBody = true
+		return out, nil
+	}
 	if is != nil && !out.tcp {
 		// Only an `is` can leave fields out: proxied and injected
 		// responses have them all.
@@ -89,7 +96,7 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 
 // Apply implements imposter.Behaviors.
 func (b *behaviors) Apply(ctx context.Context, req *message.Request, resp *message.Response) error {
-	br := &behavior.Response{Response: resp, StatusText: b.statusText, JSONBody: b.jsonBody, TCP: b.tcp, Unset: b.unset}
+	br := &behavior.Response{Response: resp, StatusText: b.statusText, JSONBody: b.jsonBody, TCP: b.tcp, Object: b.object, Unset: b.unset}
 	if err := b.b.Apply(ctx, req, br); err != nil {
 		return err
 	}
@@ -128,6 +135,16 @@ func (d wasmDecorator) Decorate(ctx context.Context, req *message.Request, resp 
 	}
 	if out.Result != 0 {
 		return mberr.New(mberr.PluginError, "decorate plugin returned "+strconv.Itoa(int(out.Result)))
+	}
+	if out.Wrote && d.imp.Spec().IsWS() {
+		// The plugin saw the response object as its body: a JSON object
+		// it writes back is the new one, anything else one message.
+		if _, err := message.ObjectFields(out.Response.Body); err == nil {
+			*resp.Response = message.Response{Body: bytes.Clone(out.Response.Body)}
+		} else {
+			*resp.Response = *wsPluginResponse(&out.Response)
+		}
+		return nil
 	}
 	if out.Wrote {
 		*resp.Response = *fromPlugin(&out.Response)

@@ -3,11 +3,16 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
@@ -17,6 +22,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/predicate"
 	"github.com/riftgate/riftgate/gateway/proxy"
+	"github.com/riftgate/riftgate/gateway/reqlog"
 	"github.com/riftgate/riftgate/plugins"
 )
 
@@ -31,9 +37,13 @@ type engine struct {
 	cycles   imposter.Cycles // nil on a single node: each stub counts its own
 	plugins  *plugins.Host
 	proxies  *proxy.Factory
-	inject   *inject.Engine // nil without --allowInjection
-	tmpDir   string         // the plugin cache when there is no --datadir
-	meters   *meters        // every imposter's meters, for GET /metrics and the UI
+	inject   *inject.Engine  // nil without --allowInjection
+	tmpDir   string          // the plugin cache when there is no --datadir
+	requests *reqlog.Manager // every imposter's recorded requests
+	// localClaims are the single node's proxyOnce claims (a cluster's
+	// runtime keeps its own).
+	localClaims *proxy.LocalClaims
+	meters      *meters // every imposter's meters, for GET /metrics and the UI
 	// streamsDone closes when the admin server shuts down, which ends the
 	// event streams that would otherwise keep it waiting.
 	streamsDone chan struct{}
@@ -54,7 +64,7 @@ func (e *engine) countBlocked(port int) {
 func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	e := &engine{g: g, meters: newMeters(), streamsDone: make(chan struct{})}
 	g.access.onBlocked = e.countBlocked
-	dbPath, cacheDir := "", ""
+	dbPath, cacheDir, reqDir := "", "", ""
 	if opts.DataDir != "" {
 		// As mb makes its --datadir; bbolt makes only the files in it.
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
@@ -62,14 +72,24 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		}
 		dbPath = filepath.Join(opts.DataDir, "flow.db")
 		cacheDir = filepath.Join(opts.DataDir, "wasm-cache")
+		reqDir = filepath.Join(opts.DataDir, "requests")
 	} else {
-		dir, err := os.MkdirTemp("", "riftgate-wasm-cache-")
+		dir, err := tempDir(opts.Logger)
 		if err != nil {
-			return nil, fmt.Errorf("plugin cache: %w", err)
+			return nil, fmt.Errorf("temporary folder: %w", err)
 		}
-		e.tmpDir, cacheDir = dir, dir
+		e.tmpDir = dir
+		cacheDir, reqDir = filepath.Join(dir, "wasm-cache"), filepath.Join(dir, "requests")
 	}
-	claims := proxy.Claims(proxy.NewLocalClaims())
+	var err error
+	// Recorded requests outlive the process only under --datadir, as
+	// mb's do.
+	if e.requests, err = reqlog.Open(reqlog.Options{Dir: reqDir, Keep: opts.DataDir != "", MemoryBytes: opts.RecordedMemory, Logger: opts.Logger}); err != nil {
+		e.close(ctx)
+		return nil, fmt.Errorf("recorded requests: %w", err)
+	}
+	e.localClaims = proxy.NewLocalClaims()
+	claims := proxy.Claims(e.localClaims)
 	if c := opts.Cluster; c != nil && c.Flows != nil {
 		// The cluster runtime owns this node's flowshard, beneath its
 		// owner RPC.
@@ -86,7 +106,6 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		}
 		e.shard, e.flows = shard, flowlocal.Store{Shard: shard}
 	}
-	var err error
 	if e.plugins, err = plugins.NewHost(ctx, plugins.Config{CacheDir: cacheDir, Logger: opts.Logger}); err != nil {
 		e.close(ctx)
 		return nil, fmt.Errorf("plugin host: %w", err)
@@ -117,6 +136,48 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 	return e, nil
 }
 
+// tempDir makes the process's temporary folder (the plugin cache and the
+// recorded requests without --datadir), named for its pid, after removing
+// those of processes that are gone: one killed (kill -9) never removed
+// its own, and recorded requests can fill a disk.
+func tempDir(log *slog.Logger) (string, error) {
+	base := os.TempDir()
+	if ents, err := os.ReadDir(base); err == nil {
+		for _, e := range ents {
+			pid, ok := tempDirPid(e.Name())
+			if !ok || !e.IsDir() || pid == os.Getpid() || processAlive(pid) {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(base, e.Name())); err != nil {
+				log.Warn("cannot remove the temporary folder of a process gone", "folder", e.Name(), "err", err)
+			}
+		}
+	}
+	return os.MkdirTemp(base, "riftgate-"+strconv.Itoa(os.Getpid())+"-")
+}
+
+// tempDirPid reads the pid of a temporary folder's name,
+// riftgate-<pid>-<digits> as os.MkdirTemp makes it.
+func tempDirPid(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "riftgate-")
+	if !ok {
+		return 0, false
+	}
+	p, suffix, ok := strings.Cut(rest, "-")
+	if !ok || suffix == "" || strings.Trim(suffix, "0123456789") != "" {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	return pid, err == nil && pid > 0
+}
+
+// processAlive reports whether pid exists (signal 0); EPERM means it does,
+// under another user.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 func (e *engine) imposterOptions() imposter.Options {
 	return imposter.Options{
 		Logger:        e.g.log,
@@ -130,6 +191,8 @@ func (e *engine) imposterOptions() imposter.Options {
 		Store:         e.flows,
 		Meters:        e.meters.forImposter,
 		Cycles:        e.cycles,
+		Requests:      e.requests,
+		MaxRecorded:   e.g.opts.MaxRecorded,
 	}
 }
 
@@ -153,6 +216,11 @@ func (e *engine) close(ctx context.Context) {
 	if e.shard != nil {
 		if err := e.shard.Close(ctx); err != nil {
 			e.g.log.Error("closing the flow store", "err", err)
+		}
+	}
+	if e.requests != nil {
+		if err := e.requests.Close(); err != nil {
+			e.g.log.Error("closing the recorded requests", "err", err)
 		}
 	}
 	if e.tmpDir != "" {

@@ -23,8 +23,8 @@ import (
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/imposter"
-	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/proxy"
+	"github.com/riftgate/riftgate/gateway/reqlog"
 )
 
 // Version is riftgate's version, reported by GET /config and --version.
@@ -46,6 +46,8 @@ type Options struct {
 	Imposters      []byte        // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
 	MaxFlows       int           // flows this node keeps before shedding whole flows by LRU (0: 100k)
 	FlowBudget     time.Duration // what a request may spend on its flows in all (0: imposter.DefaultBudget)
+	MaxRecorded    int64         // requests each imposter keeps recorded, oldest dropped first (0: no cap); _rift.maxRecordedRequests overrides it
+	RecordedMemory int64         // bytes of recorded requests kept in memory, the newest, all imposters together (0: 32 MiB); the rest is read from disk
 	Pprof          bool          // serve Go's profiler under /debug/pprof/ on the admin API
 	Logger         *slog.Logger  // where logs go (stdout, --logfile); Run also keeps recent entries for GET /logs
 	// Config is the options object GET /config shows, as mb shows its
@@ -99,14 +101,14 @@ type Cluster struct {
 // Recordings is what a cluster runtime lends the admin API to gather and
 // clear the requests every member recorded.
 type Recordings interface {
-	// Serve lends the other members this node's own recordings: local
-	// returns the count and saved requests of the imposter on port (ok
-	// false when there is none here), reset forgets them. Run calls it
-	// once, before the admin API serves.
-	Serve(local func(port int) (count int64, requests []*message.Request, ok bool), reset func(port int))
-	// Gather returns what the other members recorded on the imposter on
-	// port, and the names of those that did not answer.
-	Gather(ctx context.Context, port int) (count int64, requests []*message.Request, missing []string)
+	// Serve lends the other members this node's own recordings. Run
+	// calls it once, before the admin API serves.
+	Serve(local reqlog.Source)
+	// Gather returns the sum of the other members' numberOfRequests on
+	// the imposter on port, a stream of each one's recorded requests, and
+	// the names of those that did not answer. The caller closes the
+	// streams.
+	Gather(ctx context.Context, port int) (count int64, streams []reqlog.Stream, missing []string)
 	// Clear makes every other member forget what it recorded on port; an
 	// error names the members that could not be reached.
 	Clear(ctx context.Context, port int) error
@@ -151,7 +153,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	srv.RegisterOnShutdown(g.engine.stopStreams)
 	if c := opts.Cluster; c != nil && c.Recordings != nil {
-		c.Recordings.Serve(g.recorded, g.resetRecorded)
+		c.Recordings.Serve(localRecordings{g})
 	}
 	// Load saved and configured imposters before serving, so that a client
 	// that sees the admin API answer also sees them.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // LogEntry is one line of GET /logs, in mb's shape.
@@ -15,14 +16,22 @@ type LogEntry struct {
 }
 
 // logRing keeps the most recent log entries for GET /logs, and hands new
-// ones to the streams that follow the log.
+// ones to the streams that follow the log. It is a circular buffer of max
+// entries, each message cut at maxLogMessage bytes: a log line per request
+// (an upstream that refuses every proxied request) costs the same bounded
+// memory, and no copy of the whole ring per line, however long it lasts.
 type logRing struct {
 	mu      sync.Mutex
-	entries []LogEntry
-	first   int // absolute index of entries[0]
+	entries []LogEntry // circular once full: the oldest at head
+	head    int
+	first   int // absolute index of the oldest entry
 	max     int
 	subs    map[chan indexed]struct{}
 }
+
+// maxLogMessage bounds the text an entry keeps of its message (the log
+// itself, on stdout or in --logfile, has all of it).
+const maxLogMessage = 4 << 10
 
 // indexed is an entry with its absolute index, a stream's event id.
 type indexed struct {
@@ -32,15 +41,26 @@ type indexed struct {
 
 func newLogRing(max int) *logRing { return &logRing{max: max} }
 
+// at returns the i-th oldest entry held.
+func (r *logRing) at(i int) LogEntry { return r.entries[(r.head+i)%len(r.entries)] }
+
 func (r *logRing) add(e LogEntry) {
+	if len(e.Message) > maxLogMessage {
+		cut := maxLogMessage
+		for cut > 0 && !utf8.RuneStart(e.Message[cut]) {
+			cut--
+		}
+		e.Message = e.Message[:cut] + "… (cut; the log has it whole)"
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.entries) == r.max {
-		copy(r.entries, r.entries[1:])
-		r.entries = r.entries[:len(r.entries)-1]
+	if len(r.entries) < r.max {
+		r.entries = append(r.entries, e)
+	} else {
+		r.entries[r.head] = e
+		r.head = (r.head + 1) % len(r.entries)
 		r.first++
 	}
-	r.entries = append(r.entries, e)
 	for ch := range r.subs {
 		select {
 		case ch <- indexed{r.first + len(r.entries) - 1, e}:
@@ -61,7 +81,7 @@ func (r *logRing) follow(after, backlog int) (past []indexed, next <-chan indexe
 		lo = min(max(after+1-r.first, 0), len(r.entries))
 	}
 	for i := lo; i < len(r.entries); i++ {
-		past = append(past, indexed{r.first + i, r.entries[i]})
+		past = append(past, indexed{r.first + i, r.at(i)})
 	}
 	if r.subs == nil {
 		r.subs = make(map[chan indexed]struct{})
@@ -87,7 +107,11 @@ func (r *logRing) slice(start, end int) []LogEntry {
 	if lo >= hi {
 		return []LogEntry{}
 	}
-	return append([]LogEntry(nil), r.entries[lo:hi]...)
+	out := make([]LogEntry, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		out = append(out, r.at(i))
+	}
+	return out
 }
 
 // teeHandler passes records on and keeps a copy for GET /logs.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/meter"
 )
 
@@ -141,6 +143,47 @@ func (g *gateway) processMetrics(p *promWriter) {
 	p.gauge("riftgate_go_heap_alloc_bytes", "gauge", "Bytes of allocated heap objects, the collector's 64 MiB floor included when it is set", strconv.FormatUint(ms.HeapAlloc, 10))
 	p.gauge("riftgate_go_heap_goal_bytes", "gauge", "Heap size at which the next garbage collection starts", strconv.FormatUint(ms.NextGC, 10))
 	p.gauge("riftgate_go_gc_cycles_total", "counter", "Garbage collections completed", strconv.FormatUint(uint64(ms.NumGC), 10))
+	gcPauses(p, time.Duration(ms.PauseTotalNs))
+}
+
+// gcPauseBuckets are the bounds riftgate_go_gc_pause_seconds exports.
+var gcPauseBuckets = []time.Duration{
+	10 * time.Microsecond, 25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond,
+	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond,
+	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, time.Second,
+}
+
+// gcPauses writes the collector's stop-the-world pauses as a histogram:
+// the runtime's own histogram (runtime/metrics) folded into fixed
+// buckets, each runtime bucket counted under the first bound at or above
+// its upper edge; the sum is the runtime's total pause time.
+func gcPauses(p *promWriter, total time.Duration) {
+	sample := []metrics.Sample{{Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return
+	}
+	h := sample[0].Value.Float64Histogram()
+	cum := make([]uint64, len(gcPauseBuckets))
+	var count uint64
+	for i, n := range h.Counts {
+		count += n
+		upper := h.Buckets[i+1]
+		for j, b := range gcPauseBuckets {
+			if upper <= b.Seconds() {
+				cum[j] += n
+			}
+		}
+	}
+	const name = "riftgate_go_gc_pause_seconds"
+	p.family(name, "histogram", "Stop-the-world pauses of the garbage collector")
+	for j, b := range gcPauseBuckets {
+		p.sample(name+"_bucket", strconv.FormatUint(cum[j], 10), "le", formatFloat(b.Seconds()))
+	}
+	p.sample(name+"_bucket", strconv.FormatUint(count, 10), "le", "+Inf")
+	p.sample(name+"_sum", formatFloat(total.Seconds()))
+	p.sample(name+"_count", strconv.FormatUint(count, 10))
 }
 
 type procStat struct {
@@ -176,6 +219,39 @@ func readProcStat() procStat {
 	}
 }
 
+// wsMetrics are the WebSocket imposters' connection counters (their
+// messages are their requests): a series for each imposter that speaks
+// WebSocket, or has upgraded a request to it.
+func wsMetrics(p *promWriter, all []labelled) {
+	var ws []labelled
+	for _, l := range all {
+		m := &l.m.WS
+		if strings.HasPrefix(l.label, "[ws:") || strings.HasPrefix(l.label, "[wss:") || m.Opened.Load() > 0 || m.Refused.Load() > 0 {
+			ws = append(ws, l)
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	family := func(name, kind, help string, v func(*meter.WS) string) {
+		p.family(name, kind, help)
+		for _, l := range ws {
+			p.sample(name, v(&l.m.WS), "imposter", l.label)
+		}
+	}
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	family("riftgate_ws_connections", "gauge", "WebSocket connections open now", func(m *meter.WS) string { return strconv.FormatInt(m.Open.Load(), 10) })
+	family("riftgate_ws_connections_total", "counter", "WebSocket connections accepted", func(m *meter.WS) string { return u(m.Opened.Load()) })
+	family("riftgate_ws_handshakes_refused_total", "counter", "WebSocket handshakes refused (by a stub, or not being one)", func(m *meter.WS) string { return u(m.Refused.Load()) })
+	family("riftgate_ws_messages_sent_total", "counter", "WebSocket messages sent (those received are mb_request_total)", func(m *meter.WS) string { return u(m.Sent.Load()) })
+	p.family("riftgate_ws_limit_closes_total", "counter", "WebSocket connections a limit closed, by limit")
+	for _, l := range ws {
+		for i, name := range meter.WSLimitNames {
+			p.sample("riftgate_ws_limit_closes_total", u(l.m.WS.Limited[i].Load()), "imposter", l.label, "limit", name)
+		}
+	}
+}
+
 // riftgateMetrics are riftgate's own: request durations in buckets fine
 // enough for microseconds, the process, flows and plugins.
 func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labelled) {
@@ -183,7 +259,24 @@ func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labe
 	for _, l := range all {
 		p.histogram("riftgate_request_duration_seconds", l.m.Total.Snapshot(), requestBuckets, "imposter", l.label)
 	}
+	wsMetrics(p, all)
 	p.gauge("riftgate_imposters", "gauge", "Number of imposters", strconv.Itoa(len(g.snapshot())))
+	var recording []*imposter.Imposter
+	for _, imp := range g.snapshot() {
+		if imp.RecordedLog() != nil {
+			recording = append(recording, imp)
+		}
+	}
+	if len(recording) > 0 {
+		p.family("riftgate_recorded_requests", "gauge", "Recorded requests an imposter holds (memory and disk)")
+		for _, imp := range recording {
+			p.sample("riftgate_recorded_requests", strconv.FormatInt(imp.Recorded().Kept, 10), "imposter", imp.MetricLabel())
+		}
+		p.family("riftgate_recorded_requests_dropped_total", "counter", "Recorded requests an imposter's cap dropped, oldest first, since it started or was cleared")
+		for _, imp := range recording {
+			p.sample("riftgate_recorded_requests_dropped_total", strconv.FormatInt(imp.Recorded().Dropped, 10), "imposter", imp.MetricLabel())
+		}
+	}
 	p.gauge("riftgate_go_goroutines", "gauge", "Number of goroutines", strconv.Itoa(runtime.NumGoroutine()))
 	p.gauge("riftgate_uptime_seconds", "gauge", "Seconds since the process started", strconv.FormatFloat(time.Since(g.started).Seconds(), 'f', 3, 64))
 	e := g.engine

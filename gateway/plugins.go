@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/riftgate/riftgate/gateway/config"
@@ -254,7 +256,33 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 	if out.Result != 0 || !out.Wrote {
 		return nil, mberr.New(mberr.PluginError, fmt.Sprintf("plugin %s.%s returned %d without a response", w.name, w.export, out.Result))
 	}
+	if call.Imposter.Spec().IsWS() {
+		return wsPluginResponse(&out.Response), nil
+	}
 	return w.response(&out.Response, call.Scratch()), nil
+}
+
+// wsPluginResponse makes a plugin's answer to a WebSocket message a
+// response object: its body is one message (none when empty), text when
+// it is UTF-8 and binary otherwise, unless a header "type" says which.
+func wsPluginResponse(p *plugins.Response) *message.Response {
+	if len(p.Body) == 0 {
+		return &message.Response{Body: []byte(`{}`)}
+	}
+	binary := !utf8.Valid(p.Body)
+	for _, h := range p.Headers {
+		if strings.EqualFold(h.Name, "type") {
+			binary = h.Value == message.WSBinary
+		}
+	}
+	b := []byte(`{"data":`)
+	if binary {
+		b = message.AppendJSONString(b, base64.StdEncoding.EncodeToString(p.Body))
+		b = append(b, `,"type":"binary"}`...)
+	} else {
+		b = append(message.AppendJSONString(b, string(p.Body)), '}')
+	}
+	return &message.Response{Body: b}
 }
 
 // response converts a plugin's response. One with the status and headers
@@ -340,12 +368,21 @@ var inputPool = sync.Pool{New: func() any { return new(callInput) }}
 // matched.
 func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response, call *imposter.Call) (plugins.Output, error) {
 	c := inputPool.Get().(*callInput)
+	method, body := r.Method, r.Body
+	if r.Kind == message.WS {
+		// A message's type is its method, and its data its body, as
+		// bytes.
+		method = r.MessageType
+		if method == message.WSBinary {
+			body = message.DecodeBase64(string(body))
+		}
+	}
 	c.in = plugins.Input{
-		Method:      r.Method,
+		Method:      method,
 		Path:        r.Path,
 		Query:       pairs(r.Query),
 		Headers:     pairs(r.Headers),
-		Body:        r.Body,
+		Body:        body,
 		FlowID:      flowID,
 		RequestFrom: remote{r},
 		Config:      w.config,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 )
@@ -214,6 +216,7 @@ func (r *reconciler) prepare(ctx context.Context, prev, next *config.State, stri
 				// Commit and leaves the imposter unserved, said in the log.
 				if st.ln, err = r.listen(run.imp.Spec()); err != nil && strict {
 					_ = run.imp.Stop(ctx)
+					run.imp.CloseRequests(false)
 					p.Abort()
 					return nil, err
 				}
@@ -264,6 +267,7 @@ func spec(doc *config.Imposter) (*imposter.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.RecordKey = recordKey(doc)
 	s.Stubs = make([]*imposter.StubSpec, 0, doc.Len())
 	doc.EachKeyed(func(k config.Key, st *config.Stub) bool {
 		var ss *imposter.StubSpec
@@ -273,6 +277,14 @@ func spec(doc *config.Imposter) (*imposter.Spec, error) {
 		return err == nil
 	})
 	return s, err
+}
+
+// recordKey names where an imposter's recorded requests are kept: its
+// port and definition (stubs aside), so that a restart on --datadir finds
+// them again, and an imposter that replaces another on its port starts
+// apart from it.
+func recordKey(doc *config.Imposter) string {
+	return fmt.Sprintf("%d-%016x", doc.Port, xxhash.Sum64(doc.Header))
 }
 
 // stubSpec parses a stored stub, with every response proxyAlways added.
@@ -490,7 +502,17 @@ func (r *reconciler) serve(run *running, ln net.Listener) {
 	run.serving = true
 }
 
+// stop stops an imposter that goes (deleted, or replaced): its recorded
+// requests go with it.
 func (r *reconciler) stop(ctx context.Context, run *running) {
+	r.halt(ctx, run)
+	run.imp.CloseRequests(false)
+	if c := r.e.localClaims; c != nil {
+		c.ForgetPort(run.imp.Port())
+	}
+}
+
+func (r *reconciler) halt(ctx context.Context, run *running) {
 	if err := run.imp.Stop(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		r.log.Warn("stopping imposter", "port", run.imp.Port(), "err", err)
 	}
@@ -504,15 +526,18 @@ func (p *plan) Abort() {
 			st.ln.Close()
 		}
 		_ = st.run.imp.Stop(ctx)
+		st.run.imp.CloseRequests(false)
 	}
 }
 
-// stopAll stops every imposter, when the process ends.
+// stopAll stops every imposter, when the process ends: with --datadir,
+// their recorded requests wait for the next start.
 func (r *reconciler) stopAll(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for port, run := range r.running {
-		r.stop(ctx, run)
+		r.halt(ctx, run)
+		run.imp.CloseRequests(true)
 		delete(r.running, port)
 	}
 	r.release(slices.Collect(maps.Keys(r.reserved))...)

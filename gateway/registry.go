@@ -107,9 +107,28 @@ func (g *gateway) loadInitial(ctx context.Context) error {
 			return err
 		}
 	}
-	if !configfile {
-		return nil
+	if configfile {
+		if err := g.applyConfigfile(ctx, fromConfig); err != nil {
+			return err
+		}
 	}
+	if g.local != nil && g.opts.DataDir != "" {
+		// Recorded requests of imposters deleted while the process was
+		// down (kill -9 before their files went) go now. A cluster's
+		// log may not have caught up yet: its nodes leave them.
+		var keep []string
+		for _, doc := range g.config.State().Imposters {
+			keep = append(keep, recordKey(doc))
+		}
+		if err := g.engine.requests.Sweep(keep); err != nil {
+			g.log.Warn("cannot remove the recorded requests of imposters gone", "err", err)
+		}
+	}
+	return nil
+}
+
+// applyConfigfile applies --configfile's imposters.
+func (g *gateway) applyConfigfile(ctx context.Context, fromConfig []json.RawMessage) error {
 	m := g.maker()
 	defer m.done()
 	cmd := &config.Command{Op: config.OpReplaceAll, Keep: true, Imposters: make([]config.ImposterDoc, 0, len(fromConfig))}

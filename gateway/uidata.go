@@ -5,15 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/meter"
+	"github.com/riftgate/riftgate/gateway/reqlog"
 )
 
 // The admin routes riftgate adds for views that must stay small however
@@ -62,45 +63,148 @@ func (g *gateway) savedRequests(w http.ResponseWriter, r *http.Request, imp *imp
 		writeErr(w, mberr.New(mberr.BadData, "order must be asc or desc"))
 		return
 	}
-	all := imp.Requests()
+	snap := imp.RecordedRequests()
+	if snap == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"total": 0, "matched": 0, "offset": offset, "dropped": 0, "max": 0, "requests": []json.RawMessage{}})
+		return
+	}
+	defer snap.Close()
+	total := snap.Len()
+	var (
+		list    = []json.RawMessage{}
+		rec     reqlog.Record
+		matched int64
+	)
+	add := func() {
+		var out bytes.Buffer
+		rec.AppendJSON(&out)
+		list = append(list, out.Bytes())
+	}
+	each := snap.Each
 	if order == "desc" {
-		slices.Reverse(all)
+		each = snap.EachReverse
 	}
-	matched := all
-	if q := r.URL.Query().Get("q"); q != "" {
-		matched = make([]*message.Request, 0, len(all))
-		needle := []byte(strings.ToLower(q))
-		for _, req := range all {
-			if requestContains(req, needle) {
-				matched = append(matched, req)
-			}
+	if q := r.URL.Query().Get("q"); q == "" {
+		// Only the page is read: a million requests cost no more.
+		matched = total
+		if limit > 0 {
+			err = each(int64(offset), func(b []byte) bool {
+				if rec.Decode(b) == nil {
+					add()
+				}
+				return len(list) < limit
+			})
 		}
+	} else {
+		// Every request is searched, one chunk in memory at a time.
+		needle := []byte(strings.ToLower(q))
+		err = each(0, func(b []byte) bool {
+			if rec.Decode(b) != nil || !recordContains(&rec, needle) {
+				return true
+			}
+			if matched >= int64(offset) && len(list) < limit {
+				add()
+			}
+			matched++
+			return true
+		})
 	}
-	page := matched[min(offset, len(matched)):min(offset+limit, len(matched))]
-	list := make([]json.RawMessage, len(page))
-	for i, req := range page {
-		list[i], _ = req.MarshalJSON()
+	if err != nil {
+		writeErr(w, mberr.New(mberr.CannotStartServer, "cannot read the recorded requests: "+err.Error()))
+		return
 	}
+	st := imp.Recorded()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"total": len(all), "matched": len(matched), "offset": offset, "requests": list,
+		"total": total, "matched": matched, "offset": offset, "dropped": st.Dropped, "max": st.Max, "requests": list,
 	})
 }
 
+// recordContains reports whether needle (lowercased) is in a recorded
+// request: requestContains's fields, or for a request recorded as its
+// JSON (smtp), anywhere in that.
+func recordContains(rec *reqlog.Record, needle []byte) bool {
+	if rec.JSON != nil {
+		return containsFold(rec.JSON, needle)
+	}
+	return requestContains(&rec.Request, needle)
+}
+
 // requestContains reports whether needle (lowercased) is in the request's
-// method, path, query, headers or body, ignoring case.
+// method, path, query, headers ("name=value") or body, ignoring case.
 func requestContains(r *message.Request, needle []byte) bool {
-	has := func(s string) bool { return bytes.Contains(bytes.ToLower([]byte(s)), needle) }
-	if has(r.Method) || has(r.Path) || bytes.Contains(bytes.ToLower(r.Body), needle) {
+	has := func(s string) bool { return containsFold(unsafe.Slice(unsafe.StringData(s), len(s)), needle) }
+	if has(r.Method) || has(r.Path) || containsFold(r.Body, needle) {
 		return true
 	}
+	eq := bytes.IndexByte(needle, '=')
 	for _, kvs := range [][]message.KV{r.Query, r.Headers} {
 		for _, kv := range kvs {
-			if has(kv.Name + "=" + kv.Value) {
+			if has(kv.Name) || has(kv.Value) {
 				return true
+			}
+			// Spanning "name=value" (without building it): through the
+			// '=' only.
+			for i := eq; i >= 0; i = nextIndex(needle, '=', i) {
+				if hasSuffixFold(kv.Name, needle[:i]) && hasPrefixFold(kv.Value, needle[i+1:]) {
+					return true
+				}
 			}
 		}
 	}
 	return false
+}
+
+func nextIndex(b []byte, c byte, after int) int {
+	if j := bytes.IndexByte(b[after+1:], c); j >= 0 {
+		return after + 1 + j
+	}
+	return -1
+}
+
+// containsFold reports whether lower (lowercased) is in s, ignoring case,
+// without allocating when both are ASCII (a search reads every request).
+func containsFold(s, lower []byte) bool {
+	if len(lower) == 0 {
+		return true
+	}
+	if !isASCII(s) || !isASCII(lower) {
+		return bytes.Contains(bytes.ToLower(s), lower)
+	}
+	for i := 0; i+len(lower) <= len(s); i++ {
+		if equalFoldASCII(s[i:i+len(lower)], lower) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSuffixFold(s string, lower []byte) bool {
+	return len(s) >= len(lower) && bytes.Equal(bytes.ToLower([]byte(s[len(s)-len(lower):])), lower)
+}
+
+func hasPrefixFold(s string, lower []byte) bool {
+	return len(s) >= len(lower) && bytes.Equal(bytes.ToLower([]byte(s[:len(lower)])), lower)
+}
+
+func equalFoldASCII(s, lower []byte) bool {
+	for i, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // imposterStat is one imposter in GET /stats: counters since the process

@@ -35,6 +35,8 @@ type benchConfig struct {
 	// input of make pgo.
 	profileDir string
 	only       *regexp.Regexp
+	// soak is how long the soak runs (0: not at all).
+	soak time.Duration
 	// helloCmd starts the raw server; it is this very program, `hello`.
 	helloCmd []string
 }
@@ -65,14 +67,15 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU list the servers are pinned to with taskset (\"\" not to pin); run the bench itself on another")
 	fs.StringVar(&c.inProcess, "inprocess", "", "a file of `go test -bench -benchmem` output (BenchmarkServe) to report beside the load")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of riftgate's processes over each measurement to this folder (riftgate runs with --pprof; make pgo merges them)")
-	only := fs.String("only", "", "regexp: run only the cases whose id matches")
+	fs.DurationVar(&c.soak, "soak", 10*time.Minute, "how long the soak runs (case id \"soak\": riftgate alone with --mock, sync flows and a proxy recording, watched for memory, GC pauses and p99 over time; -only '^soak$' runs it alone and replaces only its section of -out); 0 skips it")
+	only := fs.String("only", "", "regexp: run only the cases whose id matches (\"wrk\" and \"soak\" are cases too)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 || c.slices < 1 || c.recordDuration <= 0 || c.recordWindow <= 0 {
+	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 || c.slices < 1 || c.recordDuration <= 0 || c.recordWindow <= 0 || c.soak < 0 {
 		return usageError{errors.New("bench: bad arguments")}
 	}
 	c.recordWindow = min(c.recordWindow, c.recordDuration/3)
@@ -93,6 +96,11 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	report, err := b.run(ctx)
 	if err != nil {
 		return err
+	}
+	if c.out != "" && b.soakOnly() {
+		// The soak alone: the rest of the report stays as it was.
+		old, _ := os.ReadFile(c.out)
+		report = spliceSoak(string(old), b.soak.section(c.serverCPU))
 	}
 	if c.out != "" {
 		if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {

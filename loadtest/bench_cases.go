@@ -36,6 +36,9 @@ type benchCase struct {
 	// raw server is the raw tcp server, and each request is this exchange
 	// (which is also the probe).
 	tcp *TCPExchange
+	// ws makes the case a WebSocket one, likewise: a ws imposter, the raw
+	// Go WebSocket echo server, and each request this round trip.
+	ws *WSExchange
 	// Targets: riftgate's throughput as a multiple of raw's and mb's, and
 	// (open loop) its p99 bound in ms; the cluster's as a multiple of one
 	// node's. Zero means no target.
@@ -234,6 +237,17 @@ func benchCases(wasmDir, upstream string) []benchCase {
 			rawTarget: 0.85,
 		},
 		benchCase{
+			id: "ws-echo", title: "WebSocket: a message and its answer, static `is` (raw: a Go WebSocket echo server, gorilla/websocket)",
+			systems: []string{sysRift, sysRaw},
+			imposter: func(p int) string {
+				return fmt.Sprintf(`{"protocol":"ws","port":%d,"name":"bench","limits":{"messagesPerSecond":1000000},"stubs":[`+
+					`{"predicates":[{"startsWith":{"data":"{\"op\":\"echo\""}}],"responses":[{"is":{"data":%q}}]}]}`, p, wsBenchMessage)
+			},
+			scenario:  get("/"), // counts iterations only
+			ws:        &WSExchange{Path: "/bench", Send: []byte(wsBenchMessage), Expect: []byte(wsBenchMessage)},
+			rawTarget: 0.8,
+		},
+		benchCase{
 			id: "proxyonce", title: "`proxyOnce` replay", systems: both,
 			imposter: func(p int) string {
 				return imposter(p, "", []string{fmt.Sprintf(`{"responses":[{"proxy":{"to":%q,"mode":"proxyOnce","predicateGenerators":[{"matches":{"method":true,"path":true}}]}}]}`, upstream)})
@@ -282,6 +296,10 @@ func recordingCases(upstream string) []benchCase {
 			proxyTarget: 0.8},
 	}
 }
+
+// wsBenchMessage is the ws-echo case's message: the raw server echoes it,
+// riftgate's stub answers it with itself.
+const wsBenchMessage = `{"op":"echo","seq":1,"payload":"abcdefghijklmnopqrstuvwxyz"}`
 
 // flowPerUser keys an imposter's flows on the load generator's X-Flow-Id.
 const flowPerUser = `"_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id"}},`

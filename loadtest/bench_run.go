@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,6 +33,8 @@ type bench struct {
 	// rawTCP is the raw server's tcp address (tcp://host:port), the
 	// reference for tcp cases.
 	rawTCP string
+	// rawWS is the raw WebSocket echo server's (ws://host:port).
+	rawWS string
 	// rawTLS is the raw server's https base URL.
 	rawTLS string
 	// rawProxy is the raw fasthttp reverse proxy's base URL (sysRawProxy),
@@ -45,6 +48,10 @@ type bench struct {
 	rpcN    uint64
 	rpcNote string
 	pauses  []pause
+	// faults are the cluster-faults case's measurements, or faultsNote
+	// why there are none.
+	faults     []faultResult
+	faultsNote string
 	// inProcess is the -inprocess file's benchmarks (nil without one).
 	inProcess *inProcess
 	// servers are each system's server processes, whose CPU time a
@@ -53,6 +60,13 @@ type bench struct {
 	// profiled are the admin URLs of each system whose CPU profiles
 	// -profile-dir asks for.
 	profiled map[string][]string
+	// soak is the soak's report (nil when it did not run).
+	soak *soakReport
+}
+
+// soakOnly reports whether the soak is all this run measured.
+func (b *bench) soakOnly() bool {
+	return b.soak != nil && len(b.cells) == 0 && len(b.wrk) == 0 && b.cluster == nil
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -138,7 +152,21 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		}
 	}
 	b.profiled = map[string][]string{}
-	rg, admin, err := b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, rgArgs...)
+	b.cases = benchCases(b.cfg.wasmDir, rawURL)
+	// The soak starts its own riftgate: a run of it alone starts no other.
+	anyCase := false
+	for _, c := range b.cases {
+		anyCase = anyCase || b.needed(c.id)
+	}
+	var (
+		rg, mb *process
+		admin  string
+	)
+	if anyCase {
+		rg, admin, err = b.startMountebankLike(ctx, "riftgate", b.cfg.riftgate, rgArgs...)
+	} else {
+		err = errors.New("no case needs it")
+	}
 	if err != nil {
 		down[sysRift] = err.Error()
 	} else {
@@ -147,7 +175,9 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		b.profiled[sysRift] = []string{admin}
 		b.servers[sysRift] = func() []*process { return []*process{rg} }
 	}
-	mb, admin, err := b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
+	if anyCase {
+		mb, admin, err = b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
+	}
 	if err != nil {
 		down[sysMB] = err.Error()
 	} else {
@@ -155,7 +185,6 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		admins[sysMB] = admin
 		b.servers[sysMB] = func() []*process { return []*process{mb} }
 	}
-	b.cases = benchCases(b.cfg.wasmDir, rawURL)
 	if b.wantsCluster() {
 		if b.cluster, err = b.startCluster(ctx); err != nil {
 			down[sysCluster] = err.Error()
@@ -166,7 +195,9 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		}
 	}
 	for sys, why := range down {
-		b.log.Warn("system not available", "system", sys, "err", why)
+		if anyCase {
+			b.log.Warn("system not available", "system", sys, "err", why)
+		}
 	}
 
 	b.cells = map[string]map[string]*cell{}
@@ -227,6 +258,16 @@ func (b *bench) run(ctx context.Context) (string, error) {
 			b.pauses = b.measurePauses(ctx, b.cluster, b.caseByID("flow-async"))
 		}
 	}
+	if b.cfg.wanted("cluster-faults") {
+		b.faults, b.faultsNote = b.measureFaults(ctx)
+	}
+	if b.cfg.soak > 0 && b.cfg.wanted(soakID) {
+		b.log.Info("soak", "duration", b.cfg.soak)
+		b.soak = b.runSoak(ctx, rawURL)
+		if b.soak.note != "" {
+			b.log.Warn("soak not measured", "why", b.soak.note)
+		}
+	}
 	b.info = append(b.info, "load average at end: "+strings.TrimSpace(readFile("/proc/loadavg")))
 	if total1, steal1, ok := cpuTicks(); ok && ticksOK && total1 > total0 {
 		b.info = append(b.info, fmt.Sprintf("CPU time stolen by the hypervisor during the run: %.1f%%", 100*float64(steal1-steal0)/float64(total1-total0)))
@@ -280,10 +321,14 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	if sys == sysRaw {
 		cl.target = rawURL
 		err := error(nil)
-		if c.tcp != nil {
+		switch {
+		case c.tcp != nil:
 			cl.target = b.rawTCP
 			err = probeTCP(cl.target, c.tcp)
-		} else {
+		case c.ws != nil:
+			cl.target = b.rawWS
+			err = probeWS(cl.target, c.ws)
+		default:
 			err = probe(rawURL, c.probe, false)
 		}
 		if err != nil {
@@ -307,10 +352,14 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 		}
 	}
 	cl.target = fmt.Sprintf("http://127.0.0.1:%d", port)
-	if c.tcp != nil {
+	switch {
+	case c.tcp != nil:
 		cl.target = fmt.Sprintf("tcp://127.0.0.1:%d", port)
 		err = probeTCP(cl.target, c.tcp)
-	} else {
+	case c.ws != nil:
+		cl.target = fmt.Sprintf("ws://127.0.0.1:%d", port)
+		err = probeWS(cl.target, c.ws)
+	default:
 		err = probe(cl.target, c.probe, true)
 	}
 	if err != nil {
@@ -469,7 +518,7 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 	}
 	o := &Options{
 		Targets: targets, Connections: b.cfg.conns,
-		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp,
+		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp, WS: c.ws,
 		// mb answers some cases in seconds on a busy machine: slow is a
 		// number to report, not an error.
 		Timeout: benchTimeout,
@@ -819,7 +868,16 @@ func (b *bench) report() string {
 	}
 
 	b.clusterReport(p)
+	b.faultsReport(p)
 	b.inProcess.report(p)
+	switch {
+	case b.soak != nil:
+		p("\n%s", b.soak.section(b.cfg.serverCPU))
+	case b.cfg.out != "":
+		if prev := previousSoak(b.cfg.out); prev != "" {
+			p("\n%s", prev) // not run this time: the last one stays, with its date
+		}
+	}
 
 	p("\n## Every round\n\n")
 	p("| case | system | req/s per round |\n|---|---|---|\n")

@@ -143,7 +143,8 @@ func getOK(url string) func() error {
 }
 
 // startHello starts the raw server and returns its base URL; its tcp
-// address goes to b.rawTCP, its https base URL to b.rawTLS.
+// address goes to b.rawTCP, its https base URL to b.rawTLS, its WebSocket
+// echo server's to b.rawWS.
 func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	port, err := freePort()
 	if err != nil {
@@ -162,10 +163,15 @@ func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 		return nil, "", err
 	}
 	b.rawProxy = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(proxyPort))
+	wsPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
 	b.rawTCP = "tcp://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tcpPort))
+	b.rawWS = "ws://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(wsPort))
 	b.rawTLS = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort), "-proxy-port", strconv.Itoa(proxyPort))
+		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort), "-proxy-port", strconv.Itoa(proxyPort), "-ws-port", strconv.Itoa(wsPort))
 	p, err := startProcess("raw", b.cfg.pinned(argv), b.dir)
 	if err != nil {
 		return nil, "", err

@@ -140,14 +140,16 @@ func TestStepBreakdown(t *testing.T) {
 			ctx.SetStatusCode(500)
 		}
 	})
+	// Only the slow step's lower bound is timed: a loaded machine can make
+	// the fast step slow, never the slow one fast.
 	sc := &Scenario{NoFlowHeader: true, Steps: []Step{
-		{Name: "fast", Path: "/fast", Checks: []string{"status == 200"}, Thresholds: []string{"p99<4ms", "errors<1%"}},
+		{Name: "fast", Path: "/fast", Checks: []string{"status == 200"}, Thresholds: []string{"errors<1%", "failed_checks==0"}},
 		{Name: "slow", Path: "/slow", ExpectStatus: 200},
 	}}
 	res := run(t, Options{Targets: []string{url}, Connections: 2, Requests: 200, Scenario: sc,
 		Thresholds: []string{"slow:p50>=5ms", "slow:errors>99%", "2:requests==100", "errors<=50%", "requests>=200"}})
 	if len(res.Steps) != 2 || res.Steps[0].Requests != 100 || res.Steps[1].Errors != 100 || res.Steps[0].Errors != 0 ||
-		res.Steps[1].Latency.P50 < 5 || res.Steps[0].Latency.P99 >= 4 {
+		res.Steps[1].Latency.P50 < 5 {
 		t.Fatalf("steps %+v", res.Steps)
 	}
 	for _, th := range res.Thresholds {

@@ -65,11 +65,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const usage = `usage:
   riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
-  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-proxy-port X [-proxy-to URL]]
+  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-ws-port W]
+                 [-proxy-port X [-proxy-to URL]]
                                         serve the raw fasthttp "hello" server
                                         (and a raw tcp one answering PONG,
-                                        the hello server over https, and a
-                                        raw fasthttp reverse proxy to it)
+                                        the hello server over https, a raw
+                                        Go WebSocket echo server, and a raw
+                                        fasthttp reverse proxy to it)
   riftload bench [flags]                side-by-side benchmarks (make bench)
   riftload help
 riftgate loadtest ... is the same program. Run "riftload <command> -h" for
@@ -130,6 +132,8 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		htmlOut   = fs.String("html", "", "also write a self-contained HTML report to this file")
 		jsonOut   = fs.String("json-out", "", "also write the JSON summary to this file")
 		progress  = fs.String("progress", "auto", "progress bar on stderr: auto (only on a terminal), always, never")
+		wsBinary  = fs.Bool("ws-binary", false, "ws:// targets: send -body as a binary message")
+		wsExpect  = fs.String("ws-expect", "", "ws:// targets: the answer every message must get (default: any message)")
 	)
 	fs.IntVar(&o.Connections, "c", 64, "connections (virtual users)")
 	fs.DurationVar(&o.Duration, "d", 0, "measured duration (default 10s unless -n is set)")
@@ -164,6 +168,22 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError{err}
 	}
 	o.Targets = bases
+	if strings.HasPrefix(bases[0], "ws") {
+		// Each request is one message and its answer, on the user's
+		// WebSocket connection to the URL's path.
+		if *scenario != "" {
+			return usageError{errors.New("ws:// targets take -body, not -scenario")}
+		}
+		send := *body
+		if send == "" {
+			send = "ping"
+		}
+		o.WS = &WSExchange{Path: path, Send: []byte(send), Binary: *wsBinary}
+		if *wsExpect != "" {
+			o.WS.Expect = []byte(*wsExpect)
+		}
+		*body = ""
+	}
 	if o.TLS, err = tf.config(); err != nil {
 		return err
 	}
@@ -278,8 +298,11 @@ func splitTargets(raw []string) (bases []string, path string, err error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("target %q: %w", t, err)
 		}
-		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path", t)
+		if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path (or ws://, wss://)", t)
+		}
+		if i > 0 && (u.Scheme[0] == 'w') != (raw[0][0] == 'w') {
+			return nil, "", fmt.Errorf("targets mix WebSocket and http (%q, %q)", raw[0], t)
 		}
 		p := u.RequestURI()
 		if i == 0 {
@@ -313,6 +336,7 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	host := fs.String("host", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
 	tcpPort := fs.Int("tcp-port", -1, "also serve the raw tcp server (answering PONG to every read) on this port (-1: none)")
+	wsPort := fs.Int("ws-port", -1, "also serve a raw Go WebSocket echo server (gorilla/websocket) on this port (-1: none)")
 	tlsPort := fs.Int("tls-port", -1, "also serve the hello server over https on this port (-1: none)")
 	certFile := fs.String("tls-cert", "", "the https server's certificate (PEM; default: a self-signed one, made at start)")
 	keyFile := fs.String("tls-key", "", "the https server's private key (PEM)")
@@ -371,6 +395,14 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "proxy server listening on http://%s (to %s)\n", pln.Addr(), to)
 		serve = append(serve, func(ctx context.Context) error { return ServeProxy(ctx, pln, to) })
+	}
+	if *wsPort >= 0 {
+		wln, err := listen(*wsPort)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "websocket echo server listening on ws://%s\n", wln.Addr())
+		serve = append(serve, func(ctx context.Context) error { return ServeWSEcho(ctx, wln) })
 	}
 	if *tlsPort >= 0 {
 		var cert tls.Certificate

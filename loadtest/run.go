@@ -56,6 +56,9 @@ type Options struct {
 	// TCP, when set, makes every request a raw tcp exchange (see
 	// TCPExchange); the scenario's steps then only count iterations.
 	TCP *TCPExchange
+	// WS, when set, makes every request a WebSocket round trip on the
+	// virtual user's connection (see WSExchange), likewise.
+	WS *WSExchange
 	// Ramp, when set, is the load profile, in place of Rate and Duration
 	// (the stages' total is the measured duration; Warmup holds the ramp's
 	// start value first). A "users" ramp needs Connections of at least
@@ -146,11 +149,16 @@ func parseTarget(raw string, o *Options) (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("target %q: %w", raw, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "tcp") || u.Host == "" {
-		return target{}, fmt.Errorf("target %q: want http://host:port, https://host:port or tcp://host:port", raw)
+	switch u.Scheme {
+	case "http", "https", "tcp", "ws", "wss":
+	default:
+		u.Host = ""
+	}
+	if u.Host == "" {
+		return target{}, fmt.Errorf("target %q: want http://host:port, https://host:port, ws://host:port, wss://host:port or tcp://host:port", raw)
 	}
 	t := target{addr: u.Host, host: []byte(u.Host)}
-	if u.Scheme == "https" {
+	if u.Scheme == "https" || u.Scheme == "wss" {
 		t.tls = targetTLS(o.TLS, u.Hostname(), o.TLSFullHandshake)
 	}
 	if u.Port() == "" {
@@ -281,7 +289,10 @@ func (r *runner) run(ctx context.Context) *Result {
 		go func() {
 			defer wg.Done()
 			// Without keep-alive every request connects, the first too.
-			if r.opts.TCP == nil && !r.opts.NoKeepAlive {
+			switch {
+			case r.opts.WS != nil && !r.opts.NoKeepAlive:
+				_, _ = w.connectWS(ctx, w.rr, r.opts.WS) // the handshake too
+			case r.opts.TCP == nil && r.opts.WS == nil && !r.opts.NoKeepAlive:
 				_, _ = w.connect(ctx, w.rr)
 			}
 			dialled.Done()
@@ -338,6 +349,10 @@ type worker struct {
 	buf    []byte // rendered path, header values and body, back to back
 	sample sample
 	doc    jsonDoc // the response body as JSON, for jsonpath checks
+	// wsFrame is the WebSocket message a worker sends, masked, rendered
+	// once; wsHdr is room for a frame header it reads.
+	wsFrame []byte
+	wsHdr   [8]byte
 }
 
 func (r *runner) newWorker(i int) *worker {
@@ -419,9 +434,12 @@ func (w *worker) once(ctx context.Context) bool {
 	}
 	st := &r.steps[w.step]
 	var err error
-	if r.opts.TCP != nil {
+	switch {
+	case r.opts.TCP != nil:
 		err = w.doTCP(ctx, w.rr, r.opts.TCP)
-	} else {
+	case r.opts.WS != nil:
+		err = w.doWS(ctx, w.rr, r.opts.WS)
+	default:
 		wire := w.wireFor(st)
 		if wire == nil {
 			w.prepare(st, &r.targets[w.rr])
@@ -439,8 +457,8 @@ func (w *worker) once(ctx context.Context) bool {
 	}
 	switch {
 	case err != nil:
-	case r.opts.TCP != nil:
-		w.sample.status = st.expectStatus // a tcp answer has no status: its bytes were checked
+	case r.opts.TCP != nil || r.opts.WS != nil:
+		w.sample.status = st.expectStatus // a tcp or ws answer has no status: its bytes were checked
 	default:
 		w.sample.status = w.resp.StatusCode()
 		if len(st.checks) > 0 {
@@ -690,6 +708,7 @@ type conn struct {
 	c        net.Conn
 	br       *bufio.Reader
 	bw       *bufio.Writer
+	ws       bool        // the WebSocket handshake is done
 	unwake   func() bool // stops the cancellation hook
 	deadline time.Time
 }
@@ -699,6 +718,7 @@ func (c *conn) close() {
 		c.unwake()
 		_ = c.c.Close()
 		c.c = nil
+		c.ws = false
 	}
 }
 

@@ -99,7 +99,8 @@ func classify(err error) errKind {
 		return errTimeout
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return errReset
-	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, errWSClosed):
 		return errClosed
 	case isTLSError(err):
 		// After the transport kinds: a handshake cut short by a timeout,

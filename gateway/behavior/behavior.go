@@ -40,6 +40,11 @@ type Response struct {
 	// TCP marks a tcp imposter's response: Body is its data, which
 	// scripts see as {data} (base64 when Binary).
 	TCP bool
+	// Object marks a response whose Body is the protocol's whole response
+	// object, as JSON (a WebSocket imposter's {data, type, messages,
+	// close, ...}): scripts see it as it is, and tokens are replaced in it
+	// string by string (JSONBody is set with it).
+	Object bool
 	// Unset names the fields the stub's `is` did not give, which mb's
 	// behaviors see as undefined (a decorator can set them); the engine
 	// fills what is still unset from the defaults afterwards, as mb's

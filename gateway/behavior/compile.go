@@ -321,6 +321,20 @@ func requestValue(r *message.Request, f from) any {
 	if r.Kind == message.TCP {
 		return tcpValue(r, f)
 	}
+	if r.Kind == message.WS {
+		switch lf := strings.ToLower(field); {
+		case f.exact && field != lf && field != "requestFrom":
+			return nil
+		case lf == "data":
+			return scalar(string(r.Body), f)
+		case lf == "type":
+			return scalar(r.MessageType, f)
+		case lf == "connection":
+			return scalar(r.Connection, f)
+		case lf == "method" || lf == "body" || lf == "form":
+			return nil // a message has none; path, query, headers are the handshake's
+		}
+	}
 	if !f.exact {
 		field = strings.ToLower(field)
 	} else if !validField[field] {

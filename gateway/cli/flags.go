@@ -57,6 +57,8 @@ var options = []option{
 	{name: "demo", kind: kBool, def: "false", help: "load the bundled demo imposters (riftgate only)"},
 	{name: "maxFlows", kind: kInt, def: "100000", help: "flows kept before whole flows are shed, least recently used first (riftgate only)"},
 	{name: "flowBudget", kind: kInt, def: "2000", help: "milliseconds a request may spend on its flows in all, every owner call and wait included; past it the request answers 503 (riftgate only)"},
+	{name: "maxRecordedRequests", kind: kInt, def: "0", help: "requests each recording imposter keeps (--mock, recordRequests), the oldest dropped first and counted; 0 keeps all, the newest in memory and the rest on disk (under --datadir, else in a temporary folder); an imposter's _rift.maxRecordedRequests overrides it (riftgate only)"},
+	{name: "recordedRequestsMemory", kind: kInt, def: "32", help: "MiB of recorded requests kept in memory, the newest, for all imposters together; the others are read from disk (riftgate only)"},
 	{name: "pprof", kind: kBool, def: "false", help: "serve Go's profiler under /debug/pprof/ on the admin API (riftgate only)"},
 	{name: "help", kind: kBool, def: "false", help: "Show help"},
 	{name: "version", kind: kBool, def: "false", help: "Show version number"},
@@ -65,7 +67,7 @@ var options = []option{
 // commandOptions are the options each command's help lists (mb's yargs
 // sections). Parsing accepts every known option with every command, as mb does.
 var commandOptions = map[string][]string{
-	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "flowBudget", "pprof", "formatter", "impostersRepository", "protofile"},
+	"start":   {"port", "host", "configfile", "noParse", "datadir", "pidfile", "nologfile", "logfile", "loglevel", "log", "allowInjection", "localOnly", "ipWhitelist", "mock", "debug", "origin", "allowedHosts", "rcfile", "apikey", "demo", "maxFlows", "flowBudget", "maxRecordedRequests", "recordedRequestsMemory", "pprof", "formatter", "impostersRepository", "protofile"},
 	"stop":    {"pidfile", "rcfile"},
 	"save":    {"port", "host", "savefile", "removeProxies", "apikey", "rcfile", "formatter"},
 	"replay":  {"port", "host", "apikey", "rcfile"},
@@ -275,8 +277,11 @@ func (s *settings) set(o *option, value string) error {
 		}
 	case kInt:
 		n, err := strconv.Atoi(value)
-		if err != nil || n < 0 || n > math.MaxUint16 {
+		if o.name == "port" && (err != nil || n < 0 || n > math.MaxUint16) {
 			return usageErrorf("Invalid value for --%s: %q (expected a port number)", o.name, value)
+		}
+		if err != nil || n < 0 {
+			return usageErrorf("Invalid value for --%s: %q (expected a whole number)", o.name, value)
 		}
 		value = strconv.Itoa(n)
 	}

@@ -168,7 +168,7 @@ func publicOptions(s *settings, lc logConfig) json.RawMessage {
 		}
 		add("log", map[string]any{"level": s.str("loglevel"), "transports": transports})
 	}
-	for _, name := range []string{"demo", "maxFlows", "flowBudget", "pprof"} {
+	for _, name := range []string{"demo", "maxFlows", "flowBudget", "maxRecordedRequests", "recordedRequestsMemory", "pprof"} {
 		if s.onCLI[name] {
 			add(name, json.RawMessage(jsonValue(s, name)))
 		}
@@ -204,6 +204,8 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		Debug:          s.boolean("debug"),
 		MaxFlows:       s.integer("maxFlows"),
 		FlowBudget:     time.Duration(s.integer("flowBudget")) * time.Millisecond,
+		MaxRecorded:    int64(s.integer("maxRecordedRequests")),
+		RecordedMemory: int64(s.integer("recordedRequestsMemory")) << 20,
 		Pprof:          s.boolean("pprof"),
 	}
 	if opts.FlowBudget <= 0 {

@@ -22,16 +22,18 @@ func TestEngineOptions(t *testing.T) {
 		want    gateway.Options
 		wantErr string
 	}{
-		{name: "defaults", want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second}},
+		{name: "defaults", want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second, RecordedMemory: 32 << 20}},
 		{name: "everything", args: []string{"--port", "3000", "--host", "0.0.0.0", "--datadir", "d", "--allowInjection",
-			"--localOnly", "--ipWhitelist", "127.0.0.1|10.0.0.1", "--origin", "http://x", "--apikey", "k", "--mock", "--debug", "--maxFlows", "7", "--flowBudget", "750"},
+			"--localOnly", "--ipWhitelist", "127.0.0.1|10.0.0.1", "--origin", "http://x", "--apikey", "k", "--mock", "--debug", "--maxFlows", "7", "--flowBudget", "750",
+			"--maxRecordedRequests", "1000000", "--recordedRequestsMemory", "8"},
 			want: gateway.Options{Port: 3000, Host: "0.0.0.0", DataDir: "d", AllowInjection: true, LocalOnly: true,
-				IPWhitelist: []string{"127.0.0.1", "10.0.0.1"}, Origin: "http://x", APIKey: "k", Mock: true, Debug: true, MaxFlows: 7, FlowBudget: 750 * time.Millisecond}},
+				IPWhitelist: []string{"127.0.0.1", "10.0.0.1"}, Origin: "http://x", APIKey: "k", Mock: true, Debug: true, MaxFlows: 7, FlowBudget: 750 * time.Millisecond,
+				MaxRecorded: 1000000, RecordedMemory: 8 << 20}},
 		{name: "no budget", args: []string{"--flowBudget", "0"}, wantErr: "--flowBudget 0"},
-		{name: "whitelist star allows all", args: []string{"--ipWhitelist", "*"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second}},
-		{name: "demo", args: []string{"--demo"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second, Imposters: demo.Imposters}},
+		{name: "whitelist star allows all", args: []string{"--ipWhitelist", "*"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second, RecordedMemory: 32 << 20}},
+		{name: "demo", args: []string{"--demo"}, want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second, RecordedMemory: 32 << 20, Imposters: demo.Imposters}},
 		{name: "configfile", args: []string{"--configfile", filepath.Join(dir, "c.json")},
-			want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second, Imposters: []byte(`{"imposters":[{"port": 5}]}`)}},
+			want: gateway.Options{Port: 2525, MaxFlows: 100000, FlowBudget: 2 * time.Second, RecordedMemory: 32 << 20, Imposters: []byte(`{"imposters":[{"port": 5}]}`)}},
 		{name: "demo and configfile", args: []string{"--demo", "--configfile", "c.json"}, wantErr: "cannot be combined"},
 	}
 	for _, tc := range tests {

@@ -53,6 +53,10 @@ func TestEntryGolden(t *testing.T) {
 func TestRecordingsGolden(t *testing.T) {
 	checkHex(t, "request", encode(t, recordingsRequest{Op: opGather, Port: 4545}), "a20101021911c1")
 	checkHex(t, "response", encode(t, recordingsResponse{Found: true, Count: 2, Requests: [][]byte{[]byte(`{}`)}}), "a301f502020381427b7d")
+	// Version 2's pages.
+	checkHex(t, "page request", encode(t, recordingsRequest{Op: opPage, Port: 4545, From: 300}), "a30104021911c10319012c")
+	checkHex(t, "page", encode(t, recordingsResponse{Found: true, Requests: [][]byte{{1, 0}}, Next: 301, More: true}), "a401f503814201000419012d05f5")
+	checkHex(t, "count", encode(t, recordingsRequest{Op: opCount, Port: 4545}), "a20103021911c1")
 }
 
 func TestSnapshotGolden(t *testing.T) {

@@ -31,7 +31,7 @@ import (
 // (flows_process_test.go) check their histories with it too.
 type LinIn struct {
 	Flow   string
-	Op     string // get, put, cas, swap
+	Op     string // get, put, cas, swap, inc
 	Val    int
 	Expect uint64
 	Old    int // swap: the value expected (0: absent)
@@ -39,8 +39,8 @@ type LinIn struct {
 
 type LinOut struct {
 	Unknown bool
-	OK      bool   // get: found; cas, swap: written
-	Val     int    // get, cas or swap mismatch: the current value (0: absent)
+	OK      bool   // get: found; cas, swap: written; inc: answered
+	Val     int    // get, cas or swap mismatch: the current value (0: absent); inc: the new value
 	V       uint64 // the current or new V
 }
 
@@ -74,6 +74,9 @@ var LinModel = porcupine.Model{
 		case "put":
 			s = linState{present: true, val: in.Val, v: s.v + 1}
 			return out.Unknown || out.V == s.v, s
+		case "inc": // a counter's increment (an inject script's): it answers the new value
+			s = linState{present: true, val: s.val + 1, v: s.v + 1}
+			return out.Unknown || out.OK && out.Val == s.val, s
 		case "swap":
 			if in.Old == 0 && s.present || in.Old != 0 && (!s.present || s.val != in.Old) {
 				return out.Unknown || !out.OK && out.V == s.v && out.Val == s.val, s

@@ -17,9 +17,11 @@ import (
 // frames them). Both are a leading op or status byte and fields in a fixed
 // order for that byte: uvarints for numbers, uvarint length ‖ bytes for
 // strings and values, one byte for flags. No field names, no per-field
-// tags: the protocol version (wireVersion, in every frame and in the
-// session's Upgrade token) says what follows, and a change to any of it is
-// a new version that the old decoder refuses. wire_test.go pins the bytes.
+// tags: the frame's version and the session's Upgrade token say what
+// follows, and a change to any of it is a new version that the old
+// decoder refuses. wireVersion is the frames' version before
+// riftgate-flows/3, whose frames (frameClock) carry a clock besides and
+// the same bodies. wire_test.go pins the bytes.
 const wireVersion byte = 1
 
 // Ops. Those up to opClaimForget, and opSwap, are owner operations on one

@@ -5,7 +5,9 @@ package gatewaytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -121,6 +123,7 @@ type Instance struct {
 	t    testing.TB
 	bin  string
 	wrap []string // a command the binary runs under (e.g. unshare), or none
+	dial Dialer   // how the test reaches the process (nil: the default dialer)
 	args []string
 	cmd  *exec.Cmd
 	out  *LockedBuffer
@@ -142,7 +145,7 @@ func Start(t testing.TB, args ...string) *Instance {
 // large --configfile (100,000 stubs) on a busy machine.
 func StartWithin(t testing.TB, d time.Duration, args ...string) *Instance {
 	t.Helper()
-	return startArgsWithin(t, Binary(t), nil, defaultArgs(t, args), d)
+	return startArgsWithin(t, Binary(t), nil, nil, defaultArgs(t, args), d)
 }
 
 // StartUnder is Start with the binary run by wrap, a command that ends by
@@ -162,6 +165,26 @@ func StartOn(t testing.TB, host string, port int, args ...string) *Instance {
 	return startInstance(t, Binary(t), nil, append([]string{"--host", host, "--port", strconv.Itoa(port)}, args...))
 }
 
+// Dialer dials a connection, as net.Dialer.DialContext does.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Launch says where StartWith runs an instance and how the test reaches
+// it: a process in a network namespace of its own runs under `ip netns
+// exec` and is reached by a dialer whose sockets live where that
+// namespace is reachable (internal/netfault).
+type Launch struct {
+	Host string   // the admin API's --host
+	Port int      // and --port
+	Wrap []string // the command the binary runs under (StartUnder), or none
+	Dial Dialer   // reaches the process (the admin API, its imposters); nil: net.Dialer
+}
+
+// StartWith is StartOn with a wrapping command and a dialer (Launch).
+func StartWith(t testing.TB, l Launch, args ...string) *Instance {
+	t.Helper()
+	return startInstanceVia(t, Binary(t), l.Wrap, l.Dial, append([]string{"--host", l.Host, "--port", strconv.Itoa(l.Port)}, args...))
+}
+
 // StartMountebank runs the reference, mb 2.9.1 (see Mountebank), as Start
 // runs riftgate: the same defaults and the same overrides.
 func StartMountebank(t testing.TB, args ...string) *Instance {
@@ -171,7 +194,12 @@ func StartMountebank(t testing.TB, args ...string) *Instance {
 
 func startInstance(t testing.TB, bin string, wrap, args []string) *Instance {
 	t.Helper()
-	return startArgs(t, bin, wrap, defaultArgs(t, args))
+	return startInstanceVia(t, bin, wrap, nil, args)
+}
+
+func startInstanceVia(t testing.TB, bin string, wrap []string, dial Dialer, args []string) *Instance {
+	t.Helper()
+	return startArgs(t, bin, wrap, dial, defaultArgs(t, args))
 }
 
 // defaultArgs are args with Start's defaults for what they do not say.
@@ -198,17 +226,17 @@ func defaultArgs(t testing.TB, args []string) []string {
 // admin API answers.
 func StartArgs(t testing.TB, bin string, args ...string) *Instance {
 	t.Helper()
-	return startArgs(t, bin, nil, args)
+	return startArgs(t, bin, nil, nil, args)
 }
 
-func startArgs(t testing.TB, bin string, wrap, args []string) *Instance {
+func startArgs(t testing.TB, bin string, wrap []string, dial Dialer, args []string) *Instance {
 	t.Helper()
-	return startArgsWithin(t, bin, wrap, args, 30*time.Second)
+	return startArgsWithin(t, bin, wrap, dial, args, 30*time.Second)
 }
 
-func startArgsWithin(t testing.TB, bin string, wrap, args []string, within time.Duration) *Instance {
+func startArgsWithin(t testing.TB, bin string, wrap []string, dial Dialer, args []string, within time.Duration) *Instance {
 	t.Helper()
-	in := &Instance{t: t, bin: bin, wrap: wrap, Dir: t.TempDir(), within: within}
+	in := &Instance{t: t, bin: bin, wrap: wrap, dial: dial, Dir: t.TempDir(), within: within}
 	host := "127.0.0.1"
 	for i, a := range args {
 		if i+1 < len(args) {
@@ -255,19 +283,46 @@ func (in *Instance) start() {
 		close(done)
 	}(in.cmd, in.done)
 	deadline := time.Now().Add(in.within)
+	hc := in.Client()
+	defer hc.CloseIdleConnections()
 	for time.Now().Before(deadline) {
 		select {
 		case <-in.done:
 			in.t.Fatalf("%s exited at start:\n%s", filepath.Base(in.bin), in.out.String())
 		default:
 		}
-		if resp, err := http.Get(in.URL + "/"); err == nil {
+		if resp, err := hc.Get(in.URL + "/"); err == nil {
 			resp.Body.Close()
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	in.t.Fatalf("%s did not answer on %s:\n%s", filepath.Base(in.bin), in.URL, in.out.String())
+}
+
+// Client returns an HTTP client that reaches the process (through the
+// Launch's dialer), with no connection kept between requests: a test
+// must not hold one to a process it kills or pauses. Its time-out is
+// 30 s.
+func (in *Instance) Client() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: in.transport()}
+}
+
+func (in *Instance) transport() *http.Transport {
+	tr := &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: 10 * time.Second}
+	if in.dial != nil {
+		tr.DialContext = in.dial
+	}
+	return tr
+}
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT pause and resume
+// it).
+func (in *Instance) Signal(sig os.Signal) error {
+	if in.cmd.Process == nil {
+		return errors.New("gatewaytest: no process")
+	}
+	return in.cmd.Process.Signal(sig)
 }
 
 // Output returns what the process printed so far.
@@ -303,7 +358,11 @@ func (in *Instance) Restart() {
 // to encode as JSON.
 func (in *Instance) Do(method, path string, body any) (int, []byte) {
 	in.t.Helper()
-	return Do(in.t, method, in.URL+path, body, nil)
+	resp, err := request(in.transport(), method, in.URL+path, body, nil)
+	if err != nil {
+		in.t.Fatalf("%s %s: %v", method, in.URL+path, err)
+	}
+	return readAll(in.t, method, in.URL+path, resp)
 }
 
 // Do sends one HTTP request and returns the status and body.
@@ -313,6 +372,11 @@ func Do(t testing.TB, method, url string, body any, header http.Header) (int, []
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
+	return readAll(t, method, url, resp)
+}
+
+func readAll(t testing.TB, method, url string, resp *http.Response) (int, []byte) {
+	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -323,6 +387,12 @@ func Do(t testing.TB, method, url string, body any, header http.Header) (int, []
 
 // Request sends one HTTP request on a fresh connection.
 func Request(method, url string, body any, header http.Header) (*http.Response, error) {
+	// With "Expect: 100-continue", wait for the server's verdict before
+	// sending a body it may refuse.
+	return request(&http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: 10 * time.Second}, method, url, body, header)
+}
+
+func request(tr *http.Transport, method, url string, body any, header http.Header) (*http.Response, error) {
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -344,10 +414,7 @@ func Request(method, url string, body any, header http.Header) (*http.Response, 
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	// With "Expect: 100-continue", wait for the server's verdict before
-	// sending a body it may refuse.
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives: true, ExpectContinueTimeout: 10 * time.Second}}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	return c.Do(req)
 }
 

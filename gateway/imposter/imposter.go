@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/meter"
+	"github.com/riftgate/riftgate/gateway/reqlog"
 	"github.com/valyala/fasthttp"
 )
 
@@ -59,6 +61,14 @@ type Options struct {
 	// scope, "[http:4545 name] "); the imposter keeps private ones when it
 	// is nil.
 	Meters func(label string) *meter.Imposter
+	// Requests keeps the requests imposters record (gateway/reqlog); an
+	// imposter that records without it keeps them in a temporary folder
+	// of its own.
+	Requests *reqlog.Manager
+	// MaxRecorded caps the requests each imposter keeps, oldest dropped
+	// first (--maxRecordedRequests; 0: no cap); an imposter's own
+	// _rift.maxRecordedRequests takes precedence.
+	MaxRecorded int64
 }
 
 // Imposter is a running imposter.
@@ -80,11 +90,23 @@ type Imposter struct {
 	ignoredMu sync.Mutex
 	ignored   map[string]bool // fields already warned about
 
-	requests   sync.Mutex // guards saved
-	saved      []*message.Request
+	// reqs keeps the recorded requests (nil when the imposter records
+	// none), in ownReqs when Options.Requests is nil.
+	reqs       *reqlog.Log
+	ownReqs    *reqlog.Manager
 	numReqs    atomic.Int64 // numberOfRequests: reset with the saved requests
 	meters     *meter.Imposter
 	recordReqs bool
+
+	// cfg is the configuration the stubs were last compiled against, and
+	// ws the WebSocket imposter an upgraded connection is served by (an
+	// http imposter's; ws_upgrade.go).
+	cfg      atomic.Pointer[config.State]
+	ws       atomic.Pointer[upgradeTarget]
+	upgraded conns
+	// parent is, for the ws imposter an http imposter upgrades to, that
+	// imposter: it counts and records the requests.
+	parent *Imposter
 
 	ln   net.Listener
 	srv  server // the protocol's: fasthttp for http(s), tcp.go, smtp.go
@@ -112,12 +134,17 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if imp.meters = meter.NewImposter(); opts.Meters != nil {
 		imp.meters = opts.Meters(imp.MetricLabel())
 	}
-	imp.warnIgnored(imp.log, spec.Ignored)
+	imp.warnIgnored(imp.log, imp.wsIgnored(spec.Ignored))
 	dflt, isJSON, err := imp.buildIs(nil, spec.DefaultResponse)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 	}
 	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: RenderHeader(dflt)}
+	if spec.IsWS() {
+		if imp.dflt.ws, err = wsAnswerOf(dflt.Body); err != nil {
+			return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
+		}
+	}
 	// As mb does, every stub's refusals are answered together.
 	var errs mberr.List
 	stubs := make([]*Stub, 0, len(spec.Stubs))
@@ -142,11 +169,56 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 		keys[i] = st.Spec.Key
 	}
 	imp.table.Store(newTable(stubs, keys))
+	imp.cfg.Store(cfg)
 	if err := imp.compileEndOfRequest(); err != nil {
 		return nil, err
 	}
+	if imp.recordReqs {
+		if err := imp.openRequests(); err != nil {
+			return nil, mberr.New(mberr.CannotStartServer, "cannot record requests: "+err.Error())
+		}
+	}
 	imp.ctx, imp.cancel = context.WithCancel(context.Background())
 	return imp, nil
+}
+
+// openRequests opens the log the imposter records into: under its
+// RecordKey, which a restart on --datadir finds again.
+func (imp *Imposter) openRequests() error {
+	m := imp.opts.Requests
+	if m == nil {
+		dir, err := os.MkdirTemp("", "riftgate-requests-")
+		if err != nil {
+			return fmt.Errorf("recorded requests: %w", err)
+		}
+		if m, err = reqlog.Open(reqlog.Options{Dir: dir, Logger: imp.log}); err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+		imp.ownReqs = m
+	}
+	name := imp.spec.RecordKey
+	if name == "" {
+		name = strconv.Itoa(imp.spec.Port)
+	}
+	max := imp.opts.MaxRecorded
+	if imp.spec.MaxRecorded != nil {
+		max = *imp.spec.MaxRecorded
+	}
+	l, err := m.Open(name, max)
+	for i := 2; errors.Is(err, reqlog.ErrOpen); i++ {
+		// Another imposter of the same port and definition still records
+		// (one that replaces it is being built): this one starts apart.
+		l, err = m.Open(name+"~"+strconv.Itoa(i), max)
+	}
+	if err != nil {
+		if imp.ownReqs != nil {
+			_ = imp.ownReqs.Close()
+		}
+		return err
+	}
+	imp.reqs = l
+	return nil
 }
 
 // CompileStub compiles one stub for this imposter, without adding it,
@@ -157,8 +229,11 @@ func (imp *Imposter) CompileStub(ss *StubSpec, cfg *config.State) (*Stub, error)
 		c = &Compiler{}
 	}
 	st, err := c.compileStub(Build{Imposter: imp, Stub: ss, Config: cfg})
+	if cfg != nil {
+		imp.cfg.Store(cfg)
+	}
 	if err == nil {
-		imp.warnIgnored(imp.logger(), ss.Ignored)
+		imp.warnIgnored(imp.logger(), imp.wsIgnored(ss.Ignored))
 	}
 	return st, err
 }
@@ -207,7 +282,7 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 // Serve serves the imposter on ln, a listener Listen bound for its port,
 // until Stop. The imposter owns ln from here, even on error.
 func (imp *Imposter) Serve(ln net.Listener) error {
-	if imp.spec.Protocol == "https" {
+	if imp.spec.Protocol == "https" || imp.spec.Protocol == "wss" {
 		cfg, err := imp.tlsConfig()
 		if err != nil {
 			ln.Close()
@@ -231,6 +306,9 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 // that never served only releases its context.
 func (imp *Imposter) Stop(ctx context.Context) error {
 	imp.cancel()
+	if t := imp.ws.Load(); t != nil {
+		t.imp.cancel()
+	}
 	if imp.srv == nil {
 		return nil
 	}
@@ -300,7 +378,7 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 	switch {
 	case err != nil:
 		imp.writeError(ctx, err)
-	case r.static != nil && r.behaviors == nil && !imp.corsPreflight(req):
+	case r.static != nil && r.behaviors == nil && !r.upgrade && !imp.corsPreflight(req):
 		writeStatic(ctx, r.static, r.header)
 		if st != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, r.static)
@@ -328,6 +406,10 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 // respondSlow builds a response that is not a plain `is`: faults, computed
 // responses, behaviors and CORS preflights.
 func (imp *Imposter) respondSlow(ctx *fasthttp.RequestCtx, bctx context.Context, call *Call, r *response) *message.Response {
+	if r.upgrade {
+		imp.upgradeWS(ctx, call.Request, r)
+		return r.static
+	}
 	if r.fault != "" {
 		fault(ctx, r.fault)
 		return nil
@@ -396,17 +478,33 @@ func (imp *Imposter) writeError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetBody(mberr.Body(&e))
 }
 
-func (imp *Imposter) record(r *message.Request) {
-	imp.requests.Lock()
-	imp.saved = append(imp.saved, r)
-	imp.requests.Unlock()
+func (imp *Imposter) record(r *message.Request) { imp.reqs.Append(r) }
+
+// RecordedRequests returns the recorded requests as they are now, to
+// stream; nil when the imposter records none. The caller closes it.
+func (imp *Imposter) RecordedRequests() *reqlog.Snapshot {
+	if imp.reqs == nil {
+		return nil
+	}
+	return imp.reqs.Snapshot()
 }
 
-// Requests returns the saved requests.
-func (imp *Imposter) Requests() []*message.Request {
-	imp.requests.Lock()
-	defer imp.requests.Unlock()
-	return append([]*message.Request(nil), imp.saved...)
+// RecordedLog returns the log of recorded requests, nil when the imposter
+// records none.
+func (imp *Imposter) RecordedLog() *reqlog.Log { return imp.reqs }
+
+// RecordedStats are what an imposter keeps of its requests.
+type RecordedStats struct {
+	Kept, Dropped, Max int64
+}
+
+// Recorded returns how many requests the imposter holds, how many its cap
+// dropped, and the cap (0: none).
+func (imp *Imposter) Recorded() RecordedStats {
+	if imp.reqs == nil {
+		return RecordedStats{}
+	}
+	return RecordedStats{imp.reqs.Len(), imp.reqs.Dropped(), imp.reqs.Max()}
 }
 
 // NumberOfRequests is what numberOfRequests shows: the requests since the
@@ -416,10 +514,24 @@ func (imp *Imposter) NumberOfRequests() int64 { return imp.numReqs.Load() }
 // ResetRequests forgets saved requests and the request count, as mb's
 // DELETE /imposters/:id/savedRequests does.
 func (imp *Imposter) ResetRequests() {
-	imp.requests.Lock()
-	imp.saved = nil
-	imp.requests.Unlock()
+	if imp.reqs != nil {
+		imp.reqs.Reset()
+	}
 	imp.numReqs.Store(0)
+}
+
+// CloseRequests lets go of the recorded requests once the imposter has
+// stopped. keep says the process ends, and with --datadir they wait for
+// the next start; otherwise (the imposter is deleted or replaced) they go.
+func (imp *Imposter) CloseRequests(keep bool) {
+	if imp.reqs != nil {
+		if err := imp.reqs.Close(keep); err != nil {
+			imp.logger().Error("closing recorded requests", "err", err)
+		}
+	}
+	if imp.ownReqs != nil {
+		_ = imp.ownReqs.Close()
+	}
 }
 
 // Meters returns what the imposter counts for metrics.

@@ -94,6 +94,15 @@ func jsType(raw json.RawMessage) string {
 
 // buildIs computes the response an `is` gives in the imposter's protocol.
 func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Response, bool, error) {
+	if imp.spec.IsWS() {
+		// A response object is whole: the defaultResponse answers only
+		// a message no stub matches.
+		if stubIs == nil {
+			stubIs = defaults
+		}
+		r, _, err := buildWS(stubIs)
+		return r, false, err
+	}
 	if imp.spec.Protocol == "tcp" {
 		// A tcp response is its own data; the defaultResponse's fills an
 		// empty one only when it is written, as mb's tcp server does. Its

@@ -18,6 +18,8 @@ func TestStartThenStopAtOnce(t *testing.T) {
 		"https": `{"protocol":"https","stubs":[{"responses":[{"is":{"body":"x"}}]}]}`,
 		"tcp":   `{"protocol":"tcp","stubs":[{"responses":[{"is":{"data":"x"}}]}]}`,
 		"smtp":  `{"protocol":"smtp"}`,
+		"ws":    `{"protocol":"ws","stubs":[{"responses":[{"is":{"data":"x"}}]}]}`,
+		"wss":   `{"protocol":"wss","stubs":[{"responses":[{"is":{"data":"x"}}]}]}`,
 	} {
 		t.Run(proto, func(t *testing.T) {
 			for i := 0; i < 200; i++ {

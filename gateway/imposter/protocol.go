@@ -31,8 +31,10 @@ func (imp *Imposter) newServer() server {
 		return newTCPServer(imp)
 	case "smtp":
 		return newSMTPServer(imp)
+	case "ws", "wss":
+		return newWSServer(imp)
 	}
-	return &httpServer{fasthttp.Server{
+	return &httpServer{imp: imp, s: fasthttp.Server{
 		Handler:                       imp.Handler(),
 		Name:                          "",
 		NoDefaultServerHeader:         true,
@@ -45,21 +47,66 @@ func (imp *Imposter) newServer() server {
 }
 
 // httpServer serves http and https imposters through fasthttp.
-type httpServer struct{ s fasthttp.Server }
+type httpServer struct {
+	imp *Imposter
+	s   fasthttp.Server
+}
 
 func (h *httpServer) serve(ln net.Listener) error { return h.s.Serve(ln) }
 
-func (h *httpServer) shutdown(ctx context.Context) error { return h.s.ShutdownWithContext(ctx) }
+// shutdown stops fasthttp, then the connections upgraded to WebSocket,
+// which fasthttp no longer tracks.
+func (h *httpServer) shutdown(ctx context.Context) error {
+	err := h.s.ShutdownWithContext(ctx)
+	if werr := h.imp.upgraded.shutdown(ctx); err == nil {
+		err = werr
+	}
+	return err
+}
 
 // choose counts and records req, and picks the stub (nil for none) and the
 // response that answer it; the flows it reads run under ctx, the
 // request's budget.
 func (imp *Imposter) choose(ctx context.Context, req *message.Request) (*Stub, *response, error) {
+	return imp.chooseIn(ctx, imp.table.Load(), req)
+}
+
+// chooseOpen is choose for a WebSocket handshake: only the stubs that name
+// type "open" answer it, and a nil response (with no error) means none
+// matched: the handshake is then accepted as it is.
+func (imp *Imposter) chooseOpen(ctx context.Context, req *message.Request) (*Stub, *response, error) {
+	t := imp.table.Load()
+	if t.opens == nil {
+		imp.recorder().count(req)
+		return nil, nil, nil
+	}
+	st, r, err := imp.chooseIn(ctx, t.opens, req)
+	if st == nil && err == nil {
+		return nil, nil, nil
+	}
+	return st, r, err
+}
+
+// recorder is the imposter that counts and records imp's requests: an
+// upgraded connection's messages are its http imposter's.
+func (imp *Imposter) recorder() *Imposter {
+	if imp.parent != nil {
+		return imp.parent
+	}
+	return imp
+}
+
+// count counts req and records it when the imposter records.
+func (imp *Imposter) count(req *message.Request) {
 	imp.numReqs.Add(1)
 	if imp.recordReqs {
-		imp.record(req.Clone())
+		imp.record(req)
 	}
-	t := imp.table.Load()
+}
+
+// chooseIn is choose over the stubs of t.
+func (imp *Imposter) chooseIn(ctx context.Context, t *table, req *message.Request) (*Stub, *response, error) {
+	imp.recorder().count(req)
 	var st *Stub
 	if t.scenarios {
 		var err error
@@ -71,6 +118,10 @@ func (imp *Imposter) choose(ctx context.Context, req *message.Request) (*Stub, *
 	}
 	if st == nil {
 		return nil, imp.dflt, nil
+	}
+	if st.cycleKey() != "" && imp.spec.Flow.CyclesPerFlow && imp.opts.Store != nil {
+		r, err := imp.nextInFlow(ctx, st, req)
+		return st, r, err
 	}
 	r, err := imp.next(ctx, st)
 	return st, r, err
@@ -129,6 +180,11 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 		return resp.TCPObject()
 	case "smtp":
 		b.WriteString(`{}`)
+	case "ws", "wss":
+		if len(resp.Body) == 0 {
+			return []byte(`{}`)
+		}
+		return resp.Body
 	default:
 		b.WriteString(`{"statusCode":`)
 		b.WriteString(strconv.Itoa(resp.StatusCode))
@@ -140,6 +196,28 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 		b.WriteByte('}')
 	}
 	return b.Bytes()
+}
+
+// adopt tracks conn, which another server accepted (fasthttp, before an
+// upgrade), while handle runs on it; false when shutdown has begun, and
+// handle is not run.
+func (c *conns) adopt(conn net.Conn, handle func()) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		conn.Close()
+		return false
+	}
+	if c.open == nil {
+		c.open = map[net.Conn]struct{}{}
+	}
+	c.open[conn] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	defer c.forget(conn)
+	handle()
+	return true
 }
 
 // conns tracks a tcp or smtp server's open connections, so that shutdown

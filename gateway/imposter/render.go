@@ -1,12 +1,12 @@
 package imposter
 
 import (
+	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/gateway/reqlog"
 )
 
 // View selects what JSON shows, as GET /imposters and GET /imposters/:id
@@ -16,16 +16,18 @@ type View struct {
 	List          bool   // the summary GET /imposters gives
 	Replayable    bool   // only what recreates the imposter
 	RemoveProxies bool   // drop proxy responses, and stubs left empty
-	// Elsewhere adds what the other members of a cluster recorded: their
-	// count to numberOfRequests, their requests merged with this
-	// imposter's by time.
+	// Elsewhere adds what the other members of a cluster counted to
+	// numberOfRequests (their requests are the caller's to stream).
 	Elsewhere *Recorded
+	// RequestsMark, when set, is written as a JSON string in place of the
+	// requests array, which the caller streams there (they may be far too
+	// many to hold); otherwise JSON renders them all.
+	RequestsMark string
 }
 
-// Recorded is an imposter's request count and saved requests.
+// Recorded is what the other members of a cluster counted of an imposter.
 type Recorded struct {
-	Count    int64
-	Requests []*message.Request
+	Count int64
 }
 
 // JSON renders the imposter as mb does, fields in mb's order, and
@@ -49,7 +51,7 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 	}
 	if !v.List {
 		o = append(o, field{Key: "recordRequests", Value: raw(s.RecordRequests)})
-		if s.Protocol == "https" {
+		if s.Protocol == "https" || s.Protocol == "wss" {
 			o = append(o, imp.tlsMetadata()...)
 		}
 		o = append(o, protocolMetadata(s)...)
@@ -70,16 +72,11 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		return mustJSON(links(o))
 	}
 	if !v.Replayable {
-		reqs := imp.Requests()
-		if v.Elsewhere != nil && len(v.Elsewhere.Requests) > 0 {
-			reqs = append(reqs, v.Elsewhere.Requests...)
-			slices.SortStableFunc(reqs, func(a, b *message.Request) int { return a.Timestamp.Compare(b.Timestamp) })
+		if v.RequestsMark != "" {
+			o = append(o, field{Key: "requests", Value: raw(v.RequestsMark)})
+		} else {
+			o = append(o, field{Key: "requests", Value: raw(imp.requestList())})
 		}
-		list := make([]json.RawMessage, len(reqs))
-		for i, r := range reqs {
-			list[i], _ = r.MarshalJSON()
-		}
-		o = append(o, field{Key: "requests", Value: raw(list)})
 	}
 	stubs := []json.RawMessage{}
 	for i, st := range imp.Stubs() {
@@ -105,6 +102,31 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		o = links(o)
 	}
 	return mustJSON(o)
+}
+
+// requestList renders every recorded request, for a caller that holds the
+// whole answer anyway (the admin API streams them instead).
+func (imp *Imposter) requestList() []json.RawMessage {
+	list := []json.RawMessage{}
+	s := imp.RecordedRequests()
+	if s == nil {
+		return list
+	}
+	defer s.Close()
+	var rec reqlog.Record
+	err := s.Each(0, func(b []byte) bool {
+		if rec.Decode(b) != nil {
+			return true
+		}
+		var out bytes.Buffer
+		rec.AppendJSON(&out)
+		list = append(list, out.Bytes())
+		return true
+	})
+	if err != nil {
+		imp.logger().Error("reading recorded requests", "err", err)
+	}
+	return list
 }
 
 // tlsMetadata is what mb's https server prints of its options.
@@ -182,8 +204,15 @@ func mustJSON(o object) json.RawMessage {
 // protocolMetadata is what mb's protocol server adds to an imposter's JSON
 // after recordRequests: tcp's mode (smtp adds nothing).
 func protocolMetadata(s *Spec) object {
-	if s.Protocol == "tcp" {
+	switch {
+	case s.Protocol == "tcp":
 		return object{{Key: "mode", Value: raw(s.Mode)}}
+	case s.IsWS():
+		// The limits in force, so that a saved imposter keeps them.
+		l := s.WS
+		return object{{Key: "limits", Value: raw(map[string]int64{
+			"maxMessageBytes": int64(l.MaxMessageBytes), "messagesPerSecond": int64(l.MessagesPerSecond),
+			"maxConnections": int64(l.MaxConnections), "writeTimeoutMs": l.WriteTimeout.Milliseconds()})}}
 	}
 	return nil
 }

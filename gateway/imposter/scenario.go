@@ -3,6 +3,7 @@ package imposter
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mberr"
@@ -29,12 +30,56 @@ func (imp *Imposter) FlowID(r *message.Request) string {
 	if imp.opts.Store == nil {
 		return ""
 	}
-	if h := imp.spec.Flow.Header; h != "" {
+	f := &imp.spec.Flow
+	if h := f.Header; h != "" {
 		if id, _ := r.Header(h); id != "" {
 			return imp.flowIDs.String(imp.flowScope, id)
 		}
 	}
+	if q := f.Query; q != "" {
+		for _, kv := range r.Query {
+			if kv.Name == q && kv.Value != "" {
+				return imp.flowIDs.String(imp.flowScope, kv.Value)
+			}
+		}
+	}
+	if f.Connection && r.Connection != "" {
+		return imp.flowIDs.String(imp.flowScope, r.Connection)
+	}
 	return imp.portFlow
+}
+
+// flowCycleKey is the flow key of a stub's position in its response cycle
+// when the imposter cycles per flow.
+func flowCycleKey(st *Stub) string { return "_cycle:" + strconv.FormatUint(st.Spec.ID, 10) }
+
+// nextInFlow is a stub's next response in the request's flow: the
+// position is a counter in the flow, moved by compare-and-set, so that
+// each flow (a connection, a user) walks the cycle from its start.
+func (imp *Imposter) nextInFlow(ctx context.Context, st *Stub, r *message.Request) (*response, error) {
+	store := imp.opts.Store
+	flowID, key, policy := imp.FlowID(r), flowCycleKey(st), imp.spec.Flow.Policy
+	var buf [20]byte
+	for attempt := 0; attempt < maxScenarioRetries; attempt++ {
+		e, err := store.Get(ctx, flowID, key, buf[:0])
+		switch {
+		case errors.Is(err, flow.ErrNotFound):
+			e = flow.Entry{}
+		case err != nil:
+			return nil, unavailable(err)
+		}
+		pos, _ := strconv.ParseUint(string(e.Value), 10, 64)
+		_, err = store.CAS(ctx, flowID, key, e.Version.V, strconv.AppendUint(nil, pos+1, 10), policy)
+		switch {
+		case err == nil:
+			return st.at(pos), nil
+		case errors.Is(err, flow.ErrVersionMismatch):
+			continue
+		default:
+			return nil, unavailable(err)
+		}
+	}
+	return nil, mberr.New(mberr.FlowUnavailable, "response cycle kept moving; gave up")
 }
 
 // matchScenario matches r against a table whose stubs take part in

@@ -30,12 +30,21 @@ type Spec struct {
 	MutualAuth     bool
 	// Mode is a tcp imposter's "text" or "binary" (its data is base64).
 	Mode string
+	// WS is a ws or wss imposter's limits.
+	WS   WSLimits
 	Flow FlowSpec
 	// ProxyKeepAlive is `_rift.proxyKeepAlive`: proxied answers keep the
 	// client's connection open unless the upstream's answer says
 	// Connection itself, where mb (and riftgate by default) closes it.
 	ProxyKeepAlive bool
-	Stubs          []*StubSpec
+	// MaxRecorded is _rift.maxRecordedRequests: the imposter's own cap on
+	// its recorded requests (0: none), or nil for the process's.
+	MaxRecorded *int64
+	// RecordKey names where the imposter's recorded requests are kept
+	// (gateway/reqlog): the same key after a restart finds them again.
+	// Empty, the port names them.
+	RecordKey string
+	Stubs     []*StubSpec
 	// DefaultResponse holds the `is` fields used when no stub matches.
 	DefaultResponse json.RawMessage
 	// EndOfRequestResolver is kept for rendering; http imposters never use it.
@@ -85,10 +94,18 @@ type ResponseSpec struct {
 // FlowSpec is `_rift.flowState`: where a request's flow id comes from and
 // how its writes are kept.
 type FlowSpec struct {
-	Header     string // "" means the imposter's port is the flow id
-	Fleet      bool   // contextScope "fleet": ids are shared by every imposter
-	Policy     flow.Policy
-	configured bool
+	Header string // "" means the imposter's port is the flow id
+	// Query names a query parameter that holds the flow id ("query:<name>");
+	// Connection makes each connection its own flow ("connection": a
+	// WebSocket imposter's; others fall back on the port).
+	Query      string
+	Connection bool
+	// CyclesPerFlow: a stub's responses cycle per flow (`cycles: "flow"`),
+	// not per stub as mb's do.
+	CyclesPerFlow bool
+	Fleet         bool // contextScope "fleet": ids are shared by every imposter
+	Policy        flow.Policy
+	configured    bool
 }
 
 // The fields mb reads or prints (and riftgate's own): any other is
@@ -148,7 +165,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		}
 	}
 	for _, f := range obj {
-		if !imposterFields[f.Key] {
+		if !imposterFields[f.Key] && !(s.IsWS() && wsFields[f.Key]) {
 			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
@@ -186,6 +203,10 @@ func parseHeader(s *Spec, obj object) mberr.List {
 		if err := parseTCPSMTP(s, obj); err != nil {
 			errs = append(errs, mberr.As(err))
 		}
+	case s.IsWS():
+		if err := parseWS(s, obj); err != nil {
+			errs = append(errs, mberr.As(err))
+		}
 	default:
 		errs = append(errs, mberr.New(mberr.BadData, fmt.Sprintf("the %s protocol is not yet supported", s.Protocol)))
 	}
@@ -221,7 +242,7 @@ func parseHeader(s *Spec, obj object) mberr.List {
 	}
 	s.EndOfRequestResolver = obj.get("endOfRequestResolver")
 	if raw := obj.get("_rift"); raw != nil {
-		if err := parseRift(raw, &s.Flow, &s.ProxyKeepAlive); err != nil {
+		if err := parseRift(raw, s); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -398,14 +419,17 @@ func upcastBehaviors(obj object) object {
 	return append(out, field{Key: "behaviors", Value: raw(behaviors)})
 }
 
-func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.Error {
+func parseRift(raw json.RawMessage, s *Spec) *mberr.Error {
+	fs := &s.Flow
 	var rift struct {
-		ProxyKeepAlive bool `json:"proxyKeepAlive"`
-		FlowState      *struct {
+		ProxyKeepAlive      bool         `json:"proxyKeepAlive"`
+		MaxRecordedRequests *json.Number `json:"maxRecordedRequests"`
+		FlowState           *struct {
 			FlowIDSource string `json:"flowIdSource"`
 			ContextScope string `json:"contextScope"`
 			TTLSeconds   *int64 `json:"ttlSeconds"`
 			Durability   string `json:"durability"`
+			Cycles       string `json:"cycles"`
 		} `json:"flowState"`
 	}
 	// _rift is riftgate's own, so it is checked strictly: a typo here
@@ -415,7 +439,14 @@ func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.E
 	if err := d.Decode(&rift); err != nil {
 		return mberr.New(mberr.BadData, "invalid _rift: "+err.Error()).WithSource(raw)
 	}
-	*proxyKeepAlive = rift.ProxyKeepAlive
+	s.ProxyKeepAlive = rift.ProxyKeepAlive
+	if n := rift.MaxRecordedRequests; n != nil {
+		v, err := n.Int64()
+		if err != nil || v < 0 {
+			return mberr.New(mberr.BadData, "_rift.maxRecordedRequests must be a whole number of requests, 0 for no cap").WithSource(raw)
+		}
+		s.MaxRecorded = &v
+	}
 	f := rift.FlowState
 	if f == nil {
 		return nil
@@ -425,8 +456,19 @@ func parseRift(raw json.RawMessage, fs *FlowSpec, proxyKeepAlive *bool) *mberr.E
 	case src == "" || src == "imposter_port":
 	case strings.HasPrefix(src, "header:") && len(src) > len("header:"):
 		fs.Header = src[len("header:"):]
+	case strings.HasPrefix(src, "query:") && len(src) > len("query:"):
+		fs.Query = src[len("query:"):]
+	case src == "connection":
+		fs.Connection = true
 	default:
-		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port" or "header:<name>"`).WithSource(raw)
+		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port", "header:<name>", "query:<name>" or "connection"`).WithSource(raw)
+	}
+	switch f.Cycles {
+	case "", "stub":
+	case "flow":
+		fs.CyclesPerFlow = true
+	default:
+		return mberr.New(mberr.BadData, `_rift.flowState.cycles must be "stub" or "flow"`).WithSource(raw)
 	}
 	switch f.ContextScope {
 	case "", "imposter":

@@ -49,6 +49,9 @@ type Call struct {
 	Request  *message.Request
 	Stub     *Stub
 	FlowID   string
+	// Session is the connection of a WebSocket request, nil for the
+	// protocols whose requests stand alone.
+	Session *Session
 
 	matched   time.Duration // the meters' reading when the request was matched; 0 if none
 	behaviors Behaviors
@@ -157,6 +160,9 @@ type Stub struct {
 	set   atomic.Pointer[responseSet]
 	pos   atomic.Uint64
 	paths []message.PathKey // Compiler.PathKeys'
+	// onOpen: a ws imposter's stub that answers the handshake (its
+	// predicates name type "open").
+	onOpen bool
 
 	matchMu sync.Mutex
 	seen    []json.RawMessage // --debug: what the stub matched, newest last
@@ -354,11 +360,15 @@ func (s *Stub) Matches() []json.RawMessage {
 
 // response is one compiled response of a stub.
 type response struct {
-	spec      *ResponseSpec
-	static    *message.Response        // `is`, with defaults applied
-	header    *fasthttp.ResponseHeader // static's, rendered once
-	jsonBody  bool                     // static.Body was a JSON object
-	fault     string
+	spec     *ResponseSpec
+	static   *message.Response        // `is`, with defaults applied
+	header   *fasthttp.ResponseHeader // static's, rendered once
+	jsonBody bool                     // static.Body was a JSON object
+	fault    string
+	ws       *wsAnswer // a ws imposter's static, compiled
+	// upgrade: an http imposter's `is` with statusCode 101, which takes
+	// the connection over as a WebSocket (ws_upgrade.go).
+	upgrade   bool
 	responder Responder
 	behaviors Behaviors
 	// handlesBehaviors: the responder applies behaviors itself.
@@ -375,7 +385,7 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 			return nil, err
 		}
 	}
-	st := &Stub{Spec: spec}
+	st := &Stub{Spec: spec, onOpen: b.Imposter != nil && b.Imposter.spec.IsWS() && onOpen(spec.Predicates)}
 	set := &responseSet{}
 	if c.Predicates != nil {
 		m, err := c.Predicates(spec.Predicates, b)
@@ -595,6 +605,19 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		if b.Imposter.spec.IsHTTP() {
 			resp.MB = rs.Value // mb's object is the is as given, defaults filled in only when it is written
 		}
+		if b.Imposter.spec.IsWS() {
+			if r.ws, err = wsAnswerOf(resp.Body); err != nil {
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+			}
+		}
+		if b.Imposter.spec.IsHTTP() && resp.StatusCode == 101 {
+			// The handshake's answer: the is as a ws response object
+			// (subprotocol, headers, a greeting).
+			r.upgrade = true
+			if r.ws, err = wsAnswerOf(rs.Value); err != nil {
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+			}
+		}
 		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
 	case "fault":
 		_ = json.Unmarshal(rs.Value, &r.fault)
@@ -715,6 +738,9 @@ type table struct {
 	// nil when there are none: adding one copies O(log n) of it and
 	// nothing of the rest.
 	extra *extra
+	// opens is a ws imposter's table of the stubs that answer the
+	// handshake (Stub.onOpen), nil when none does.
+	opens *table
 }
 
 // extra is the stubs recordings added to a table, ordered among the
@@ -792,6 +818,25 @@ func (t *table) all() []*Stub {
 }
 
 func newTable(stubs []*Stub, keys []config.Key) *table {
+	t := indexTable(stubs, keys)
+	var opens []*Stub
+	var openKeys []config.Key
+	for i, s := range stubs {
+		if s.onOpen {
+			opens = append(opens, s)
+			if keys != nil {
+				openKeys = append(openKeys, keys[i])
+			}
+		}
+	}
+	if len(opens) > 0 {
+		t.opens = indexTable(opens, openKeys)
+	}
+	return t
+}
+
+// indexTable indexes stubs, whose configuration keys are keys.
+func indexTable(stubs []*Stub, keys []config.Key) *table {
 	t := &table{stubs: stubs, keys: keys, byPath: make(map[uint64][]int32), byPrefix: make(map[int]map[uint64][]int32)}
 	for i, s := range stubs {
 		t.scenarios = t.scenarios || s.Spec.ScenarioName != ""

@@ -75,6 +75,14 @@ func (s *tcpServer) handle(conn net.Conn) {
 					return
 				}
 				pending = pending[:0]
+				// A connection lives as long as its client keeps it: one
+				// large request must not pin its size for all that time.
+				if cap(pending) > maxKeptBody {
+					pending = nil
+				}
+				if cap(text) > maxKeptBody {
+					text = nil
+				}
 			}
 		}
 		if err != nil {

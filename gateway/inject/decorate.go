@@ -27,6 +27,12 @@ func responseText(r *behavior.Response) string {
 	if r.TCP {
 		return tcpResponseText(r)
 	}
+	if r.Object {
+		if r.Response == nil || len(r.Body) == 0 {
+			return "{}"
+		}
+		return string(r.Body)
+	}
 	if r.Response != nil && r.MB != nil {
 		return string(r.MB) // the object mb holds, as the script must see it
 	}
@@ -88,6 +94,16 @@ func writeString(b *bytes.Buffer, s string) {
 func apply(text []byte, r *behavior.Response, indent func(json.RawMessage) ([]byte, error)) error {
 	if r.TCP {
 		return applyTCP(text, r)
+	}
+	if r.Object {
+		if _, err := message.ObjectFields(text); err != nil {
+			return fmt.Errorf("not a response object: %w", err)
+		}
+		if r.Response == nil {
+			r.Response = &message.Response{}
+		}
+		r.Body = bytes.Clone(text)
+		return nil
 	}
 	m, err := message.Members(text, "statusCode", "headers", "body", "_mode")
 	if err != nil {

@@ -387,6 +387,10 @@ func init() {
 			Why: "each where mb hangs, fails or grows without bound (the page's tcp section)"},
 		{ID: "smtp", What: "smtp imposters: Go's mail parsing, messages without From, size cap, AUTH and STARTTLS",
 			Why: "no mailparser in Go; mb hangs or grows without bound (the page's smtp section)"},
+		{ID: "streamed-requests", What: "an admin answer holding recorded requests streams past 1 MiB (Transfer-Encoding: chunked, no Content-Length)",
+			Why: "built whole, a million recorded requests took more memory than the requests themselves"},
+		{ID: "recorded-order", What: "requests served at once are recorded in time order: a later one's timestamp moves forward to the one recorded before it (by well under a millisecond)",
+			Why: "the recorded requests stream in time order, merged across a cluster's nodes, which needs each node's log in that order"},
 	} {
 		Differences = append(Differences, &d)
 	}

@@ -50,7 +50,9 @@ func (r *Request) MarshalJSON() ([]byte, error) {
 }
 
 // writeOther renders a tcp or smtp request as mb saves it: requestFrom, ip,
-// then tcp's data or smtp's message fields, and the timestamp.
+// then tcp's data or smtp's message fields, and the timestamp; a WebSocket
+// message in the same way, with the connection, the handshake's path,
+// query and headers, the message's type and its data.
 func (r *Request) writeOther(b *bytes.Buffer) {
 	b.WriteString(`{"requestFrom":`)
 	writeString(b, r.RequestFrom())
@@ -58,6 +60,19 @@ func (r *Request) writeOther(b *bytes.Buffer) {
 	writeString(b, r.IP())
 	switch {
 	case r.Kind == TCP:
+		b.WriteString(`,"data":`)
+		writeString(b, string(r.Body))
+	case r.Kind == WS:
+		b.WriteString(`,"connection":`)
+		writeString(b, r.Connection)
+		b.WriteString(`,"path":`)
+		writeString(b, r.Path)
+		b.WriteString(`,"query":`)
+		WriteMultiMap(b, r.Query)
+		b.WriteString(`,"headers":`)
+		WriteMultiMap(b, r.Headers)
+		b.WriteString(`,"type":`)
+		writeString(b, r.MessageType)
 		b.WriteString(`,"data":`)
 		writeString(b, string(r.Body))
 	case r.Mail != nil:
@@ -82,6 +97,9 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 		Body        json.RawMessage `json:"body"`
 		IP          string          `json:"ip"`
 		Timestamp   string          `json:"timestamp"`
+		Data        *string         `json:"data"`
+		Type        string          `json:"type"`
+		Connection  string          `json:"connection"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("request: %w", err)
@@ -99,6 +117,13 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("request body: %w", err)
 	}
 	*r = Request{Method: raw.Method, Path: raw.Path, Query: q, Headers: h, Body: body}
+	if raw.Data != nil && raw.Method == "" {
+		// A tcp request, or a WebSocket message (which has a type).
+		r.Kind, r.Body = TCP, []byte(*raw.Data)
+		if raw.Type != "" {
+			r.Kind, r.MessageType, r.Connection = WS, raw.Type, raw.Connection
+		}
+	}
 	r.SetRemote(raw.RequestFrom, raw.IP)
 	if raw.Timestamp != "" {
 		if t, err := time.Parse(time.RFC3339Nano, raw.Timestamp); err == nil {

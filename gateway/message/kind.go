@@ -16,7 +16,9 @@ import (
 
 // Kind says which of mb's request shapes a Request has: http's (method,
 // path, query, headers, body), tcp's (data, held in Body as mb's string:
-// the bytes as text, or base64 in binary mode) or smtp's (Mail).
+// the bytes as text, or base64 in binary mode), smtp's (Mail), or
+// riftgate's WebSocket message (data in Body as tcp's is, MessageType,
+// Connection, and the handshake's Path, Query and Headers).
 type Kind uint8
 
 // The request shapes.
@@ -24,6 +26,15 @@ const (
 	HTTP Kind = iota
 	TCP
 	SMTP
+	WS
+)
+
+// The MessageType of a WebSocket request: a text or binary message (whose
+// data is base64), or the opening handshake.
+const (
+	WSText   = "text"
+	WSBinary = "binary"
+	WSOpen   = "open"
 )
 
 // Mail is an smtp request's message, as mb's smtpRequest reads it from

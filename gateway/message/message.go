@@ -48,6 +48,10 @@ type Request struct {
 	// for SMTP, Mail holds the message.
 	Kind Kind
 	Mail *Mail
+	// MessageType and Connection are a WebSocket request's: "text",
+	// "binary" or "open" (the handshake), and the connection's id.
+	MessageType string
+	Connection  string
 
 	// The client's address, rendered on first use (most requests never
 	// need it) into addrBuf, which a TCP address fits: requestFrom and ip
@@ -270,6 +274,8 @@ func (r *Request) Clone() *Request {
 		Timestamp:   r.Timestamp,
 		Kind:        r.Kind,
 		Mail:        r.Mail, // never changed once parsed
+		MessageType: r.MessageType,
+		Connection:  strings.Clone(r.Connection),
 		requestFrom: strings.Clone(r.RequestFrom()),
 		ip:          strings.Clone(r.IP()),
 	}

@@ -200,7 +200,35 @@ type Imposter struct {
 	// metrics, which are all they are read for. Their sum per request is
 	// Total, in FineBuckets, which the traffic page charts.
 	Match, Response, Total *Histogram
+	// WS counts a WebSocket imposter's connections and what its limits
+	// closed (riftgate_ws_*); requests are its messages.
+	WS WS
 }
+
+// WS is a WebSocket imposter's connection counters.
+type WS struct {
+	Open    atomic.Int64  // connections open now
+	Opened  atomic.Uint64 // connections accepted
+	Refused atomic.Uint64 // handshakes refused
+	Sent    atomic.Uint64 // messages sent
+	// Limited counts the connections each limit closed, by WSLimit.
+	Limited [WSLimits]atomic.Uint64
+}
+
+// WSLimit names a WebSocket limit.
+type WSLimit int
+
+// The limits, and their names in the metrics.
+const (
+	WSMessageSize WSLimit = iota
+	WSRate
+	WSConnections
+	WSWriteTimeout
+	WSLimits
+)
+
+// WSLimitNames are the limits' label values.
+var WSLimitNames = [WSLimits]string{"message_size", "rate", "connections", "write_timeout"}
 
 // NewImposter returns zeroed meters.
 func NewImposter() *Imposter {

@@ -34,11 +34,14 @@ const (
 	fieldQuery
 	fieldHeaders
 	fieldForm
+	fieldType
+	fieldConnection
 )
 
 var fieldKinds = map[string]fieldKind{
 	"method": fieldMethod, "path": fieldPath, "body": fieldBody, "requestFrom": fieldRequestFrom,
 	"ip": fieldIP, "query": fieldQuery, "headers": fieldHeaders, "form": fieldForm,
+	"type": fieldType, "connection": fieldConnection,
 }
 
 // compileFast returns the fast path's fields, or nil when mb's generic
@@ -59,7 +62,7 @@ func (l *leaf) compileFast() []fastField {
 	for _, k := range keysOf(m) {
 		f := l.fieldOf(k)
 		switch f {
-		case "method", "path", "body", "requestFrom", "ip":
+		case "method", "path", "body", "requestFrom", "ip", "type", "connection":
 			ff, ok := l.fastScalar(m[k])
 			if !ok {
 				return nil
@@ -120,6 +123,10 @@ func (l *leaf) matchFast(r *message.Request) bool {
 			ok = l.testFast(f, r.RequestFrom())
 		case fieldIP:
 			ok = l.testFast(f, r.IP())
+		case fieldType:
+			ok = l.testFast(f, r.MessageType)
+		case fieldConnection:
+			ok = l.testFast(f, r.Connection)
 		case fieldQuery:
 			ok = l.testMulti(f, r.Query, false)
 		case fieldHeaders:

@@ -365,6 +365,10 @@ func (l *leaf) actualField(r *message.Request, f string) any {
 			return undefined
 		}
 		return l.multi(r.Form(), false)
+	case "type":
+		return l.top(r.MessageType)
+	case "connection":
+		return l.top(r.Connection)
 	}
 	return l.mailField(r, f)
 }

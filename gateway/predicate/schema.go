@@ -24,6 +24,14 @@ var (
 		lower:  []string{"requestfrom", "ip", "data"},
 		fields: []string{"requestFrom", "ip", "body"},
 	}
+	// A WebSocket message: the handshake's path, query and headers, the
+	// message's type and data (held in Body, as tcp's), and the
+	// connection's id.
+	wsSchema = &schema{
+		names:  []string{"requestFrom", "ip", "connection", "path", "query", "headers", "type", "data"},
+		lower:  []string{"requestfrom", "ip", "connection", "path", "query", "headers", "type", "data"},
+		fields: []string{"requestFrom", "ip", "connection", "path", "query", "headers", "type", "body"},
+	}
 	smtpSchema = func() *schema {
 		names := message.MailFields()
 		s := &schema{names: names, fields: names}
@@ -40,6 +48,8 @@ func schemaFor(protocol string) *schema {
 		return tcpSchema
 	case "smtp":
 		return smtpSchema
+	case "ws", "wss":
+		return wsSchema
 	}
 	return httpSchema
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -94,6 +96,28 @@ func (l *LocalClaims) Release(_ context.Context, key string, token uint64) error
 		close(c.done)
 	}
 	return nil
+}
+
+// ForgetPort drops the recorded claims of the imposter on port, which is
+// gone (deleted or replaced): their keys would otherwise stay for the
+// life of the process, one per signature it ever recorded. Pending ones
+// end with their calls.
+func (l *LocalClaims) ForgetPort(port int) {
+	prefix := strconv.Itoa(port) + "|"
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, c := range l.claims {
+		if c.recorded && strings.HasPrefix(key, prefix) {
+			delete(l.claims, key)
+		}
+	}
+}
+
+// Len returns how many claims the table holds.
+func (l *LocalClaims) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.claims)
 }
 
 // Forget implements Claims.

@@ -84,6 +84,10 @@ type spec struct {
 	// Keepalive leaves a tcp proxy's upstream connection open after the
 	// answer, as mb's tcp proxy does.
 	Keepalive bool `json:"keepalive"`
+	// AnswerWaitMs and AnswerQuietMs bound a ws proxy's answer: how long
+	// to wait for its first message, and the quiet after one that ends it.
+	AnswerWaitMs  int64 `json:"answerWaitMs"`
+	AnswerQuietMs int64 `json:"answerQuietMs"`
 }
 
 // Responder is one compiled proxy response.
@@ -104,9 +108,9 @@ type Responder struct {
 // requests: the call, and mb's `is` form of what came back. Claims,
 // behaviors and recording are the Responder's, shared by both.
 type upstream interface {
-	// call sends r upstream and returns mb's `is` object for the answer,
-	// with _proxyResponseTime; its errors are mb's.
-	call(ctx context.Context, r *message.Request) (json.RawMessage, error)
+	// call sends the call's request upstream and returns mb's `is` object
+	// for the answer, with _proxyResponseTime; its errors are mb's.
+	call(ctx context.Context, c *imposter.Call) (json.RawMessage, error)
 	// response builds the response a recorded `is` gives.
 	response(is json.RawMessage) (*message.Response, error)
 	// isJSON renders a response after behaviors as an `is` object,
@@ -120,8 +124,8 @@ type httpUpstream struct {
 	imp *imposter.Imposter // nil in tests without one
 }
 
-func (h httpUpstream) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
-	is, err := h.p.call(ctx, r)
+func (h httpUpstream) call(ctx context.Context, c *imposter.Call) (json.RawMessage, error) {
+	is, err := h.p.call(ctx, c.Request)
 	if err != nil {
 		return nil, unreachable(h.p.spec.To, err)
 	}
@@ -150,6 +154,9 @@ func (f *Factory) New(raw json.RawMessage, b imposter.Build) (imposter.Responder
 	}
 	if imp != nil && imp.Spec().Protocol == "tcp" {
 		return f.newTCP(s, raw, imp)
+	}
+	if imp != nil && imp.Spec().IsWS() {
+		return f.newWS(s, raw, imp)
 	}
 	u, urlErr := url.Parse(s.To)
 	if urlErr == nil && strings.HasPrefix(u.Scheme, "http") && u.Path != "" && u.Path != "/" {
@@ -188,7 +195,8 @@ func parseSpec(raw json.RawMessage) (spec, error) {
 	}
 	for k, dst := range map[string]any{"mode": &s.Mode, "addWaitBehavior": &s.AddWaitBehavior,
 		"addDecorateBehavior": &s.AddDecorateBehavior, "cert": &s.Cert, "key": &s.Key, "ciphers": &s.Ciphers,
-		"secureProtocol": &s.SecureProtocol, "passphrase": &s.Passphrase, "keepalive": &s.Keepalive} {
+		"secureProtocol": &s.SecureProtocol, "passphrase": &s.Passphrase, "keepalive": &s.Keepalive,
+		"answerWaitMs": &s.AnswerWaitMs, "answerQuietMs": &s.AnswerQuietMs} {
 		if v, ok := fields[k]; ok {
 			_ = json.Unmarshal(v, dst)
 		}
@@ -305,7 +313,7 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 	if err != nil {
 		return nil, err
 	}
-	key := strconv.Itoa(call.Imposter.Port()) + "|" + config.Signature(preds)
+	key := ClaimKey(call.Imposter.Port(), config.Signature(preds))
 	for {
 		token, won, err := p.f.Claims.Acquire(ctx, key)
 		if err != nil {
@@ -343,6 +351,10 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 	}
 }
 
+// ClaimKey is the claim of a proxyOnce recording: the imposter's port and
+// the signature of the predicates it records.
+func ClaimKey(port int, signature string) string { return strconv.Itoa(port) + "|" + signature }
+
 // claimErr is what a request gets when its proxyOnce claim cannot be
 // arbitrated: 503, and the upstream is not called.
 func claimErr(err error) error {
@@ -352,7 +364,7 @@ func claimErr(err error) error {
 // forward calls the upstream, applies behaviors, and for proxyAlways
 // records. It returns the response and its `is` form.
 func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.Response, json.RawMessage, error) {
-	is, err := p.up.call(ctx, call.Request)
+	is, err := p.up.call(ctx, call)
 	if err != nil {
 		return nil, nil, err
 	}

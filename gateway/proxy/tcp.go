@@ -52,7 +52,8 @@ func (f *Factory) newTCP(s spec, raw json.RawMessage, imp *imposter.Imposter) (i
 	return p, nil
 }
 
-func (t *tcpUpstream) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
+func (t *tcpUpstream) call(ctx context.Context, c *imposter.Call) (json.RawMessage, error) {
+	r := c.Request
 	if t.addr == "" {
 		return nil, mberr.New(mberr.InvalidProxy, "Unable to proxy to any protocol other than tcp").WithSource(t.to)
 	}

@@ -166,7 +166,7 @@ func TestPagesShowWhatTheTestMade(t *testing.T) {
 				"responses": []any{map[string]any{"is": map[string]any{"statusCode": 200, "body": "item"}}}},
 		},
 	})
-	other := rg.PostImposter(`{"protocol":"http","name":"payments"}`)
+	other := rg.PostImposter(`{"protocol":"http","name":"payments","recordRequests":true,"_rift":{"maxRecordedRequests":1}}`)
 	base := fmt.Sprintf("http://127.0.0.1:%d", shop)
 	for i := range 60 {
 		get(t, fmt.Sprintf("%s/items/%d?page=%d", base, i, i))
@@ -181,7 +181,9 @@ func TestPagesShowWhatTheTestMade(t *testing.T) {
 		t.Fatalf("the trapping plugin answered %d, %v", status, err)
 	}
 	get(t, base+"/unmatched-path")
-	get(t, fmt.Sprintf("http://127.0.0.1:%d/", other))
+	for range 3 {
+		get(t, fmt.Sprintf("http://127.0.0.1:%d/", other))
+	}
 
 	p := browser(t)
 	p.open(rg.URL + "/")
@@ -228,6 +230,13 @@ func TestPagesShowWhatTheTestMade(t *testing.T) {
 	p.wait("the search result", `document.querySelectorAll("#requests tr.request").length === 1 && document.querySelector("#requests tr.request .path").textContent === "/items/42"`)
 	noScript(t, p)
 	p.shot("imposter")
+
+	// A cap says what it dropped.
+	p.open(fmt.Sprintf("%s/imposters/%d", rg.URL, other))
+	p.wait("the capped requests", `document.querySelectorAll("#requests tr.request").length === 1`)
+	if got := eval[string](p, `document.querySelector("#requests .dropped").textContent`); got != "2 older requests were dropped: this imposter keeps the newest 1." {
+		t.Errorf("the drops are shown as %q", got)
+	}
 
 	p.open(rg.URL + "/plugins")
 	p.wait("the plugins", `document.querySelectorAll("#plugins tr.plugin").length === 2`)

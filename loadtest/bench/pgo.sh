@@ -20,7 +20,7 @@ if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
 fi
 DIR=build/pgo
 rm -rf "$DIR"
-$PIN bin/riftload bench -server-cpu "$SERVER_CPU" -rounds 1 -slices 1 -d 5s -wrk "" \
+$PIN bin/riftload bench -server-cpu "$SERVER_CPU" -rounds 1 -slices 1 -d 5s -wrk "" -soak 0 \
 	-profile-dir "$DIR" -out "" "$@" >build/pgo-report.md
 "$GO" tool pprof -proto "$DIR"/*.pprof >cmd/riftgate/default.pgo.new
 mv cmd/riftgate/default.pgo.new cmd/riftgate/default.pgo

@@ -5,7 +5,8 @@
 #
 # The servers are pinned to CPU 0 (riftload bench starts them under taskset);
 # this script pins the load generator, and the wrk it runs, to CPU 1.
-# Extra arguments go to `riftload bench` (see `riftload bench -h`).
+# Extra arguments go to `riftload bench` (see `riftload bench -h`); the soak
+# (-soak, 10 minutes by default) runs after the rounds.
 set -eu
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}

@@ -7,7 +7,19 @@
 //
 // With Options.Faults, each node's peer traffic reaches it through a fault
 // proxy (faultproxy: TCP, so Raft's requests and the flow runtime's
-// sessions alike) that drops, delays and cuts each directed link.
+// sessions alike) that drops, delays and cuts each directed link. A cut
+// link there ends in a reset once it heals, and a dropped chunk resets
+// its connection: the faults of a proxy that closes connections.
+//
+// With Options.Netns, each node runs in a network namespace of its own
+// (internal/netfault: a veth into a bridge in a hub namespace, on a
+// private /24), started under `ip netns exec`, and the faults are a real
+// network's: Partition, Isolate and Block drop packets silently by
+// policy-routing blackhole rules (no RST, no closed connection: TCP hangs
+// and retransmits), Pause and Resume stop and continue a process with
+// SIGSTOP and SIGCONT. The test reaches the nodes from the hub, which is
+// never cut: through Node.Do and Node.Status, or the clients of Client.
+// The namespaces are removed when the test ends, pass or fail.
 //
 // Everything here is bounded in time: a wait that is not met fails the
 // test.
@@ -23,12 +35,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/riftgate/riftgate/gateway/cluster"
 	"github.com/riftgate/riftgate/gateway/cluster/faultproxy"
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
+	"github.com/riftgate/riftgate/internal/netfault"
 )
 
 // Link is what one directed link of Faults does (faultproxy.Link).
@@ -51,6 +66,11 @@ type Options struct {
 	// Names are the nodes' --cluster-node-name, in order (default n1, n2,
 	// ...).
 	Names []string
+	// Netns runs each node in a network namespace of its own (see the
+	// package comment); Hosts is then ignored: the nodes' addresses are
+	// the namespaces'. It needs root and iproute2: without them the test
+	// fails, saying so. Not with Faults.
+	Netns bool
 }
 
 // Cluster is a running test cluster.
@@ -59,6 +79,8 @@ type Cluster struct {
 	// Faults is the fault network between the nodes (nil without
 	// Options.Faults).
 	Faults *faultproxy.Net
+	// Net is the nodes' namespaces (nil without Options.Netns).
+	Net *netfault.Net
 
 	t         testing.TB
 	opts      Options
@@ -66,6 +88,9 @@ type Cluster struct {
 	adminPort int
 	peerPort  int
 	proxyPort int
+
+	mu     sync.Mutex
+	paused map[*Node]bool // stopped by Pause
 }
 
 // Node is one member process.
@@ -93,6 +118,26 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Nodes = 3
 	}
 	c := &Cluster{t: t, opts: opts}
+	if opts.Netns {
+		if opts.Faults {
+			t.Fatal("clustertest: Options.Netns and Options.Faults are two ways to make faults: choose one")
+		}
+		if err := netfault.Available(); err != nil {
+			t.Fatalf("clustertest: Options.Netns runs each node in a network namespace, and %v: run the test as root with iproute2 installed (CI does)", err)
+		}
+		var err error
+		if c.Net, err = netfault.New(); err != nil {
+			t.Fatalf("clustertest: %v", err)
+		}
+		// Registered before any node starts, so it runs after every
+		// node's own clean-up has killed it.
+		t.Cleanup(func() {
+			if err := c.Net.Close(); err != nil {
+				t.Errorf("clustertest: removing the namespaces: %v", err)
+			}
+		})
+		t.Logf("clustertest: nodes in network namespaces %s-<i>, hub %s (%s)", c.Net.Name(), c.Net.Name(), c.Net.HubIP())
+	}
 	dir := t.TempDir()
 	c.secret = filepath.Join(dir, "secret")
 	if err := os.WriteFile(c.secret, []byte("clustertest-secret-"+strconv.FormatInt(time.Now().UnixNano(), 36)), 0o600); err != nil {
@@ -137,6 +182,17 @@ func (c *Cluster) Add() *Node {
 	if i <= len(c.opts.Names) {
 		n.Name = c.opts.Names[i-1]
 	}
+	var launch gatewaytest.Launch
+	if c.Net != nil {
+		var err error
+		if n.Host, err = c.Net.Add(n.Name); err != nil {
+			c.t.Fatalf("clustertest: %v", err)
+		}
+		if launch.Wrap, err = c.Net.Wrap(n.Name); err != nil {
+			c.t.Fatalf("clustertest: %v", err)
+		}
+		launch.Dial = c.Net.DialContext
+	}
 	listen := net.JoinHostPort(n.Host, strconv.Itoa(c.peerPort))
 	n.PeerURL = "http://" + listen
 	if c.Faults != nil {
@@ -163,7 +219,8 @@ func (c *Cluster) Add() *Node {
 		n.Args = append(n.Args, "--cluster-join", c.Nodes[0].PeerURL)
 	}
 	n.Args = append(n.Args, c.opts.Args...)
-	n.Instance = gatewaytest.StartOn(c.t, n.Host, c.adminPort, n.Args...)
+	launch.Host, launch.Port = n.Host, c.adminPort
+	n.Instance = gatewaytest.StartWith(c.t, launch, n.Args...)
 	c.Nodes = append(c.Nodes, n)
 	return n
 }
@@ -194,7 +251,9 @@ func (c *Cluster) pick(names []string) []*Node {
 // Status is GET /cluster of n, or an error when it does not answer.
 func (n *Node) Status() (cluster.Status, error) {
 	var st cluster.Status
-	resp, err := http.Get(n.URL + "/cluster")
+	hc := n.Client()
+	hc.Timeout = 5 * time.Second
+	resp, err := hc.Get(n.URL + "/cluster")
 	if err != nil {
 		return st, err
 	}
@@ -257,7 +316,9 @@ func (c *Cluster) WaitVoters(voters int, names ...string) {
 // adoptedIndex is the membership index n's flows are adopted at (its
 // riftgate_cluster_adopted_membership_index metric), 0 when unknown.
 func (n *Node) adoptedIndex() uint64 {
-	resp, err := http.Get(n.URL + "/metrics")
+	hc := n.Client()
+	hc.Timeout = 5 * time.Second
+	resp, err := hc.Get(n.URL + "/metrics")
 	if err != nil {
 		return 0
 	}
@@ -294,4 +355,102 @@ func (c *Cluster) Leader(names ...string) *Node {
 		return true
 	})
 	return c.Node(leader)
+}
+
+// Client returns an HTTP client that reaches every node and its imposters
+// (from the hub with Options.Netns), keeping up to conns idle connections
+// per node, with the given time-out per request.
+func (c *Cluster) Client(timeout time.Duration, conns int) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxIdleConns: 0, IdleConnTimeout: 30 * time.Second}
+	if c.Net != nil {
+		tr.DialContext = c.Net.DialContext
+	}
+	c.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Timeout: timeout, Transport: tr}
+}
+
+// netns fails the test unless the cluster runs with Options.Netns.
+func (c *Cluster) netns(what string) *netfault.Net {
+	c.t.Helper()
+	if c.Net == nil {
+		c.t.Fatalf("clustertest: %s needs Options.Netns", what)
+	}
+	return c.Net
+}
+
+// Partition cuts node from each of peers, both ways, silently: their
+// packets to each other are dropped.
+func (c *Cluster) Partition(node string, peers ...string) {
+	c.t.Helper()
+	if err := c.netns("Partition").Partition(node, peers...); err != nil {
+		c.t.Fatalf("clustertest: %v", err)
+	}
+}
+
+// Isolate cuts node from every other node, both ways. The test still
+// reaches it.
+func (c *Cluster) Isolate(node string) {
+	c.t.Helper()
+	if err := c.netns("Isolate").Isolate(node); err != nil {
+		c.t.Fatalf("clustertest: %v", err)
+	}
+}
+
+// Block makes to drop every packet from from, silently, and nothing
+// else: one direction of a partition (from still receives what to sends;
+// a connection either opens needs both directions, so both time out).
+func (c *Cluster) Block(from, to string) {
+	c.t.Helper()
+	if err := c.netns("Block").Block(from, to); err != nil {
+		c.t.Fatalf("clustertest: %v", err)
+	}
+}
+
+// Heal lifts every partition.
+func (c *Cluster) Heal() {
+	c.t.Helper()
+	if err := c.netns("Heal").Heal(); err != nil {
+		c.t.Fatalf("clustertest: %v", err)
+	}
+}
+
+// Pause stops node's process (SIGSTOP): it holds its connections and
+// answers nothing, as a node stalled by its machine does.
+func (c *Cluster) Pause(node string) {
+	c.t.Helper()
+	n := c.Node(node)
+	if err := n.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatalf("clustertest: SIGSTOP %s: %v", node, err)
+	}
+	c.mu.Lock()
+	was := c.paused[n]
+	if c.paused == nil {
+		c.paused = map[*Node]bool{}
+	}
+	c.paused[n] = true
+	c.mu.Unlock()
+	if !was {
+		// Before the node's own clean-up kills it, let it go on, so
+		// that nothing waits on a stopped process.
+		c.t.Cleanup(func() { c.resume(n) })
+	}
+}
+
+// Resume continues a node stopped by Pause (SIGCONT).
+func (c *Cluster) Resume(node string) {
+	c.t.Helper()
+	if err := c.resume(c.Node(node)); err != nil {
+		c.t.Fatalf("clustertest: SIGCONT %s: %v", node, err)
+	}
+}
+
+func (c *Cluster) resume(n *Node) error {
+	c.mu.Lock()
+	was := c.paused[n]
+	delete(c.paused, n)
+	c.mu.Unlock()
+	if !was {
+		return nil
+	}
+	return n.Signal(syscall.SIGCONT)
 }

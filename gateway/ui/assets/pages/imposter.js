@@ -71,6 +71,10 @@ export async function imposter(main, match) {
   search.addEventListener("change", () => { query = search.value; drawRequests(0); });
   search.addEventListener("keydown", e => { if (e.key === "Enter") { query = search.value; drawRequests(0); } });
 
+  // A tcp or WebSocket request's data stands where an http body does
+  // (its type, for WebSocket, where the method does).
+  const bodyOf = r => r.body || r.data || "";
+
   async function drawRequests(offset) {
     let page;
     try {
@@ -81,6 +85,7 @@ export async function imposter(main, match) {
     }
     fill(requests,
       h("h2", {}, `Recorded requests (${page.total})`),
+      page.dropped ? h("p", { class: "muted dropped" }, `${page.dropped} older requests were dropped: this imposter keeps the newest ${page.max}.`) : null,
       h("div", { class: "toolbar" }, search, " ", h("button", { on: { click: () => { query = search.value; drawRequests(0); } } }, "Search"),
         query ? h("span", { class: "muted" }, ` ${page.matched} match`) : null),
       page.requests.length === 0 ? h("p", { class: "muted" }, "None.") :
@@ -88,11 +93,11 @@ export async function imposter(main, match) {
           h("thead", {}, h("tr", {}, ["Time", "Method", "Path", "Query", "Headers", "Body"].map(t => h("th", {}, t)))),
           h("tbody", {}, page.requests.map(r => h("tr", { class: "request" },
             h("td", { class: "nowrap" }, r.timestamp || ""),
-            h("td", {}, r.method),
+            h("td", {}, r.method || r.type || ""),
             h("td", { class: "path" }, r.path),
             h("td", {}, Object.keys(r.query || {}).length ? h("pre", {}, pretty(r.query)) : ""),
             h("td", {}, h("details", {}, h("summary", {}, `${Object.keys(r.headers || {}).length} headers`), h("pre", {}, pretty(r.headers)))),
-            h("td", { class: "body" }, r.body ? h("pre", {}, r.body.length > 2000 ? r.body.slice(0, 2000) + "…" : r.body) : ""))))),
+            h("td", { class: "body" }, bodyOf(r) ? h("pre", {}, bodyOf(r).length > 2000 ? bodyOf(r).slice(0, 2000) + "…" : bodyOf(r)) : ""))))),
       pager(offset, REQUESTS, page.matched, drawRequests));
   }
 

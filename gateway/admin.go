@@ -333,9 +333,16 @@ func (g *gateway) postStub(w http.ResponseWriter, r *http.Request, imp *imposter
 	var req struct {
 		Index *json.Number    `json:"index"`
 		Stub  json.RawMessage `json:"stub"`
+		// Stubs is riftgate's: many stubs inserted in one command, in
+		// order (mb refuses a body without "stub").
+		Stubs []json.RawMessage `json:"stubs"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeErr(w, mberr.New(mberr.InvalidJSON, "Unable to parse body as JSON").WithSource(string(body)))
+		return
+	}
+	if req.Stub == nil && len(req.Stubs) > 0 {
+		g.postStubs(w, r, imp, req.Index, req.Stubs)
 		return
 	}
 	if req.Stub == nil {
@@ -358,6 +365,39 @@ func (g *gateway) postStub(w http.ResponseWriter, r *http.Request, imp *imposter
 		return
 	}
 	g.editStubs(w, r, imp, m.command(&config.Command{Op: config.OpInsertStub, Index: at, Stubs: stubs}))
+}
+
+// postStubs is POST /imposters/:id/stubs with {"stubs": [...]}: the
+// stubs inserted at index (at the end without one) in one command. It is
+// how `riftgate replay` loads an imposter whose stubs do not fit one
+// admin body. It answers {"port", "added", "numberOfStubs"} rather than
+// the whole imposter, which for that imposter would be the largest answer
+// of all, once per part.
+func (g *gateway) postStubs(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter, index *json.Number, raws []json.RawMessage) {
+	at := -1
+	if index != nil {
+		n, err := strconv.Atoi(index.String())
+		if err != nil || n < 0 {
+			writeErr(w, mberr.New(mberr.BadData, config.MsgIndex))
+			return
+		}
+		at = n
+	}
+	m := g.maker()
+	stubs, err := m.stubs(raws)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if _, err := g.submit(r.Context(), m.command(&config.Command{Op: config.OpInsertStubs, Port: imp.Port(), Index: at, Stubs: stubs})); err != nil {
+		writeErr(w, err)
+		return
+	}
+	n := 0
+	if now, ok := g.get(imp.Port()); ok {
+		n = len(now.Stubs())
+	}
+	writeRaw(w, http.StatusOK, json.RawMessage(fmt.Sprintf(`{"port":%d,"added":%d,"numberOfStubs":%d}`, imp.Port(), len(stubs), n)))
 }
 
 // stubIndex reads {index}; one that is not a number is out of range.

@@ -139,10 +139,65 @@ func (g *gateway) applyConfigfile(ctx context.Context, fromConfig []json.RawMess
 		}
 		cmd.Imposters = append(cmd.Imposters, doc)
 	}
-	if _, err := g.submit(ctx, m.command(cmd)); err != nil {
+	// A file past what one command may hold (100,000 recorded stubs save
+	// to ~79 MB) is applied in parts: the imposters with their first
+	// stubs, then the rest of each one's stubs in order.
+	first, rest := splitCommand(cmd, configPartBytes)
+	if _, err := g.submit(ctx, m.command(first)); err != nil {
 		return fmt.Errorf("configfile: %w", err)
 	}
+	for _, part := range rest {
+		if _, err := g.submit(ctx, m.command(part)); err != nil {
+			return fmt.Errorf("configfile: the imposter on port %d: %w", part.Port, err)
+		}
+	}
 	return nil
+}
+
+// configPartBytes is the most stub and header JSON one command of a
+// --configfile carries: a third of configlog.MaxCommandBytes, leaving
+// room for what the encoding adds.
+const configPartBytes = 8 << 20
+
+// splitCommand cuts an OpReplaceAll whose imposters' JSON exceeds part
+// bytes into one OpReplaceAll holding every imposter's header and each
+// one's first stubs (while the part has room) and OpInsertStubs appending the rest, each
+// within part bytes (a single larger stub goes alone). A command within
+// part bytes is returned as it is.
+func splitCommand(cmd *config.Command, part int) (*config.Command, []*config.Command) {
+	total := 0
+	for _, doc := range cmd.Imposters {
+		total += len(doc.Header)
+		for _, st := range doc.Stubs {
+			total += len(st.JSON)
+		}
+	}
+	if total <= part {
+		return cmd, nil
+	}
+	first := *cmd
+	first.Imposters = make([]config.ImposterDoc, len(cmd.Imposters))
+	var rest []*config.Command
+	size := 0
+	for i, doc := range cmd.Imposters {
+		size += len(doc.Header)
+		n := 0
+		for n < len(doc.Stubs) && size+len(doc.Stubs[n].JSON) <= part {
+			size += len(doc.Stubs[n].JSON)
+			n++
+		}
+		first.Imposters[i] = config.ImposterDoc{Port: doc.Port, Header: doc.Header, Stubs: doc.Stubs[:n]}
+		for sent := n; sent < len(doc.Stubs); {
+			k, sz := 0, 0
+			for sent+k < len(doc.Stubs) && (k == 0 || sz+len(doc.Stubs[sent+k].JSON) <= part) {
+				sz += len(doc.Stubs[sent+k].JSON)
+				k++
+			}
+			rest = append(rest, &config.Command{Op: config.OpInsertStubs, Port: doc.Port, Index: -1, Stubs: doc.Stubs[sent : sent+k]})
+			sent += k
+		}
+	}
+	return &first, rest
 }
 
 // impostersField reads `{"imposters": [...]}`.

@@ -22,7 +22,11 @@ type benchConfig struct {
 	out                        string
 	rounds, conns, slices      int
 	duration, warmup           time.Duration
-	serverCPU                  string
+	// recordDuration is how long each system is loaded in a recording
+	// case (benchCase.long), recordWindow the windows at its start and
+	// end whose rates are compared.
+	recordDuration, recordWindow time.Duration
+	serverCPU                    string
 	// inProcess names a file of `go test -bench` output to report beside
 	// the load ("" for none).
 	inProcess string
@@ -57,6 +61,8 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&c.conns, "c", 64, "connections per closed-loop measurement")
 	fs.DurationVar(&c.duration, "d", 5*time.Second, "measured time per measurement")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measurement")
+	fs.DurationVar(&c.recordDuration, "record-d", 60*time.Second, "measured time per system in a recording case (record-*), alone, on a fresh imposter")
+	fs.DurationVar(&c.recordWindow, "record-window", 10*time.Second, "recording cases: the rates of the first and last window of this length are compared (at most a third of -record-d)")
 	fs.IntVar(&c.slices, "slices", 5, "closed loop: the systems take turns in this many slices of -d each (1: one after another)")
 	fs.StringVar(&c.serverCPU, "server-cpu", "0", "CPU list the servers are pinned to with taskset (\"\" not to pin); run the bench itself on another")
 	fs.StringVar(&c.inProcess, "inprocess", "", "a file of `go test -bench -benchmem` output (BenchmarkServe) to report beside the load")
@@ -69,9 +75,10 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 || c.slices < 1 || c.soak < 0 {
+	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 || c.slices < 1 || c.recordDuration <= 0 || c.recordWindow <= 0 || c.soak < 0 {
 		return usageError{errors.New("bench: bad arguments")}
 	}
+	c.recordWindow = min(c.recordWindow, c.recordDuration/3)
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {

@@ -13,6 +13,9 @@ const (
 	sysRift = "riftgate"
 	sysRaw  = "raw fasthttp"
 	sysMB   = "mb 2.9.1"
+	// sysRawProxy is a raw fasthttp reverse proxy (riftload hello
+	// -proxy-port) to the raw server: the limit of proxying.
+	sysRawProxy = "raw fasthttp proxy"
 )
 
 // benchCase is one row group of the report: an imposter posted to riftgate
@@ -43,6 +46,24 @@ type benchCase struct {
 	// staticTarget is riftgate's throughput as a multiple of its own on the
 	// static case in the same round. Zero means no target.
 	staticTarget float64
+	// long makes a recording case (issue 34): each system is measured
+	// alone, for -record-d, on an imposter posted for that measurement, so
+	// that what it records grows over one long run; the report compares
+	// the rate in its first and last window (-record-window).
+	long bool
+	// flatTarget is the rate in the last window over the rate in the
+	// first, riftgate's; zero means no target.
+	flatTarget float64
+	// relTo and relTarget: riftgate's throughput as a multiple of its own
+	// on case relTo in the same round.
+	relTo     string
+	relTarget float64
+	// proxyTarget is riftgate's throughput as a multiple of the raw
+	// fasthttp proxy's (sysRawProxy).
+	proxyTarget float64
+	// recordedTarget is the number of stubs the imposter must hold at the
+	// end of riftgate's measurement (read back with GET /imposters/:id).
+	recordedTarget int
 }
 
 // keepAlive is in every stub response on both sides: mb closes connections
@@ -246,6 +267,12 @@ func benchCases(wasmDir, upstream string) []benchCase {
 // request; proxyTransparent records nothing, and with
 // _rift.proxyKeepAlive keeps the client's connection as the others do
 // not (mb closes it). Select them alone with -only '^record-'.
+//
+// Issue 34's targets: proxyAlways flat over the run (last window >= 0.8x
+// the first), >= 0.5x proxyTransparent's rate and >= 10x mb's; proxyOnce
+// with a new path per request as flat, with 100,000 signatures recorded by
+// the end (reached only where riftgate runs at >= 1,700 req/s for 60 s);
+// proxyTransparent with keep-alive >= 0.8x a raw fasthttp reverse proxy.
 func recordingCases(upstream string) []benchCase {
 	both := []string{sysRift, sysMB}
 	proxy := func(mode, extra string) func(int) string {
@@ -256,15 +283,17 @@ func recordingCases(upstream string) []benchCase {
 	hello := []probeStep{{method: "GET", path: "/probe", status: 200, body: "hello"}}
 	return []benchCase{
 		{id: "record-always", title: "`proxyAlways`: every answer recorded into one stub", systems: both,
-			imposter: proxy("proxyAlways", ""), scenario: get("/always"), probe: hello, mbTarget: 10},
+			imposter: proxy("proxyAlways", ""), scenario: get("/always"), probe: hello, long: true,
+			mbTarget: 10, flatTarget: 0.8, relTo: "record-transparent", relTarget: 0.5},
 		{id: "record-once-new", title: "`proxyOnce`, a new path (a new stub) per request", systems: both,
 			imposter: proxy("proxyOnce", ""),
 			scenario: &Scenario{NoFlowHeader: true, Steps: []Step{{Method: "GET", Path: "/r/{{vu}}/{{iter}}", ExpectStatus: 200}}},
-			probe:    hello},
+			probe:    hello, long: true, flatTarget: 0.8, recordedTarget: 100_000},
 		{id: "record-transparent", title: "`proxyTransparent` (nothing recorded)", systems: both,
-			imposter: proxy("proxyTransparent", ""), scenario: get("/t"), probe: hello},
-		{id: "record-transparent-keepalive", title: "`proxyTransparent`, `_rift.proxyKeepAlive`", systems: []string{sysRift},
-			imposter: proxy("proxyTransparent", `"_rift":{"proxyKeepAlive":true},`), scenario: get("/t"), probe: hello},
+			imposter: proxy("proxyTransparent", ""), scenario: get("/t"), probe: hello, long: true},
+		{id: "record-transparent-keepalive", title: "`proxyTransparent`, `_rift.proxyKeepAlive`", systems: []string{sysRift, sysRawProxy},
+			imposter: proxy("proxyTransparent", `"_rift":{"proxyKeepAlive":true},`), scenario: get("/t"), probe: hello, long: true,
+			proxyTarget: 0.8},
 	}
 }
 

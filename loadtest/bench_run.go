@@ -37,6 +37,9 @@ type bench struct {
 	rawWS string
 	// rawTLS is the raw server's https base URL.
 	rawTLS string
+	// rawProxy is the raw fasthttp reverse proxy's base URL (sysRawProxy),
+	// forwarding to the raw server.
+	rawProxy string
 	// cluster is sysCluster's nodes (nil when no case wants it, or it did
 	// not start); rpc and pauses are what was measured of it after the
 	// rounds.
@@ -89,6 +92,10 @@ type measurement struct {
 	// cpu is the server processes' CPU time per request sent, in µs
 	// (warm-up included, since its CPU is too); 0 when unknown.
 	cpu float64
+	// A recording case's rates in the first and last -record-window of
+	// its run, and the stubs its imposter held at the end (-1: not read).
+	first, last float64
+	recorded    int
 }
 
 type wrkRound struct{ wrk, riftload float64 }
@@ -133,7 +140,8 @@ func (b *bench) run(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("bench: the raw server is needed as the reference: %w", err)
 	}
 	defer raw.stop()
-	b.servers = map[string]func() []*process{sysRaw: func() []*process { return []*process{raw} }}
+	b.servers = map[string]func() []*process{sysRaw: func() []*process { return []*process{raw} },
+		sysRawProxy: func() []*process { return []*process{raw} }}
 	admins := map[string]string{}
 	down := map[string]string{}
 	rgArgs := []string{"--datadir", dir + "/riftgate-data"}
@@ -231,6 +239,11 @@ func (b *bench) run(ctx context.Context) (string, error) {
 					removes = append(removes, b.deploy(c, sys, cells[sys], rawURL, admins))
 				}
 				b.measure(ctx, c, group, cells, round)
+				if c.recordedTarget > 0 {
+					for _, sys := range group {
+						b.countRecorded(c, sys, cells[sys], admins, round)
+					}
+				}
 				for _, remove := range removes {
 					remove()
 				}
@@ -298,6 +311,13 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	if sys == sysCluster {
 		return b.deployCluster(c, cl, b.cluster)
 	}
+	if sys == sysRawProxy {
+		cl.target = b.rawProxy
+		if err := probe(cl.target, c.probe, true); err != nil {
+			cl.note = "failed: " + err.Error()
+		}
+		return remove
+	}
 	if sys == sysRaw {
 		cl.target = rawURL
 		err := error(nil)
@@ -354,7 +374,7 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 // swings a back-to-back pair by 20%, falls on all alike. An open-loop case
 // runs each system at its own rate, one after another.
 func (b *bench) groups(c benchCase, order []string) [][]string {
-	if c.halfOf == "" && b.cfg.slices > 1 {
+	if c.halfOf == "" && !c.long && b.cfg.slices > 1 {
 		return [][]string{order}
 	}
 	var gs [][]string
@@ -412,7 +432,10 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 		}
 	}
 	for _, sys := range live {
-		res := mergeResults(parts[sys])
+		res := parts[sys][0]
+		if len(parts[sys]) > 1 {
+			res = mergeResults(parts[sys]) // without the timeline
+		}
 		perReq := 0.0
 		if sent := res.Requests + res.WarmupRequests; cpuOK[sys] && sent > 0 {
 			perReq = float64(cpu[sys].Microseconds()) / float64(sent)
@@ -500,6 +523,11 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 		// number to report, not an error.
 		Timeout: benchTimeout,
 	}
+	if c.long {
+		o.Duration = b.cfg.recordDuration
+		// The windows are whole intervals of the timeline.
+		o.Interval = min(time.Second, b.cfg.recordWindow/5)
+	}
 	if c.halfOf != "" {
 		peak := b.cells[c.halfOf][sys]
 		if peak == nil || len(peak.runs) == 0 || peak.runs[len(peak.runs)-1].round != round {
@@ -516,7 +544,11 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 
 func (b *bench) record(c benchCase, sys string, cl *cell, round int, rate float64, res *Result, cpu float64) {
 	m := measurement{rps: res.Throughput, p50: res.Latency.P50, p99: res.Latency.P99,
-		requests: res.Requests, errors: res.Errors, rate: rate, unsent: res.Unsent, round: round, cpu: cpu}
+		requests: res.Requests, errors: res.Errors, rate: rate, unsent: res.Unsent, round: round, cpu: cpu, recorded: -1}
+	if c.long {
+		m.first, m.last = windowRates(res.Timeline, b.cfg.recordWindow, res.DurationSeconds)
+		b.log.Info("recording windows", "case", c.id, "system", sys, "first", int(m.first), "last", int(m.last))
+	}
 	cl.runs = append(cl.runs, m)
 	b.log.Info("measured", "round", round+1, "case", c.id, "system", sys,
 		"rps", int(m.rps), "p50ms", m.p50, "p99ms", m.p99, "errors", m.errors, "cpuUsPerReq", m.cpu)
@@ -529,6 +561,55 @@ func (b *bench) record(c benchCase, sys string, cl *cell, round int, rate float6
 	}
 }
 
+// windowRates are the rates in the first and last window of a timeline of
+// a run of total seconds: the requests of the intervals ending within
+// window of its start, and of those starting within window of its end,
+// over the time they cover.
+func windowRates(tl []TimePoint, window time.Duration, total float64) (first, last float64) {
+	w := window.Seconds()
+	var nf, nl int64
+	var tf, tl0 float64
+	prev := 0.0
+	for _, p := range tl {
+		if p.Second <= w+1e-6 {
+			nf += p.Requests
+			tf = p.Second
+		}
+		if prev >= total-w-1e-6 {
+			nl += p.Requests
+			tl0 += p.Second - prev
+		}
+		prev = p.Second
+	}
+	if tf > 0 {
+		first = float64(nf) / tf
+	}
+	if tl0 > 0 {
+		last = float64(nl) / tl0
+	}
+	return first, last
+}
+
+// countRecorded reads back how many stubs sys's imposter of case c holds
+// after its measurement, into the round's run.
+func (b *bench) countRecorded(c benchCase, sys string, cl *cell, admins map[string]string, round int) {
+	if cl == nil || len(cl.runs) == 0 || cl.runs[len(cl.runs)-1].round != round || admins[sys] == "" {
+		return
+	}
+	var port int
+	if _, err := fmt.Sscanf(cl.target, "http://127.0.0.1:%d", &port); err != nil {
+		return
+	}
+	start := time.Now()
+	n, err := countStubs(admins[sys], port)
+	if err != nil {
+		b.log.Warn("could not count the recorded stubs", "case", c.id, "system", sys, "err", err)
+		return
+	}
+	b.log.Info("recorded", "case", c.id, "system", sys, "stubs", n, "read in", time.Since(start).Round(time.Millisecond))
+	cl.runs[len(cl.runs)-1].recorded = n
+}
+
 // needed reports whether case id runs: it is wanted, or a wanted case
 // derives its rate from it or compares with it.
 func (b *bench) needed(id string) bool {
@@ -536,7 +617,7 @@ func (b *bench) needed(id string) bool {
 		return true
 	}
 	for _, c := range b.cases {
-		if (c.halfOf == id || c.staticTarget > 0 && id == "static") && b.cfg.wanted(c.id) {
+		if (c.halfOf == id || c.staticTarget > 0 && id == "static" || c.relTo == id) && b.cfg.wanted(c.id) {
 			return true
 		}
 	}
@@ -754,6 +835,8 @@ func (b *bench) report() string {
 		}
 	}
 
+	b.recordingReport(p)
+
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]
 		if !ok || c.halfOf == "" {
@@ -874,4 +957,99 @@ func pairedRatio(a, b []measurement) float64 {
 func mdEscape(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.ReplaceAll(oneLine(s), "\n", " ")
+}
+
+// recordingReport is the section of the recording cases (issue 34): the
+// rates at the start and end of each long run, what riftgate recorded, and
+// the issue's targets.
+func (b *bench) recordingReport(p func(string, ...any)) {
+	var cases []benchCase
+	for _, c := range b.cases {
+		if _, ok := b.cells[c.id]; ok && c.long {
+			cases = append(cases, c)
+		}
+	}
+	if len(cases) == 0 {
+		return
+	}
+	win := b.cfg.recordWindow
+	p("\n## Recording (issue 34)\n\n")
+	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run; each request of `record-once-new` has a new path, so proxyOnce records one stub per request.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
+	p("| case | system | req/s | first %v req/s | last %v req/s | last/first | stubs at the end | note |\n|---|---|---|---|---|---|---|---|\n", win, win)
+	for _, c := range cases {
+		for _, sys := range c.systems {
+			cl := b.cells[c.id][sys]
+			if len(cl.runs) == 0 {
+				p("| %s | %s | - | - | - | - | - | %s |\n", c.title, sys, mdEscape(noteOr(cl)))
+				continue
+			}
+			var fs, ls, rs []float64
+			var rec []string
+			for _, m := range cl.runs {
+				fs, ls = append(fs, m.first), append(ls, m.last)
+				if m.first > 0 {
+					rs = append(rs, m.last/m.first)
+				}
+				if m.recorded >= 0 {
+					rec = append(rec, strconv.Itoa(m.recorded))
+				}
+			}
+			rps, _, _ := cl.medians()
+			recS := strings.Join(rec, ", ")
+			if recS == "" {
+				recS = "-"
+			}
+			p("| %s | %s | %.0f | %.0f | %.0f | %.2f | %s | %s |\n", c.title, sys, rps, median(fs), median(ls), median(rs), recS, mdEscape(cl.errNote))
+		}
+	}
+	p("\n| case | riftgate last/first | target | riftgate/proxyTransparent | target | riftgate/mb | target | riftgate/raw fasthttp proxy | target | stubs recorded | target |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range cases {
+		cells := b.cells[c.id]
+		rg := cells[sysRift]
+		flat := "n/a | "
+		if rg.ok() {
+			var rs []float64
+			for _, m := range rg.runs {
+				if m.first > 0 {
+					rs = append(rs, m.last/m.first)
+				}
+			}
+			if len(rs) > 0 {
+				flat = fmt.Sprintf("%.2f | ", median(rs))
+			}
+		}
+		if c.flatTarget > 0 {
+			r := -1.0
+			if f, _, ok := strings.Cut(flat, " "); ok && f != "n/a" {
+				r, _ = strconv.ParseFloat(f, 64)
+			}
+			if r < 0 {
+				flat += fmt.Sprintf(">= %g: n/a", c.flatTarget)
+			} else {
+				flat += fmt.Sprintf(">= %g: %s", c.flatTarget, mark(r >= c.flatTarget))
+			}
+		}
+		rel := "| "
+		if c.relTo != "" {
+			rel = b.ratioOf(rg, b.cells[c.relTo][sysRift], c.relTarget)
+		}
+		rec := "- | "
+		if c.recordedTarget > 0 {
+			least := -1
+			if rg.ok() {
+				for _, m := range rg.runs {
+					if least < 0 || m.recorded < least {
+						least = m.recorded
+					}
+				}
+			}
+			if least < 0 {
+				rec = fmt.Sprintf("n/a | >= %d: n/a", c.recordedTarget)
+			} else {
+				rec = fmt.Sprintf("%d | >= %d: %s", least, c.recordedTarget, mark(least >= c.recordedTarget))
+			}
+		}
+		p("| %s | %s | %s | %s | %s | %s |\n", c.title, flat, rel, b.ratio(cells, sysMB, c.mbTarget), b.ratio(cells, sysRawProxy, c.proxyTarget), rec)
+	}
+	p("\nStubs recorded is the fewest over the rounds. 100,000 signatures in %v take %.0f req/s sustained, warm-up included.\n", b.cfg.recordDuration, 100_000/(b.cfg.recordDuration+b.cfg.warmup).Seconds())
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -157,6 +158,11 @@ func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	proxyPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	b.rawProxy = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(proxyPort))
 	wsPort, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -165,7 +171,7 @@ func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	b.rawWS = "ws://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(wsPort))
 	b.rawTLS = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort), "-ws-port", strconv.Itoa(wsPort))
+		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort), "-proxy-port", strconv.Itoa(proxyPort), "-ws-port", strconv.Itoa(wsPort))
 	p, err := startProcess("raw", b.cfg.pinned(argv), b.dir)
 	if err != nil {
 		return nil, "", err
@@ -216,6 +222,27 @@ func postImposter(admin, body string) error {
 		return fmt.Errorf("POST /imposters: %s: %s", resp.Status, oneLine(string(msg)))
 	}
 	return nil
+}
+
+// countStubs reads back an imposter's stubs (GET /imposters/:port) and
+// counts them: how many a recording case recorded.
+func countStubs(admin string, port int) (int, error) {
+	c := http.Client{Timeout: 5 * time.Minute}
+	resp, err := c.Get(fmt.Sprintf("%s/imposters/%d", admin, port))
+	if err != nil {
+		return 0, fmt.Errorf("GET /imposters/%d: %w", port, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /imposters/%d: %s", port, resp.Status)
+	}
+	var imp struct {
+		Stubs []struct{} `json:"stubs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&imp); err != nil {
+		return 0, fmt.Errorf("GET /imposters/%d: %w", port, err)
+	}
+	return len(imp.Stubs), nil
 }
 
 func deleteImposter(admin string, port int) error {

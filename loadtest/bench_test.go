@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
@@ -229,5 +231,74 @@ func TestBenchComparesWithWrk(t *testing.T) {
 		if !strings.HasPrefix(l, "-t1 -c4 -d1s "+scheme+"127.0.0.1:") || !strings.HasSuffix(l, "/hello") {
 			t.Errorf("wrk call %d: %q, want -t1 -c4 -d1s %s.../hello", i, l, scheme)
 		}
+	}
+}
+
+// The recording cases against a real riftgate (mb absent): each system is
+// loaded alone for -record-d, the windows' rates are reported, proxyOnce's
+// stubs are read back, and the keep-alive case is compared with the raw
+// fasthttp proxy.
+func TestBenchRecordingCases(t *testing.T) {
+	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
+	bin := gatewaytest.Binary(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"bench",
+		"-riftgate", bin, "-mb", filepath.Join(dir, "no-mb"),
+		"-wasm-dir", dir, "-wrk", "", "-server-cpu", "",
+		"-rounds", "1", "-d", "300ms", "-record-d", "1500ms", "-record-window", "500ms", "-warmup", "0", "-c", "4",
+		"-only", "^record-(once-new|transparent-keepalive)$", "-out", ""}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	md := stdout.String()
+	for _, want := range []string{
+		"## Recording (issue 34)",
+		"| `proxyTransparent`, `_rift.proxyKeepAlive` | raw fasthttp proxy | ",
+		"| `proxyOnce`, a new path (a new stub) per request | mb 2.9.1 | - | - | - | - | - | not available: mb: stat ",
+		"| riftgate last/first | target | riftgate/proxyTransparent |",
+		">= 100000: **FAIL**", // a second and a half records far fewer
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// riftgate recorded one stub per request (the probe's included): the
+	// count read back is a number close to the requests sent.
+	row := "| `proxyOnce`, a new path (a new stub) per request | riftgate | "
+	sec := md[strings.Index(md, "## Recording (issue 34)"):]
+	i := strings.Index(sec, row)
+	if i < 0 {
+		t.Fatalf("no riftgate row for record-once-new:\n%s", md)
+	}
+	f := strings.Split(sec[i:i+strings.IndexByte(sec[i:], '\n')], "|")
+	rps, _ := strconv.ParseFloat(strings.TrimSpace(f[3]), 64)
+	first, _ := strconv.ParseFloat(strings.TrimSpace(f[4]), 64)
+	last, _ := strconv.ParseFloat(strings.TrimSpace(f[5]), 64)
+	stubs, err := strconv.Atoi(strings.TrimSpace(f[7]))
+	if rps <= 0 || first <= 0 || last <= 0 || err != nil {
+		t.Fatalf("row %q: want rates and a stub count", f)
+	}
+	if sent := rps * 1.5; float64(stubs) < 0.9*sent || float64(stubs) > 1.1*sent+10 {
+		t.Errorf("%d stubs recorded, want about the %.0f requests sent", stubs, sent)
+	}
+	// The keep-alive case has a ratio against the raw proxy with its target.
+	if !regexp.MustCompile(`\| [0-9.]+x \| >= 0\.8x: (PASS|\*\*FAIL\*\*) \| - \|\s+\|`).MatchString(md) {
+		t.Errorf("no riftgate/raw fasthttp proxy ratio with its target:\n%s", md)
+	}
+}
+
+func TestWindowRates(t *testing.T) {
+	var tl []TimePoint
+	for s := 1; s <= 6; s++ {
+		tl = append(tl, TimePoint{Second: float64(s), Requests: int64(100 * s)})
+	}
+	// A partial last interval: 0.5 s.
+	tl = append(tl, TimePoint{Second: 6.5, Requests: 400})
+	first, last := windowRates(tl, 2*time.Second, 6.5)
+	// First 2 s: 100+200 over 2 s; last 2 s: the intervals from 4.5 s on
+	// (5-6 and 6-6.5): 600+400 over 1.5 s.
+	if first != 150 || last != 1000/1.5 {
+		t.Errorf("first %v last %v, want 150 and %v", first, last, 1000/1.5)
 	}
 }

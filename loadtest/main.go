@@ -66,10 +66,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 const usage = `usage:
   riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
   riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-ws-port W]
+                 [-proxy-port X [-proxy-to URL]]
                                         serve the raw fasthttp "hello" server
                                         (and a raw tcp one answering PONG,
-                                        the hello server over https, and a
-                                        raw Go WebSocket echo server)
+                                        the hello server over https, a raw
+                                        Go WebSocket echo server, and a raw
+                                        fasthttp reverse proxy to it)
   riftload bench [flags]                side-by-side benchmarks (make bench)
   riftload help
 riftgate loadtest ... is the same program. Run "riftload <command> -h" for
@@ -338,6 +340,8 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tlsPort := fs.Int("tls-port", -1, "also serve the hello server over https on this port (-1: none)")
 	certFile := fs.String("tls-cert", "", "the https server's certificate (PEM; default: a self-signed one, made at start)")
 	keyFile := fs.String("tls-key", "", "the https server's private key (PEM)")
+	proxyPort := fs.Int("proxy-port", -1, "also serve a raw fasthttp reverse proxy to the hello server (or -proxy-to) on this port (-1: none)")
+	proxyTo := fs.String("proxy-to", "", "the proxy's upstream, http://host:port (default: this hello server)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -346,6 +350,9 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if (*certFile == "") != (*keyFile == "") {
 		return usageError{errors.New("hello: -tls-cert and -tls-key go together")}
+	}
+	if *proxyTo != "" && *proxyPort < 0 {
+		return usageError{errors.New("hello: -proxy-to without -proxy-port")}
 	}
 	if *certFile != "" && *tlsPort < 0 {
 		return usageError{errors.New("hello: -tls-cert without -tls-port")}
@@ -376,6 +383,18 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "tcp hello server listening on tcp://%s\n", tln.Addr())
 		serve = append(serve, func(ctx context.Context) error { return ServeTCPHello(ctx, tln) })
+	}
+	if *proxyPort >= 0 {
+		pln, err := listen(*proxyPort)
+		if err != nil {
+			return err
+		}
+		to := *proxyTo
+		if to == "" {
+			to = "http://" + ln.Addr().String()
+		}
+		fmt.Fprintf(stdout, "proxy server listening on http://%s (to %s)\n", pln.Addr(), to)
+		serve = append(serve, func(ctx context.Context) error { return ServeProxy(ctx, pln, to) })
 	}
 	if *wsPort >= 0 {
 		wln, err := listen(*wsPort)

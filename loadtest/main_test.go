@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +107,57 @@ func TestMainHello(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Errorf("hello exited %d: %s", code, errb.String())
+	}
+}
+
+// The raw proxy forwards every request to its upstream, method, path and
+// body as they are, and answers with the upstream's answer on a connection
+// it keeps open.
+func TestMainHelloProxy(t *testing.T) {
+	upstream := startServer(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBodyString(string(ctx.Method()) + " " + string(ctx.RequestURI()) + " " + string(ctx.PostBody()))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- Main(ctx, []string{"hello", "-port", "0", "-proxy-port", "0", "-proxy-to", upstream}, &out, &errb)
+	}()
+	var url string
+	for deadline := time.Now().Add(5 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if s := out.String(); strings.Contains(s, "proxy server listening on ") {
+			url = strings.Fields(s[strings.Index(s, "proxy server listening on "):])[4]
+		}
+	}
+	if url == "" {
+		cancel()
+		<-done
+		t.Fatalf("proxy server did not report its address: %s %s", out.String(), errb.String())
+	}
+	tr := &http.Transport{}
+	resp, err := (&http.Client{Transport: tr}).Post(url+"/a/b?c=d", "text/plain", strings.NewReader("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	tr.CloseIdleConnections()
+	if got, want := string(body), "POST /a/b?c=d body"; resp.StatusCode != 200 || got != want {
+		t.Errorf("proxied answer %d %q, want 200 %q", resp.StatusCode, got, want)
+	}
+	if resp.Close {
+		t.Error("the proxy closed the client's connection")
+	}
+	res := run(t, Options{Targets: []string{url}, Scenario: simple("/anything"), Connections: 2, Requests: 20})
+	if res.Statuses["200"] != 20 {
+		t.Errorf("statuses %v", res.Statuses)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("hello exited %d: %s", code, errb.String())
+	}
+	if code := Main(context.Background(), []string{"hello", "-proxy-to", upstream}, &out, &errb); code != 2 {
+		t.Errorf("-proxy-to without -proxy-port: exit %d, want 2", code)
 	}
 }
 

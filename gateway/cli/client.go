@@ -15,8 +15,14 @@ import (
 	"time"
 )
 
-// adminTimeout bounds one save/replay request to a running instance.
-const adminTimeout = 30 * time.Second
+// adminTimeout bounds one save/replay request to a running instance: the
+// GET of 100,000 recorded stubs takes tens of seconds on a busy machine.
+const adminTimeout = 5 * time.Minute
+
+// replayPartBytes is the largest body replay sends at once: half the admin
+// API's cap (16 MiB), so that what a part's JSON becomes in a command fits
+// the configuration log's cap (24 MiB) with room.
+const replayPartBytes = 8 << 20
 
 // adminClient talks to a running riftgate (or mb) admin API, as mb's save
 // and replay do.
@@ -113,9 +119,139 @@ func replay(ctx context.Context, s *settings, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if _, err := c.do(ctx, http.MethodPut, "/imposters", body); err != nil {
+	if len(body) <= replayPartBytes {
+		_, err = c.do(ctx, http.MethodPut, "/imposters", body)
+	} else {
+		err = replayInParts(ctx, c, body, replayPartBytes)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0
+}
+
+// replayInParts PUTs a configuration larger than one admin body can hold
+// (a recording of 100,000 exchanges saves to ~79 MB): /imposters gets
+// every imposter with as many of its first stubs as fit part bytes, and
+// the rest follow, in order, in POST /imposters/:id/stubs bodies of
+// riftgate's {"stubs": [...]} form of at most part bytes each. Unlike the
+// single PUT it is not atomic: a part that fails leaves the imposters
+// with the stubs sent before it, and the error says which.
+func replayInParts(ctx context.Context, c *adminClient, body []byte, part int) error {
+	var all struct {
+		Imposters []json.RawMessage `json:"imposters"`
+	}
+	if err := json.Unmarshal(body, &all); err != nil {
+		return fmt.Errorf("replay: the imposters are not JSON: %w", err)
+	}
+	type rest struct {
+		port  int
+		stubs []json.RawMessage
+	}
+	var put []json.RawMessage
+	var later []rest
+	size := len(`{"imposters":[]}`)
+	for _, raw := range all.Imposters {
+		header, stubs, err := cutStubs(raw)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		var id struct {
+			Port int `json:"port"`
+		}
+		if err := json.Unmarshal(header, &id); err != nil || id.Port == 0 {
+			return fmt.Errorf("replay: an imposter without a port")
+		}
+		size += len(header) + len(`,"stubs":[]`) + 1
+		n := 0
+		for n < len(stubs) && size+len(stubs[n])+1 <= part {
+			size += len(stubs[n]) + 1
+			n++
+		}
+		put = append(put, withStubs(header, stubs[:n]))
+		if n < len(stubs) {
+			later = append(later, rest{id.Port, stubs[n:]})
+		}
+	}
+	putBody, err := json.Marshal(map[string][]json.RawMessage{"imposters": put})
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if _, err := c.do(ctx, http.MethodPut, "/imposters", putBody); err != nil {
+		return err
+	}
+	for _, r := range later {
+		for sent := 0; sent < len(r.stubs); {
+			n, size := 0, len(`{"stubs":[]}`)
+			for sent+n < len(r.stubs) && (n == 0 || size+len(r.stubs[sent+n])+1 <= part) {
+				size += len(r.stubs[sent+n]) + 1
+				n++
+			}
+			b, err := json.Marshal(map[string][]json.RawMessage{"stubs": r.stubs[sent : sent+n]})
+			if err != nil {
+				return fmt.Errorf("replay: %w", err)
+			}
+			if _, err := c.do(ctx, http.MethodPost, fmt.Sprintf("/imposters/%d/stubs", r.port), b); err != nil {
+				return fmt.Errorf("replay: the imposter on port %d got %d of its stubs, then: %w", r.port, sent, err)
+			}
+			sent += n
+		}
+	}
+	return nil
+}
+
+// cutStubs splits an imposter's JSON into the object without its "stubs"
+// (its other fields in their order) and the stubs.
+func cutStubs(raw json.RawMessage) (header []byte, stubs []json.RawMessage, err error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, fmt.Errorf("an imposter is not a JSON object")
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		if key == "stubs" {
+			if err := json.Unmarshal(v, &stubs); err != nil {
+				return nil, nil, fmt.Errorf("an imposter's stubs are not a list: %w", err)
+			}
+			continue
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		out.Write(k)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), stubs, nil
+}
+
+// withStubs puts stubs back into a header cutStubs made.
+func withStubs(header []byte, stubs []json.RawMessage) json.RawMessage {
+	var out bytes.Buffer
+	out.Write(header[:len(header)-1])
+	if len(header) > 2 {
+		out.WriteByte(',')
+	}
+	out.WriteString(`"stubs":[`)
+	for i, s := range stubs {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(s)
+	}
+	out.WriteString("]}")
+	return out.Bytes()
 }

@@ -121,7 +121,7 @@ func (s *State) apply(cmd *Command) Result {
 			res.Results[i] = s.record(derived, r)
 		}
 		return res
-	case OpInsertStub, OpReplaceStub, OpDeleteStub, OpReplaceStubs, OpDropRecorded:
+	case OpInsertStub, OpInsertStubs, OpReplaceStub, OpDeleteStub, OpReplaceStubs, OpDropRecorded:
 		old := s.Imposters[cmd.Port]
 		if old == nil {
 			return refuse(mberr.NoSuchResource, MsgNoImposter)
@@ -217,6 +217,23 @@ func (s *State) editStubs(list *[]Stub, cmd *Command) Result {
 		st := s.stub(sd)
 		stubs = slices.Insert(stubs, i, st)
 		return Result{StubID: st.ID}
+	case OpInsertStubs:
+		if len(cmd.Stubs) == 0 {
+			return refuse(mberr.BadData, "%s needs stubs", cmd.Op)
+		}
+		i := cmd.Index
+		if i == -1 {
+			i = len(stubs)
+		}
+		if i < 0 || i > len(stubs) {
+			return refuse(mberr.BadData, MsgIndex)
+		}
+		add := make([]Stub, 0, len(cmd.Stubs))
+		for _, sd := range cmd.Stubs {
+			add = append(add, s.stub(sd))
+		}
+		stubs = slices.Insert(stubs, i, add...)
+		return Result{StubID: add[0].ID}
 	case OpReplaceStub:
 		sd, r := one()
 		if r.Err != nil {

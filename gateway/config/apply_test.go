@@ -75,6 +75,21 @@ func TestStubEditsKeepOtherStubsIDs(t *testing.T) {
 	}
 }
 
+// OpInsertStubs inserts many stubs in order, each with a new id, at an
+// index or at the end.
+func TestInsertStubs(t *testing.T) {
+	s, _ := mustApply(t, Empty(), &Command{Op: OpCreateImposter, Imposters: []ImposterDoc{imposterDoc(4545, "a", "b")}})
+	s, res := mustApply(t, s, &Command{Op: OpInsertStubs, Port: 4545, Index: -1, Stubs: []StubDoc{stubDoc("c"), stubDoc("d")}})
+	if res.StubID != 3 {
+		t.Errorf("first new id %d, want 3", res.StubID)
+	}
+	s, _ = mustApply(t, s, &Command{Op: OpInsertStubs, Port: 4545, Index: 1, Stubs: []StubDoc{stubDoc("x"), stubDoc("y")}})
+	imp := s.Imposter(4545)
+	if !slices.Equal(ids(imp), []uint64{1, 5, 6, 2, 3, 4}) || !slices.Equal(bodies(imp), []string{"a", "x", "y", "b", "c", "d"}) {
+		t.Fatalf("after inserts: %v %v", ids(imp), bodies(imp))
+	}
+}
+
 func TestRefusalsChangeNothing(t *testing.T) {
 	s, _ := mustApply(t, Empty(), &Command{Op: OpCreateImposter, Imposters: []ImposterDoc{imposterDoc(4545, "a")}})
 	before, _ := EncodeState(s)
@@ -88,6 +103,10 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		{"bad port", Command{Op: OpCreateImposter, Imposters: []ImposterDoc{imposterDoc(70000)}}, "bad data", 0},
 		{"no imposter", Command{Op: OpInsertStub, Port: 1, Index: -1, Stubs: []StubDoc{stubDoc("x")}}, "no such resource", 0},
 		{"insert past end", Command{Op: OpInsertStub, Port: 4545, Index: 2, Stubs: []StubDoc{stubDoc("x")}}, "bad data", 0},
+		{"inserts past end", Command{Op: OpInsertStubs, Port: 4545, Index: 2, Stubs: []StubDoc{stubDoc("x")}}, "bad data", 0},
+		{"inserts of nothing", Command{Op: OpInsertStubs, Port: 4545, Index: -1}, "bad data", 0},
+		{"inserts, no imposter", Command{Op: OpInsertStubs, Port: 1, Index: -1, Stubs: []StubDoc{stubDoc("x")}}, "no such resource", 0},
+		{"inserts, missing module", Command{Op: OpInsertStubs, Port: 4545, Index: -1, Stubs: []StubDoc{stubDoc("x"), {JSON: []byte(`{}`), Refs: Refs{Modules: []ModuleRef{{Module: "a.wasm", Hash: "ff"}}}}}}, "bad data", 0},
 		{"replace past end", Command{Op: OpReplaceStub, Port: 4545, Index: 1, Stubs: []StubDoc{stubDoc("x")}}, "bad data", http.StatusNotFound},
 		{"delete negative", Command{Op: OpDeleteStub, Port: 4545, Index: -1}, "bad data", http.StatusNotFound},
 		{"duplicate ports", Command{Op: OpReplaceAll, Imposters: []ImposterDoc{imposterDoc(1), imposterDoc(1)}}, "resource conflict", 0},

@@ -29,6 +29,7 @@ var goldenCommands = []struct {
 	{"drop recorded", Command{Op: OpDropRecorded, Port: 4545}, "01a2010a021911c1"},
 	{"put plugin", Command{Op: OpPutPlugin, Name: "m", Plugin: &Plugin{Hash: "ab", Limits: Limits{MemoryPages: 64, DeadlineMs: -1, MaxResponseBytes: 1, PoolSize: 2, RecycleAfter: 3}}}, "01a3010b08616d09a20162616202a50118400220030104020503"},
 	{"delete plugin", Command{Op: OpDeletePlugin, Name: "m"}, "01a2010c08616d"},
+	{"insert stubs", Command{Op: OpInsertStubs, Port: 4545, Index: -1, Stubs: []StubDoc{{JSON: []byte(`{}`)}}}, "01a4010e021911c103200581a101427b7d"},
 	{"record batch", Command{Op: OpRecordStubs, Records: []Record{
 		{Port: 4545, Anchor: 7, Once: true, Stub: StubDoc{JSON: []byte(`{}`), Signature: "[]"}},
 		{Port: 4546, Anchor: 2, Stub: StubDoc{JSON: []byte(`{}`)}}}}, "01a2010d0c82a4011911c1020703f504a201427b7d03625b5da3011911c2020204a101427b7d"},

@@ -52,6 +52,11 @@ const (
 	// (Result.Results holds each one's result): the proxies' recordings
 	// batched, one durable write and one Raft entry for many.
 	OpRecordStubs Op = 13
+	// OpInsertStubs inserts Stubs, in order, at Index of the imposter on
+	// Port (-1 appends): a large imposter loaded in parts (a --configfile
+	// or a replay past the body and command caps) or POST
+	// /imposters/:id/stubs with riftgate's {"stubs": [...]}.
+	OpInsertStubs Op = 14
 )
 
 var opNames = map[Op]string{
@@ -60,6 +65,7 @@ var opNames = map[Op]string{
 	OpInsertStub: "insert stub", OpReplaceStub: "replace stub", OpDeleteStub: "delete stub",
 	OpReplaceStubs: "replace stubs", OpRecordStub: "record stub", OpDropRecorded: "drop recorded stubs",
 	OpPutPlugin: "put plugin", OpDeletePlugin: "delete plugin", OpRecordStubs: "record stubs",
+	OpInsertStubs: "insert stubs",
 }
 
 func (o Op) String() string {

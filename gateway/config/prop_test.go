@@ -45,7 +45,7 @@ func genCommand(t *rapid.T) *Command {
 		mods = nil // the state may already hold them, or the command is refused
 	}
 	c := &Command{
-		Op:      Op(rapid.IntRange(1, 13).Draw(t, "op")),
+		Op:      Op(rapid.IntRange(1, 14).Draw(t, "op")),
 		Port:    port,
 		Index:   rapid.IntRange(-1, 4).Draw(t, "index"),
 		Anchor:  rapid.Uint64Range(0, 12).Draw(t, "anchor"),
@@ -64,7 +64,7 @@ func genCommand(t *rapid.T) *Command {
 		}
 	case OpInsertStub, OpReplaceStub, OpRecordStub:
 		c.Stubs = []StubDoc{genStub(t, "one")}
-	case OpReplaceStubs:
+	case OpReplaceStubs, OpInsertStubs:
 		c.Stubs = genStubs(t, "all")
 	case OpRecordStubs:
 		for i := range rapid.IntRange(0, 4).Draw(t, "nrecs") {

@@ -112,6 +112,9 @@ func Wasm(t testing.TB, rel string) []byte {
 
 // Instance is one running riftgate (or Mountebank) process.
 type Instance struct {
+	// within is how long a start waits for the admin API to answer.
+	within time.Duration
+
 	Port    int    // admin port
 	URL     string // admin base URL
 	DataDir string // the --datadir given, if any
@@ -135,6 +138,14 @@ type Instance struct {
 func Start(t testing.TB, args ...string) *Instance {
 	t.Helper()
 	return startInstance(t, Binary(t), nil, args)
+}
+
+// StartWithin is Start waiting up to d (rather than 30 s) for the admin
+// API to answer, at this start and at every Restart: a start that loads a
+// large --configfile (100,000 stubs) on a busy machine.
+func StartWithin(t testing.TB, d time.Duration, args ...string) *Instance {
+	t.Helper()
+	return startArgsWithin(t, Binary(t), nil, nil, defaultArgs(t, args), d)
 }
 
 // StartUnder is Start with the binary run by wrap, a command that ends by
@@ -188,6 +199,12 @@ func startInstance(t testing.TB, bin string, wrap, args []string) *Instance {
 
 func startInstanceVia(t testing.TB, bin string, wrap []string, dial Dialer, args []string) *Instance {
 	t.Helper()
+	return startArgs(t, bin, wrap, dial, defaultArgs(t, args))
+}
+
+// defaultArgs are args with Start's defaults for what they do not say.
+func defaultArgs(t testing.TB, args []string) []string {
+	t.Helper()
 	given := map[string]bool{}
 	for _, a := range args {
 		given[a] = true
@@ -201,7 +218,7 @@ func startInstanceVia(t testing.TB, bin string, wrap []string, dial Dialer, args
 	if !given["--pidfile"] {
 		all = append(all, "--pidfile", "rg.pid") // in the instance's own directory
 	}
-	return startArgs(t, bin, wrap, dial, append(all, args...))
+	return append(all, args...)
 }
 
 // StartArgs runs `bin start args...` in a scratch directory, with no
@@ -214,7 +231,12 @@ func StartArgs(t testing.TB, bin string, args ...string) *Instance {
 
 func startArgs(t testing.TB, bin string, wrap []string, dial Dialer, args []string) *Instance {
 	t.Helper()
-	in := &Instance{t: t, bin: bin, wrap: wrap, dial: dial, Dir: t.TempDir()}
+	return startArgsWithin(t, bin, wrap, dial, args, 30*time.Second)
+}
+
+func startArgsWithin(t testing.TB, bin string, wrap []string, dial Dialer, args []string, within time.Duration) *Instance {
+	t.Helper()
+	in := &Instance{t: t, bin: bin, wrap: wrap, dial: dial, Dir: t.TempDir(), within: within}
 	host := "127.0.0.1"
 	for i, a := range args {
 		if i+1 < len(args) {
@@ -260,7 +282,7 @@ func (in *Instance) start() {
 		_ = cmd.Wait()
 		close(done)
 	}(in.cmd, in.done)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(in.within)
 	hc := in.Client()
 	defer hc.CloseIdleConnections()
 	for time.Now().Before(deadline) {

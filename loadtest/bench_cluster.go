@@ -119,9 +119,18 @@ type clusterStatus struct {
 	} `json:"members"`
 }
 
-func (c *clusterNodes) status(i int) (clusterStatus, error) {
+func (c *clusterNodes) status(i int) (clusterStatus, error) { return getStatus(httpc, c.admins[i]) }
+
+// waitVoters waits until every running node sees voters voters and one
+// leader.
+func (c *clusterNodes) waitVoters(ctx context.Context, voters int, timeout time.Duration) error {
+	return waitAgreed(ctx, httpc, c.admins, voters, timeout)
+}
+
+// getStatus is GET /cluster of the node whose admin API is at admin.
+func getStatus(hc *http.Client, admin string) (clusterStatus, error) {
 	var st clusterStatus
-	resp, err := httpc.Get(c.admins[i] + "/cluster")
+	resp, err := hc.Get(admin + "/cluster")
 	if err != nil {
 		return st, err
 	}
@@ -132,24 +141,26 @@ func (c *clusterNodes) status(i int) (clusterStatus, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
-// waitVoters waits until every running node sees voters voters and one
-// leader.
-func (c *clusterNodes) waitVoters(ctx context.Context, voters int, timeout time.Duration) error {
+// waitAgreed waits until every node at admins sees voters voters and the
+// same leader.
+func waitAgreed(ctx context.Context, hc *http.Client, admins []string, voters int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if last = c.agree(voters); last == nil {
+		if last = agreed(hc, admins, voters); last == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("cluster: %d voters not seen: %w", voters, last)
+	return fmt.Errorf("cluster: %d voters and one leader not seen: %w", voters, last)
 }
 
-func (c *clusterNodes) agree(voters int) error {
+// agreed says why the nodes at admins do not yet all see voters voters
+// and the same leader (nil once they do).
+func agreed(hc *http.Client, admins []string, voters int) error {
 	leader := ""
-	for i := range c.procs {
-		st, err := c.status(i)
+	for _, admin := range admins {
+		st, err := getStatus(hc, admin)
 		if err != nil {
 			return err
 		}
@@ -165,7 +176,7 @@ func (c *clusterNodes) agree(voters int) error {
 		case n != voters:
 			return fmt.Errorf("%s sees %d voters", st.Self, n)
 		case leader != "" && *st.Leader != leader:
-			return fmt.Errorf("the nodes disagree on the leader")
+			return errors.New("the nodes disagree on the leader")
 		}
 		leader = *st.Leader
 	}

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -231,57 +230,12 @@ func (fc *faultCluster) close() {
 	}
 }
 
-func (fc *faultCluster) status(i int) (clusterStatus, error) {
-	var st clusterStatus
-	resp, err := fc.hc.Get(fc.admins[i] + "/cluster")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET /cluster: %s", resp.Status)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
+func (fc *faultCluster) status(i int) (clusterStatus, error) { return getStatus(fc.hc, fc.admins[i]) }
 
 // waitVoters waits until every node sees every node a voter and one
 // leader.
 func (fc *faultCluster) waitVoters(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if last = fc.agree(); last == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("cluster: %d voters and one leader not seen: %w", faultNodes, last)
-}
-
-func (fc *faultCluster) agree() error {
-	leader := ""
-	for i := range fc.procs {
-		st, err := fc.status(i)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, m := range st.Members {
-			if m.Role == "voter" {
-				n++
-			}
-		}
-		switch {
-		case st.Leader == nil:
-			return fmt.Errorf("%s sees no leader", st.Self)
-		case n != faultNodes:
-			return fmt.Errorf("%s sees %d voters", st.Self, n)
-		case leader != "" && *st.Leader != leader:
-			return errors.New("the nodes disagree on the leader")
-		}
-		leader = *st.Leader
-	}
-	return nil
+	return waitAgreed(ctx, fc.hc, fc.admins, faultNodes, timeout)
 }
 
 func (fc *faultCluster) leader() (int, error) {

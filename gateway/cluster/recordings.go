@@ -74,47 +74,47 @@ func (n *Node) Recordings() *Recordings { return &Recordings{n} }
 
 // Serve answers the other members from this node's own recordings.
 func (rc *Recordings) Serve(local reqlog.Source) {
-	rc.n.group.HandlePeer(pathRequestsV2, 1<<10, func(_ context.Context, _ uint64, body []byte) ([]byte, error) {
-		var req recordingsRequest
-		if err := raftnode.UnmarshalCBOR(body, &req); err != nil {
-			return nil, fmt.Errorf("recordings request: %w", err)
-		}
-		var resp recordingsResponse
+	rc.handle(pathRequestsV2, local, func(req recordingsRequest, resp *recordingsResponse) (bool, error) {
 		switch req.Op {
 		case opCount:
 			resp.Count, resp.Found = local.Count(req.Port)
 		case opPage:
 			page, ok, err := local.Page(req.Port, req.From, pageBytes)
 			if err != nil {
-				return nil, err
+				return true, err
 			}
 			resp.Found, resp.Requests, resp.Next, resp.More = ok, page.Records, page.Next, page.More
-		case opClear:
-			local.Reset(req.Port)
-			resp.Found = true
 		default:
-			return nil, fmt.Errorf("recordings request: unknown op %d", req.Op)
+			return false, nil
 		}
-		return raftnode.MarshalCBOR(resp)
+		return true, nil
 	})
 	// Version 1, for members of an older build during a rolling upgrade.
-	rc.n.group.HandlePeer(pathRequests, 1<<10, func(_ context.Context, _ uint64, body []byte) ([]byte, error) {
+	rc.handle(pathRequests, local, func(req recordingsRequest, resp *recordingsResponse) (bool, error) {
+		if req.Op != opGather {
+			return false, nil
+		}
+		resp.Count, resp.Found = local.Count(req.Port)
+		return true, gatherV1(local, req.Port, resp)
+	})
+}
+
+// handle serves one version of the recordings route: a request is
+// decoded, clears answer alike in every version, and ops answers the rest
+// (false: an op it does not know).
+func (rc *Recordings) handle(path string, local reqlog.Source, ops func(recordingsRequest, *recordingsResponse) (bool, error)) {
+	rc.n.group.HandlePeer(path, 1<<10, func(_ context.Context, _ uint64, body []byte) ([]byte, error) {
 		var req recordingsRequest
 		if err := raftnode.UnmarshalCBOR(body, &req); err != nil {
 			return nil, fmt.Errorf("recordings request: %w", err)
 		}
 		var resp recordingsResponse
-		switch req.Op {
-		case opGather:
-			count, ok := local.Count(req.Port)
-			resp.Found, resp.Count = ok, count
-			if err := gatherV1(local, req.Port, &resp); err != nil {
-				return nil, err
-			}
-		case opClear:
+		if req.Op == opClear {
 			local.Reset(req.Port)
 			resp.Found = true
-		default:
+		} else if known, err := ops(req, &resp); err != nil {
+			return nil, err
+		} else if !known {
 			return nil, fmt.Errorf("recordings request: unknown op %d", req.Op)
 		}
 		return raftnode.MarshalCBOR(resp)

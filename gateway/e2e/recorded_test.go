@@ -22,21 +22,27 @@ import (
 // rss reads a process's resident memory in bytes.
 func rss(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := readRSS(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return n
+}
+
+// readRSS is a process's VmRSS in bytes, for goroutines that cannot fail
+// the test.
+func readRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
+			return kb << 10, err
 		}
 	}
-	t.Fatal("no VmRSS")
-	return 0
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 }
 
 func pidOf(t *testing.T, in *gatewaytest.Instance) int {
@@ -156,15 +162,8 @@ func TestRecordingStaysInBoundedMemory(t *testing.T) {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-				for _, line := range strings.Split(string(b), "\n") {
-					if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-						kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-						if kb<<10 > peak.Load() {
-							peak.Store(kb << 10)
-						}
-					}
-				}
+			if n, err := readRSS(pid); err == nil && n > peak.Load() {
+				peak.Store(n)
 			}
 		}
 	})

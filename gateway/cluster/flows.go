@@ -77,7 +77,7 @@ type Flows struct {
 	self     uint64
 	auth     *raftnode.PeerAuth
 	shard    *flowshard.Store
-	locks    *flowLocks
+	locks    flowLocks
 	deadline time.Duration
 
 	permits atomic.Int64

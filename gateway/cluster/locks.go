@@ -3,45 +3,20 @@ package cluster
 import (
 	"context"
 	"errors"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/riftgate/riftgate/gateway/flow"
 )
 
 // flowLocks are the owner's per-flow locks: an operation on a flow holds
 // its lock from its checks to its answer, replica acknowledgement under
 // `sync` included, so a reader never sees a value a crash of the owner
-// could still take back. A lock exists only while someone holds or waits
-// for it; waiting is bounded by the operation's deadline.
-type flowLocks struct {
-	seed   maphash.Seed
-	shards [64]lockShard
-}
+// could still take back. Waiting is bounded by the operation's deadline.
+type flowLocks struct{ l *flow.Locks }
 
-type lockShard struct {
-	mu sync.Mutex
-	m  map[string]*flowLock
-}
-
-type flowLock struct {
-	ch   chan struct{} // capacity 1: full while held
-	refs int           // holders and waiters, under the shard's mu
-}
-
-var lockPool = sync.Pool{New: func() any { return &flowLock{ch: make(chan struct{}, 1)} }}
-
-func newFlowLocks() *flowLocks {
-	l := &flowLocks{seed: maphash.MakeSeed()}
-	for i := range l.shards {
-		l.shards[i].m = map[string]*flowLock{}
-	}
-	return l
-}
-
-func (l *flowLocks) shard(id string) *lockShard {
-	return &l.shards[maphash.String(l.seed, id)%uint64(len(l.shards))]
-}
+func newFlowLocks() flowLocks { return flowLocks{flow.NewLocks()} }
 
 // errWouldWait is lock's answer, under an inline opCtx, for a lock held by
 // another operation.
@@ -49,53 +24,25 @@ var errWouldWait = errors.New("cluster: the flow's lock is held")
 
 // lock takes id's lock, waiting at most until ctx ends; under an inline
 // opCtx it does not wait, and fails with errWouldWait.
-func (l *flowLocks) lock(ctx context.Context, id string) (*flowLock, error) {
-	sh := l.shard(id)
-	sh.mu.Lock()
-	fl := sh.m[id]
-	if fl == nil {
-		fl = lockPool.Get().(*flowLock)
-		sh.m[id] = fl
-	}
-	fl.refs++
-	sh.mu.Unlock()
-	select {
-	case fl.ch <- struct{}{}:
+func (l flowLocks) lock(ctx context.Context, id string) (*flow.Lock, error) {
+	if fl, ok := l.l.TryLock(id); ok {
 		return fl, nil
-	default:
 	}
-	if oc, ok := ctx.(*opCtx); ok && oc.inline {
-		l.drop(sh, id, fl)
+	oc, isOp := ctx.(*opCtx)
+	if isOp && oc.inline {
 		return nil, errWouldWait
 	}
-	select {
-	case fl.ch <- struct{}{}:
-		if oc, ok := ctx.(*opCtx); ok {
-			// It waited: its write is stamped, and its TTL counted, from
-			// when it got the lock.
-			oc.now = time.Now()
-		}
-		return fl, nil
-	case <-ctx.Done():
-		l.drop(sh, id, fl)
-		return nil, ctx.Err()
+	fl, err := l.l.Lock(ctx, id)
+	if err == nil && isOp {
+		// It waited: its write is stamped, and its TTL counted, from
+		// when it got the lock.
+		oc.now = time.Now()
 	}
+	return fl, err
 }
 
 // unlock releases a lock lock returned.
-func (l *flowLocks) unlock(id string, fl *flowLock) {
-	<-fl.ch
-	l.drop(l.shard(id), id, fl)
-}
-
-func (l *flowLocks) drop(sh *lockShard, id string, fl *flowLock) {
-	sh.mu.Lock()
-	if fl.refs--; fl.refs == 0 {
-		delete(sh.m, id)
-		lockPool.Put(fl)
-	}
-	sh.mu.Unlock()
-}
+func (l flowLocks) unlock(id string, fl *flow.Lock) { l.l.Unlock(id, fl) }
 
 // opCtx is the deadline of one owner operation, as a context that costs
 // no allocation: it is pooled, its timer is reused, and its done channel

@@ -43,7 +43,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/dop251/goja"
 	"github.com/riftgate/riftgate/gateway/flow"
 )
@@ -59,9 +58,6 @@ const (
 	// maxPrograms bounds the compile cache; stubs that come and go would
 	// otherwise grow it forever. Past it, one entry is dropped at random.
 	maxPrograms = 4096
-	// stripes is the number of per-flow locks. Two flows may share one,
-	// which only costs them some concurrency.
-	stripes = 256
 	// maxCallStack turns runaway recursion into a RangeError instead of
 	// growing the runtime's stack until the deadline.
 	maxCallStack = 4096
@@ -99,7 +95,7 @@ type Engine struct {
 	idle   []*vm
 	closed atomic.Bool
 
-	locks [stripes]chan struct{}
+	locks *flow.Locks // scripts on one flow take turns (withState)
 	wd    watchdog
 }
 
@@ -120,9 +116,7 @@ func New(o Options) *Engine {
 		flows:    o.Flows,
 		programs: make(map[string]*goja.Program),
 		slots:    make(chan struct{}, o.Runtimes),
-	}
-	for i := range e.locks {
-		e.locks[i] = make(chan struct{}, 1)
+		locks:    flow.NewLocks(),
 	}
 	return e
 }
@@ -172,49 +166,18 @@ func (e *Engine) compile(src string) (*goja.Program, error) {
 }
 
 // lockFlow serializes scripts on one flow: it returns the flow's lock,
-// taken, for unlockFlow (nil when there is no flow to lock).
-func (e *Engine) lockFlow(ctx context.Context, flowID string) (chan struct{}, error) {
+// taken, for unlockFlow (nil when there is no flow to lock). A request
+// gives its place up once it can no longer answer within its budget.
+func (e *Engine) lockFlow(ctx context.Context, flowID string) (*flow.Lock, error) {
 	if flowID == "" || e.flows == nil {
 		return nil, nil
 	}
-	l := e.locks[xxhash.Sum64String(flowID)%stripes]
-	if err := take(ctx, l); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return e.locks.Lock(ctx, flowID)
 }
 
-// take puts a token in ch, waiting while it is full until ctx ends or the
-// request's flow budget does (flow.Budget): a request gives its place up
-// once it can no longer answer within its budget. The try without waiting
-// comes first: a select over two channels locks both, and only a full ch
-// needs it (Serve/inject: 4.45 µs against 4.59, pinned medians of six);
-// the budget's timer, too, is only for a request that has to wait.
-func take(ctx context.Context, ch chan struct{}) error {
-	select {
-	case ch <- struct{}{}:
-		return nil
-	default:
-	}
-	var expired <-chan time.Time
-	if end, ok := flow.Budget(ctx); ok {
-		t := time.NewTimer(time.Until(end))
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case ch <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-expired:
-		return flow.ErrBudget
-	}
-}
-
-func unlockFlow(l chan struct{}) {
+func (e *Engine) unlockFlow(flowID string, l *flow.Lock) {
 	if l != nil {
-		<-l
+		e.locks.Unlock(flowID, l)
 	}
 }
 
@@ -224,7 +187,7 @@ func (e *Engine) acquire(ctx context.Context) (*vm, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := take(ctx, e.slots); err != nil {
+	if err := flow.Acquire(ctx, e.slots); err != nil {
 		return nil, err
 	}
 	e.idleMu.Lock()

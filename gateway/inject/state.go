@@ -342,7 +342,7 @@ func (e *Engine) withState(ctx context.Context, env Env, body func(v *vm, state 
 	if err != nil {
 		return err
 	}
-	defer unlockFlow(lock)
+	defer e.unlockFlow(env.FlowID, lock)
 	snap, err := e.load(ctx, env.FlowID)
 	if err != nil {
 		return err

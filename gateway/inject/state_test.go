@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/dop251/goja"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -304,4 +306,57 @@ func TestStateHoldsAcrossEngines(t *testing.T) {
 		t.Fatalf("count %d with %d answers and %d failures", n, len(seen), failed)
 	}
 	t.Logf("%d answers, %d contended", len(seen), failed)
+}
+
+// TestBusyFlowHoldsNoOtherFlowBack: scripts on one flow take turns, but a
+// flow whose script is slow (as one whose owner went silent is, for a
+// whole budget per request) delays no other flow, not even one whose id
+// hashed to the same of the 256 lock stripes this engine used to have
+// (issue 33: healthy flows paused about 4 s that way).
+func TestBusyFlowHoldsNoOtherFlowBack(t *testing.T) {
+	e := newEngine(t, Options{Flows: newStore(t), Timeout: 5 * time.Second, Runtimes: 4})
+	busy, err := e.Response(`function (config) {
+		config.state.n = 1;
+		var end = Date.now() + 800;
+		while (Date.now() < end) {}
+		return { body: "busy" };
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, err := e.Response(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const busyID = "i1:busy"
+	stripe := func(id string) uint64 { return xxhash.Sum64String(id) % 256 }
+	var others []string // flows that shared the busy flow's stripe, and two that did not
+	for i := 0; len(others) < 3; i++ {
+		id := "i1:other-" + strconv.Itoa(i)
+		if stripe(id) == stripe(busyID) {
+			others = append(others, id)
+		}
+	}
+	others = append(others, "i1:plain-1", "i1:plain-2")
+
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		close(started)
+		if _, err := busy.Respond(context.Background(), Env{Request: testRequest(), FlowID: busyID}); err != nil {
+			t.Errorf("busy flow: %v", err)
+		}
+	})
+	<-started
+	time.Sleep(100 * time.Millisecond) // the busy script holds its flow's lock
+	for _, id := range others {
+		begin := time.Now()
+		if _, err := quick.Respond(context.Background(), Env{Request: testRequest(), FlowID: id}); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+		if took := time.Since(begin); took > 400*time.Millisecond {
+			t.Errorf("%s answered after %v: it waited for the busy flow (same stripe: %v)", id, took, stripe(id) == stripe(busyID))
+		}
+	}
+	wg.Wait()
 }

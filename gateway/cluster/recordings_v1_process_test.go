@@ -39,7 +39,8 @@ func recordingsV1Binary(t *testing.T) string {
 // version 1 of the recordings route. GET /imposters/:id on every node,
 // of either build, still counts and shows every member's requests,
 // merged by time, n3's exactly as n3 shows them itself; DELETE
-// savedRequests on a node of either build clears every member.
+// savedRequests on a node of either build clears every member. Then n3 is
+// upgraded in place, and the view stays whole.
 func TestRecordingsAcrossBuildsOfBothVersions(t *testing.T) {
 	old := recordingsV1Binary(t)
 	c := clustertest.Start(t, clustertest.Options{Binaries: []string{"", "", old}})
@@ -134,6 +135,19 @@ func TestRecordingsAcrossBuildsOfBothVersions(t *testing.T) {
 		record(3)
 		if count, _ := requests(c.Nodes[1], ""); count != 9 {
 			t.Fatalf("%d requests after recording again", count)
+		}
+	}
+
+	// The upgrade ends: n3 restarts as this build, and every node sees
+	// every member's requests as before, every node on this build.
+	c.Nodes[2].Stop()
+	c.Nodes[2].RestartAs(gatewaytest.Binary(t))
+	waitServed(t, c, port, "ok", c.Nodes[2])
+	clear(c.Nodes[1])
+	record(5)
+	for _, n := range c.Nodes {
+		if count, all := requests(n, ""); count != 15 || len(all) != 15 {
+			t.Fatalf("after the upgrade, %s: numberOfRequests %d, %d requests; want 15 of 15", n.Name, count, len(all))
 		}
 	}
 }

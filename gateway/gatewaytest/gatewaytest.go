@@ -353,6 +353,14 @@ func (in *Instance) Stop() {
 	}
 }
 
+// RestartAs starts the process again with the same arguments from
+// another binary (an upgrade in place), after Kill or Stop.
+func (in *Instance) RestartAs(bin string) {
+	in.t.Helper()
+	in.bin = bin
+	in.start()
+}
+
 // Restart starts the process again with the same arguments, after Kill or
 // Stop.
 func (in *Instance) Restart() {

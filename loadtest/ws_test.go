@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -168,4 +169,38 @@ func TestWSLoopDoesNotAllocate(t *testing.T) {
 	w := loopWorkerOn(t, `{"steps":[{"path":"/"}]}`, Options{Targets: []string{url},
 		WS: &WSExchange{Send: []byte("hello"), Expect: []byte("ok")}})
 	testWorkerAllocs(t, w, 0)
+}
+
+// riftload over wss against a riftgate wss imposter (its built-in
+// self-signed certificate): with -insecure every round trip is answered
+// over TLS, one handshake per connection; without it the certificate is
+// refused and every request fails as a tls error.
+func TestWSSLoadAgainstRiftgate(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"wss","stubs":[{"predicates":[{"equals":{"data":"ping"}}],"responses":[{"is":{"data":"pong"}}]}]}`)
+	target := fmt.Sprintf("wss://127.0.0.1:%d/feed", port)
+	var out, errOut strings.Builder
+	err := mainRun(context.Background(), []string{"-c", "4", "-n", "1000", "-body", "ping", "-ws-expect", "pong", "-insecure",
+		"-progress", "never", target}, &out, &errOut)
+	if err != nil || !strings.Contains(out.String(), "requests: 1000") || !strings.Contains(out.String(), "errors: 0") {
+		t.Fatalf("-insecure: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+
+	res, err := Run(context.Background(), Options{Targets: []string{target}, Connections: 4, Requests: 400, Scenario: get("/"),
+		TLS: &tls.Config{InsecureSkipVerify: true}, WS: &WSExchange{Path: "/feed", Send: []byte("ping"), Expect: []byte("pong")}}) //nolint:gosec // the imposter's self-signed pair
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 || res.Requests != 400 || res.TLS == nil || res.TLS.Handshakes != 4 {
+		t.Fatalf("%d requests, %d errors %v, TLS %+v (want 4 handshakes: one per connection)", res.Requests, res.Errors, res.ErrorKinds, res.TLS)
+	}
+
+	res, err = Run(context.Background(), Options{Targets: []string{target}, Connections: 2, Requests: 10, Scenario: get("/"),
+		WS: &WSExchange{Send: []byte("ping")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != res.Requests || res.ErrorKinds["tls"] != res.Errors {
+		t.Fatalf("a certificate riftload cannot verify: %d requests, %d errors %v", res.Requests, res.Errors, res.ErrorKinds)
+	}
 }

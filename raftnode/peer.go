@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -53,4 +54,16 @@ func (g *Group[S, C, R]) CallPeer(ctx context.Context, id uint64, path string, b
 		return nil, ErrClosed
 	}
 	return g.tr.call(ctx, id, path, body, respCap)
+}
+
+// PeerStatus returns the HTTP status of a member's non-2xx answer to
+// CallPeer, or 0 when err is no such answer. http.StatusNotFound means the
+// member serves no such route: a member of an older build, during a
+// rolling upgrade, that a caller may ask on an older route instead.
+func PeerStatus(err error) int {
+	var e *errStatus
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 0
 }

@@ -36,8 +36,17 @@ func TestPeerRoutesAreAuthenticatedAndDoNotCountAsHeard(t *testing.T) {
 	if want := FormatNodeID(n2.g.ID()) + ":hi"; err != nil || string(got) != want {
 		t.Fatalf("CallPeer = %q, %v; want %q", got, err, want)
 	}
-	if _, err := n2.g.CallPeer(ctx, n1.g.ID(), "/app/echo", []byte("fail"), 1<<10); err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Errorf("a failing handler: err = %v", err)
+	if _, err := n2.g.CallPeer(ctx, n1.g.ID(), "/app/echo", []byte("fail"), 1<<10); err == nil || !strings.Contains(err.Error(), "refused") ||
+		PeerStatus(err) != http.StatusInternalServerError {
+		t.Errorf("a failing handler: err = %v (status %d)", err, PeerStatus(err))
+	}
+	// A route the member does not serve (an older build's) is told apart
+	// by its status, so that a caller can ask an older route.
+	if _, err := n2.g.CallPeer(ctx, n1.g.ID(), "/app/v9/echo", []byte("hi"), 1<<10); PeerStatus(err) != http.StatusNotFound {
+		t.Errorf("a route the member does not serve: err = %v (status %d), want 404", err, PeerStatus(err))
+	}
+	if PeerStatus(nil) != 0 || PeerStatus(errors.New("dial failed")) != 0 {
+		t.Error("PeerStatus of no answer is not 0")
 	}
 	if _, err := n2.g.CallPeer(ctx, n1.g.ID(), "/app/echo", bytes.Repeat([]byte("x"), 17), 1<<10); err == nil || !strings.Contains(err.Error(), "413") {
 		t.Errorf("a body over the limit: err = %v", err)

@@ -57,6 +57,37 @@ func TestRecordingsGolden(t *testing.T) {
 	checkHex(t, "page request", encode(t, recordingsRequest{Op: opPage, Port: 4545, From: 300}), "a30104021911c10319012c")
 	checkHex(t, "page", encode(t, recordingsResponse{Found: true, Requests: [][]byte{{1, 0}}, Next: 301, More: true}), "a401f503814201000419012d05f5")
 	checkHex(t, "count", encode(t, recordingsRequest{Op: opCount, Port: 4545}), "a20103021911c1")
+	// A clear is the same on both versions' routes.
+	checkHex(t, "clear", encode(t, recordingsRequest{Op: opClear, Port: 4545}), "a20102021911c1")
+}
+
+// A version 1 answer, as a member of an older build sends it, becomes
+// records of the log's JSON kind at each request's timestamp, so that the
+// merge by time places them; the record's bytes are reqlog's (pinned
+// there too).
+func TestRecordingsV1AnswerGolden(t *testing.T) {
+	js := `{"path":"/a","timestamp":"2026-12-05T06:00:00.123Z"}`
+	answer := encode(t, recordingsResponse{Found: true, Count: 1, Requests: [][]byte{[]byte(js)}})
+	checkHex(t, "v1 answer", answer, "a301f5020103815834"+hex.EncodeToString([]byte(js)))
+	var back recordingsResponse
+	if err := raftnode.UnmarshalCBOR(answer, &back); err != nil {
+		t.Fatal(err)
+	}
+	s, err := v1Records(back.Requests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := s.Next(t.Context())
+	if !ok {
+		t.Fatal("no record")
+	}
+	checkHex(t, "v1 record", rec, "03"+"c094f0f31e46ee18"+"34"+hex.EncodeToString([]byte(js)))
+	if _, more := s.Next(t.Context()); more {
+		t.Fatal("one request, more records")
+	}
+	if _, err := v1Records([][]byte{[]byte(`{"timestamp":"yesterday"}`)}); err == nil {
+		t.Fatal("a timestamp that is none was taken")
+	}
 }
 
 func TestSnapshotGolden(t *testing.T) {

@@ -3,8 +3,10 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -18,8 +20,9 @@ import (
 // Each version is in its path: a later format gets a route of its own,
 // and a rolling upgrade serves both. Version 1 answers with every
 // request at once (capped at recordingsBytes); version 2 in pages, by
-// number, so that neither side holds them all. A node asks version 2 and
-// answers both.
+// number, so that neither side holds them all. A node answers both, and
+// asks version 2, falling back to version 1 for a member that does not
+// serve it (a member of an older build answers 404).
 const (
 	pathRequests   = "/app/v1/requests"
 	pathRequestsV2 = "/app/v2/requests"
@@ -74,6 +77,20 @@ func (n *Node) Recordings() *Recordings { return &Recordings{n} }
 
 // Serve answers the other members from this node's own recordings.
 func (rc *Recordings) Serve(local reqlog.Source) {
+	if !recordingsV1Only {
+		rc.serveV2(local)
+	}
+	// Version 1, for members of an older build during a rolling upgrade.
+	rc.handle(pathRequests, local, func(req recordingsRequest, resp *recordingsResponse) (bool, error) {
+		if req.Op != opGather {
+			return false, nil
+		}
+		resp.Count, resp.Found = local.Count(req.Port)
+		return true, gatherV1(local, req.Port, resp)
+	})
+}
+
+func (rc *Recordings) serveV2(local reqlog.Source) {
 	rc.handle(pathRequestsV2, local, func(req recordingsRequest, resp *recordingsResponse) (bool, error) {
 		switch req.Op {
 		case opCount:
@@ -88,14 +105,6 @@ func (rc *Recordings) Serve(local reqlog.Source) {
 			return false, nil
 		}
 		return true, nil
-	})
-	// Version 1, for members of an older build during a rolling upgrade.
-	rc.handle(pathRequests, local, func(req recordingsRequest, resp *recordingsResponse) (bool, error) {
-		if req.Op != opGather {
-			return false, nil
-		}
-		resp.Count, resp.Found = local.Count(req.Port)
-		return true, gatherV1(local, req.Port, resp)
 	})
 }
 
@@ -154,6 +163,7 @@ func (rc *Recordings) Gather(ctx context.Context, port int) (int64, []reqlog.Str
 	type counted struct {
 		name string
 		id   uint64
+		all  reqlog.Stream // a version 1 member's requests, had whole
 	}
 	var (
 		mu      sync.Mutex
@@ -161,7 +171,11 @@ func (rc *Recordings) Gather(ctx context.Context, port int) (int64, []reqlog.Str
 		found   []counted
 		missing []string
 	)
-	rc.each(ctx, pathRequestsV2, recordingsRequest{Op: opCount, Port: port}, func(id uint64, name string, resp recordingsResponse, err error) {
+	rc.each(ctx, recordingsRequest{Op: opCount, Port: port}, func(id uint64, name string, resp recordingsResponse, v1 bool, err error) {
+		var all reqlog.Stream
+		if err == nil && v1 && resp.Found {
+			all, err = v1Records(resp.Requests)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -171,17 +185,62 @@ func (rc *Recordings) Gather(ctx context.Context, port int) (int64, []reqlog.Str
 		}
 		count += resp.Count
 		if resp.Found {
-			found = append(found, counted{name, id})
+			found = append(found, counted{name, id, all})
 		}
 	})
 	slices.Sort(missing)
 	slices.SortFunc(found, func(a, b counted) int { return strings.Compare(a.name, b.name) })
 	streams := make([]reqlog.Stream, len(found))
 	for i, f := range found {
-		streams[i] = &pageStream{rc: rc, id: f.id, name: f.name, port: port, more: true}
+		streams[i] = f.all
+		if f.all == nil {
+			streams[i] = &pageStream{rc: rc, id: f.id, name: f.name, port: port, more: true}
+		}
 	}
 	return count, streams, missing
 }
+
+// v1Records makes a version 1 answer's requests (mb's JSON) records, each
+// at its timestamp so that the merge by time places it.
+func v1Records(requests [][]byte) (*recordsStream, error) {
+	recs := make([][]byte, len(requests))
+	for i, js := range requests {
+		var r struct {
+			Timestamp string `json:"timestamp"`
+		}
+		if err := json.Unmarshal(js, &r); err != nil {
+			return nil, fmt.Errorf("a version 1 recorded request: %w", err)
+		}
+		var at time.Time
+		if r.Timestamp != "" {
+			var err error
+			if at, err = time.Parse(time.RFC3339Nano, r.Timestamp); err != nil {
+				return nil, fmt.Errorf("a version 1 recorded request's timestamp: %w", err)
+			}
+		}
+		recs[i] = reqlog.AppendJSONRecord(nil, at, js)
+	}
+	return &recordsStream{recs: recs}, nil
+}
+
+// recordsStream is a member's records had whole (a version 1 answer).
+type recordsStream struct{ recs [][]byte }
+
+// Next implements reqlog.Stream.
+func (r *recordsStream) Next(context.Context) ([]byte, bool) {
+	if len(r.recs) == 0 {
+		return nil, false
+	}
+	rec := r.recs[0]
+	r.recs = r.recs[1:]
+	return rec, true
+}
+
+// Err implements reqlog.Stream.
+func (r *recordsStream) Err() error { return nil }
+
+// Close implements reqlog.Stream.
+func (r *recordsStream) Close() { r.recs = nil }
 
 // pageStream reads one member's recorded requests a page at a time.
 type pageStream struct {
@@ -209,18 +268,8 @@ func (p *pageStream) Next(ctx context.Context) ([]byte, bool) {
 }
 
 func (p *pageStream) fetch(ctx context.Context) {
-	body, err := raftnode.MarshalCBOR(recordingsRequest{Op: opPage, Port: p.port, From: p.next})
-	if err != nil {
-		p.err = err
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, recordingsTimeout)
-	defer cancel()
-	var resp recordingsResponse
-	out, err := p.rc.n.group.CallPeer(cctx, p.id, pathRequestsV2, body, recordingsBytes)
-	if err == nil {
-		err = raftnode.UnmarshalCBOR(out, &resp)
-	}
+	body := encodeRecordings(recordingsRequest{Op: opPage, Port: p.port, From: p.next})
+	resp, err := p.rc.callOn(ctx, p.id, pathRequestsV2, body)
 	if err != nil {
 		p.err = fmt.Errorf("member %s: %w", p.name, err)
 		return
@@ -244,7 +293,7 @@ func (rc *Recordings) Clear(ctx context.Context, port int) error {
 		mu     sync.Mutex
 		failed []string
 	)
-	rc.each(ctx, pathRequestsV2, recordingsRequest{Op: opClear, Port: port}, func(_ uint64, name string, _ recordingsResponse, err error) {
+	rc.each(ctx, recordingsRequest{Op: opClear, Port: port}, func(_ uint64, name string, _ recordingsResponse, _ bool, err error) {
 		if err != nil {
 			mu.Lock()
 			failed = append(failed, name)
@@ -258,13 +307,9 @@ func (rc *Recordings) Clear(ctx context.Context, port int) error {
 	return nil
 }
 
-// each sends req to every other member at once on path and hands each
+// each sends req to every other member at once (call) and hands each
 // answer to fn.
-func (rc *Recordings) each(ctx context.Context, path string, req recordingsRequest, fn func(id uint64, name string, resp recordingsResponse, err error)) {
-	body, err := raftnode.MarshalCBOR(req)
-	if err != nil {
-		panic(err) // integers always encode
-	}
+func (rc *Recordings) each(ctx context.Context, req recordingsRequest, fn func(id uint64, name string, resp recordingsResponse, v1 bool, err error)) {
 	n := rc.n
 	var wg sync.WaitGroup
 	for _, mb := range n.Current().Members {
@@ -272,18 +317,50 @@ func (rc *Recordings) each(ctx context.Context, path string, req recordingsReque
 			continue
 		}
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, recordingsTimeout)
-			defer cancel()
-			var resp recordingsResponse
-			out, err := n.group.CallPeer(cctx, mb.ID, path, body, recordingsBytes)
-			if err == nil {
-				err = raftnode.UnmarshalCBOR(out, &resp)
-			}
+			resp, v1, err := rc.call(ctx, mb.ID, req)
 			if err == nil && req.Op == opClear && !resp.Found {
 				err = errors.New("the member did not clear")
 			}
-			fn(mb.ID, mb.Name, resp, err)
+			fn(mb.ID, mb.Name, resp, v1, err)
 		})
 	}
 	wg.Wait()
+}
+
+// call sends req (a count or a clear) to member id on version 2's route
+// or, when the member does not serve it (404: an older build) or this
+// build speaks only version 1, on version 1's, where a count is asked as
+// a gather: the count and every request at once. v1 says which answered.
+func (rc *Recordings) call(ctx context.Context, id uint64, req recordingsRequest) (resp recordingsResponse, v1 bool, err error) {
+	if !recordingsV1Only {
+		resp, err = rc.callOn(ctx, id, pathRequestsV2, encodeRecordings(req))
+		if raftnode.PeerStatus(err) != http.StatusNotFound {
+			return resp, false, err
+		}
+	}
+	if req.Op == opCount {
+		req.Op = opGather
+	}
+	resp, err = rc.callOn(ctx, id, pathRequests, encodeRecordings(req))
+	return resp, true, err
+}
+
+// callOn makes one recordings call on path, within recordingsTimeout.
+func (rc *Recordings) callOn(ctx context.Context, id uint64, path string, body []byte) (recordingsResponse, error) {
+	cctx, cancel := context.WithTimeout(ctx, recordingsTimeout)
+	defer cancel()
+	var resp recordingsResponse
+	out, err := rc.n.group.CallPeer(cctx, id, path, body, recordingsBytes)
+	if err == nil {
+		err = raftnode.UnmarshalCBOR(out, &resp)
+	}
+	return resp, err
+}
+
+func encodeRecordings(req recordingsRequest) []byte {
+	body, err := raftnode.MarshalCBOR(req)
+	if err != nil {
+		panic(err) // integers always encode
+	}
+	return body
 }

@@ -271,3 +271,64 @@ func TestWSManyIdleConnections(t *testing.T) {
 		t.Fatalf("a message took %v with %d idle connections", ask, n)
 	}
 }
+
+// Frames no client library writes on purpose, sent by hand: a ping in the
+// middle of a fragmented message is answered at once, and the message's
+// fragments (text, then binary, whose data is base64) are joined into one
+// request; a message that starts inside another is a protocol error
+// (1002).
+func TestWSControlFrameBetweenFragments(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"ws","stubs":[{"responses":[{"is":{"data":"${t}:${d}"},"behaviors":[
+		{"copy":{"from":"data","into":"${d}","using":{"method":"regex","selector":".*"}}},
+		{"copy":{"from":"type","into":"${t}","using":{"method":"regex","selector":".*"}}}]}]}]}`)
+	frag := func(fin bool, op byte, payload string) []byte {
+		f := clientFrame(op, uint64(len(payload)), []byte(payload))
+		if !fin {
+			f[0] &^= 0x80
+		}
+		return f
+	}
+	// readFrame reads one server frame: its opcode and payload.
+	readFrame := func(br *bufio.Reader) (byte, string) {
+		t.Helper()
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		p := make([]byte, h[1]&0x7f)
+		if _, err := io.ReadFull(br, p); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return h[0] & 0x0f, string(p)
+	}
+	c, br := rawWS(t, port)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var out []byte
+	out = append(out, frag(false, 0x1, "one ")...)
+	out = append(out, frag(true, 0x9, "are you there")...)
+	out = append(out, frag(false, 0x0, "message ")...)
+	out = append(out, frag(true, 0x0, "in three")...)
+	out = append(out, frag(false, 0x2, "\x00\x01")...)
+	out = append(out, frag(true, 0xA, "unasked pong")...)
+	out = append(out, frag(true, 0x0, "\xff")...)
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		op   byte
+		data string
+	}{{0xA, "are you there"}, {0x1, "text:one message in three"}, {0x1, "binary:AAH/"}} {
+		if op, got := readFrame(br); op != want.op || got != want.data {
+			t.Fatalf("frame %x %q, want %x %q", op, got, want.op, want.data)
+		}
+	}
+	// A new data message inside a fragmented one.
+	if _, err := c.Write(append(frag(false, 0x1, "a"), frag(true, 0x1, "b")...)); err != nil {
+		t.Fatal(err)
+	}
+	if code := readClose(t, br); code != 1002 {
+		t.Fatalf("a message inside a message closed with %d, want 1002", code)
+	}
+}

@@ -25,17 +25,26 @@ import (
 type wsUpstreamServer struct {
 	URL  string
 	hits atomic.Int64
-	srv  *httptest.Server
-	wg   sync.WaitGroup
+	// tlsConns counts the connections that came over TLS (wss).
+	tlsConns atomic.Int64
+	srv      *httptest.Server
+	wg       sync.WaitGroup
 }
 
-func newWSUpstream(t *testing.T) *wsUpstreamServer {
+func newWSUpstream(t *testing.T) *wsUpstreamServer { return startWSUpstream(t, false) }
+
+// startWSUpstream starts the upstream, over TLS (wss, httptest's
+// self-signed certificate) when secure.
+func startWSUpstream(t *testing.T, secure bool) *wsUpstreamServer {
 	u := &wsUpstreamServer{}
 	up := websocket.Upgrader{}
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
 			return
+		}
+		if r.TLS != nil {
+			u.tlsConns.Add(1)
 		}
 		u.wg.Add(1)
 		defer u.wg.Done()
@@ -62,7 +71,12 @@ func newWSUpstream(t *testing.T) *wsUpstreamServer {
 			}
 		}
 	}))
-	u.URL = "ws" + strings.TrimPrefix(u.srv.URL, "http")
+	if secure {
+		u.srv.StartTLS()
+	} else {
+		u.srv.Start()
+	}
+	u.URL = "ws" + strings.TrimPrefix(u.srv.URL, "http") // https:// becomes wss://
 	t.Cleanup(u.Close)
 	return u
 }
@@ -221,5 +235,45 @@ func TestWSProxyAlwaysRecordsEveryExchange(t *testing.T) {
 	}
 	if n := len(echoA["responses"].([]any)); n != 2 {
 		t.Fatalf("proxyAlways keeps both answers to echo a: %d", n)
+	}
+}
+
+// A wss upstream (TLS, a self-signed certificate the proxy does not
+// check, as mb's proxies check none), in each of the three modes: the
+// answer comes back over TLS, and the recording modes record it.
+func TestWSProxyToWSSUpstream(t *testing.T) {
+	up := startWSUpstream(t, true)
+	if !strings.HasPrefix(up.URL, "wss://") {
+		t.Fatalf("the upstream is not wss: %s", up.URL)
+	}
+	rg := gatewaytest.Start(t)
+	for _, mode := range []string{"proxyTransparent", "proxyOnce", "proxyAlways"} {
+		t.Run(mode, func(t *testing.T) {
+			before := up.tlsConns.Load()
+			port := rg.PostImposter(fmt.Sprintf(`{"protocol":"ws","stubs":[{"responses":[{"proxy":{"to":%q,"mode":%q,
+				"predicateGenerators":[{"matches":{"data":true}}],"answerQuietMs":100}}]}]}`, up.URL, mode))
+			c := wsDial(t, port, "/secure?m="+mode, http.Header{"X-Token": {"t1"}})
+			wsSend(t, c, websocket.TextMessage, "two")
+			var got []string
+			for range 3 {
+				got = append(got, wsRead(t, c).data)
+			}
+			if want := "hello /secure?m=" + mode + " t1|one of two|two of two"; strings.Join(got, "|") != want {
+				t.Fatalf("through the wss upstream: %v, want %s", got, want)
+			}
+			wsSend(t, c, websocket.TextMessage, "bin")
+			if got := wsRead(t, c); got.typ != websocket.BinaryMessage || got.data != "\x00\x01\x02" {
+				t.Fatalf("binary over wss: %+v", got)
+			}
+			if n := up.tlsConns.Load() - before; n != 1 {
+				t.Fatalf("%d TLS connections reached the upstream, want 1", n)
+			}
+			stubs, _ := json.Marshal(getImposter(t, rg.URL, port, "")["stubs"])
+			recorded := strings.Contains(string(stubs), `"messages":["one of two","two of two"]`) &&
+				strings.Contains(string(stubs), `"data":"AAEC","type":"binary"`)
+			if recorded == (mode == "proxyTransparent") {
+				t.Fatalf("%s recorded %v: %s", mode, recorded, stubs)
+			}
+		})
 	}
 }

@@ -300,6 +300,45 @@ func TestWSFaults(t *testing.T) {
 	}
 }
 
+// A fault on a handshake stub acts on the connection before it is
+// upgraded: no 101 is sent, the client's handshake fails as mb's http
+// faults fail a request, and the handshake is recorded.
+func TestWSFaultOnHandshake(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"ws","recordRequests":true,"stubs":[
+		{"predicates":[{"equals":{"type":"open","path":"/reset"}}],"responses":[{"fault":"CONNECTION_RESET_BY_PEER"}]},
+		{"predicates":[{"equals":{"type":"open","path":"/garbage"}}],"responses":[{"fault":"RANDOM_DATA_THEN_CLOSE"}]},
+		{"responses":[{"is":{"data":"fine"}}]}]}`)
+	for _, tt := range []struct{ path, want string }{
+		{"/reset", "reset by peer"},
+		{"/garbage", "malformed HTTP"},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			c, resp, err := wsDialErr(port, tt.path, nil)
+			if err == nil {
+				c.Close()
+				t.Fatalf("the handshake succeeded: %+v", resp)
+			}
+			if resp != nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("dial: %v (%+v), want an error with %q", err, resp, tt.want)
+			}
+		})
+	}
+	// Another path is upgraded as before: the faults took only their
+	// own connections.
+	if got := wsAsk(t, wsDial(t, port, "/other", nil), "x"); got != "fine" {
+		t.Fatalf("after the faults: %q", got)
+	}
+	var paths []string
+	for _, r := range getImposter(t, rg.URL, port, "")["requests"].([]any) {
+		m := r.(map[string]any)
+		paths = append(paths, fmt.Sprint(m["type"], m["path"]))
+	}
+	if strings.Join(paths, ",") != "open/reset,open/garbage,open/other,text/other" {
+		t.Fatalf("recorded: %v", paths)
+	}
+}
+
 // Control frames and the close handshake, from the client's side.
 func TestWSPingFragmentsAndClose(t *testing.T) {
 	rg := gatewaytest.Start(t)

@@ -177,12 +177,18 @@ type Launch struct {
 	Port int      // and --port
 	Wrap []string // the command the binary runs under (StartUnder), or none
 	Dial Dialer   // reaches the process (the admin API, its imposters); nil: net.Dialer
+	// Binary is the riftgate binary to run; "" is Binary's.
+	Binary string
 }
 
 // StartWith is StartOn with a wrapping command and a dialer (Launch).
 func StartWith(t testing.TB, l Launch, args ...string) *Instance {
 	t.Helper()
-	return startInstanceVia(t, Binary(t), l.Wrap, l.Dial, append([]string{"--host", l.Host, "--port", strconv.Itoa(l.Port)}, args...))
+	bin := l.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
+	return startInstanceVia(t, bin, l.Wrap, l.Dial, append([]string{"--host", l.Host, "--port", strconv.Itoa(l.Port)}, args...))
 }
 
 // StartMountebank runs the reference, mb 2.9.1 (see Mountebank), as Start
@@ -345,6 +351,14 @@ func (in *Instance) Stop() {
 		in.t.Errorf("%s did not stop on SIGTERM", filepath.Base(in.bin))
 		in.Kill()
 	}
+}
+
+// RestartAs starts the process again with the same arguments from
+// another binary (an upgrade in place), after Kill or Stop.
+func (in *Instance) RestartAs(bin string) {
+	in.t.Helper()
+	in.bin = bin
+	in.start()
 }
 
 // Restart starts the process again with the same arguments, after Kill or

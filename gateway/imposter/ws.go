@@ -483,8 +483,7 @@ func (w *wsConn) respond(req *message.Request) bool {
 	st, r, err := imp.choose(&w.budget, req)
 	defer imp.observe(st, err, start, meter.Now())
 	if err != nil {
-		imp.log.Error("error generating response", "err", err)
-		return w.write(wsMessage{data: mberr.Body(mberr.As(err))}.appendFrame(nil), 1) == nil
+		return w.answerError(err)
 	}
 	if r.fault != "" {
 		w.fault(r.fault)
@@ -493,15 +492,13 @@ func (w *wsConn) respond(req *message.Request) bool {
 	resp, a := r.static, r.ws
 	if resp == nil || r.behaviors != nil {
 		if resp, err = imp.compute(&w.budget, &Call{Imposter: imp, Request: req, Stub: st, Session: w.sess}, r); err != nil {
-			imp.log.Error("error generating response", "err", err)
-			return w.write(wsMessage{data: mberr.Body(mberr.As(err))}.appendFrame(nil), 1) == nil
+			return w.answerError(err)
 		}
 		if resp == nil {
 			return true
 		}
 		if a, err = wsAnswerFor(r, resp); err != nil {
-			imp.log.Error("error generating response", "err", err)
-			return w.write(wsMessage{data: mberr.Body(mberr.As(err))}.appendFrame(nil), 1) == nil
+			return w.answerError(err)
 		}
 	}
 	ok := w.deliver(a)
@@ -509,6 +506,24 @@ func (w *wsConn) respond(req *message.Request) bool {
 		st.recordMatch(imp, req, r, resp)
 	}
 	return ok
+}
+
+// answerError answers a message whose response could not be made with
+// mb's error JSON as a text message, the connection left open, as a tcp
+// imposter does; false means the connection is done. A flow that is
+// unavailable (its owner cannot be reached: an http imposter's 503)
+// closes the connection instead, with 1013 (try again later) and the
+// cause as the reason: a client cannot tell an error message from a
+// stub's answer, and a session whose state is out of reach is not one
+// to go on with.
+func (w *wsConn) answerError(err error) bool {
+	w.imp.log.Error("error generating response", "err", err)
+	e := mberr.As(err)
+	if e.Code == mberr.FlowUnavailable {
+		w.closeWith(wsproto.CloseTryAgainLater, wsproto.TruncateReason(e.Code+": "+e.Message))
+		return true
+	}
+	return w.write(wsMessage{data: mberr.Body(e)}.appendFrame(nil), 1) == nil
 }
 
 // fault acts out a fault on the connection: a reset, or bytes that are no

@@ -58,6 +58,17 @@ func AppendRecord(dst []byte, r *message.Request) []byte {
 		return append(dst, r.Body...)
 	}
 	js, _ := r.MarshalJSON() // never fails
+	return AppendJSONRecord(dst, r.Timestamp, js)
+}
+
+// AppendJSONRecord appends the record of a request known only as mb's
+// JSON, which arrived at t (zero: unknown): what a member of an older
+// build sends of its recordings. It renders as that JSON, unchanged.
+func AppendJSONRecord(dst []byte, t time.Time, js []byte) []byte {
+	var ts int64
+	if !t.IsZero() {
+		ts = t.UnixNano()
+	}
 	dst = append(dst, kindJSON)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(ts))
 	dst = binary.AppendUvarint(dst, uint64(len(js)))

@@ -94,6 +94,8 @@ func TestGoldenBytes(t *testing.T) {
 	}{
 		{"http record", AppendRecord(nil, r), "01e803000000000000" + "09312e322e332e343a3507312e322e332e340347455402" + "2f6101017101310101480176" + "0162"},
 		{"tcp record", AppendRecord(nil, tcp), "02" + "0000000000000000" + "0166016902" + "7879"},
+		{"json record", AppendJSONRecord(nil, time.Unix(0, 1000), []byte(`{}`)), "03" + "e803000000000000" + "02" + "7b7d"},
+		{"json record without a time", AppendJSONRecord(nil, time.Time{}, []byte(`{}`)), "03" + "0000000000000000" + "02" + "7b7d"},
 		{"segment header", segHeader(), "5247525101000000"},
 		{"chunk header", func() []byte {
 			b := append(make([]byte, chunkHdrLen), 2, 'a', 'b')

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
 
@@ -58,4 +59,38 @@ func TestBrowserWebSocket(t *testing.T) {
 		}
 	}
 	noScript(t, p)
+}
+
+// Chromium over wss: a page opens a secure WebSocket to a wss imposter
+// (its built-in self-signed certificate, which this browser is told to
+// accept), is greeted, and has a binary message answered.
+func TestBrowserSecureWebSocket(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"wss","stubs":[
+		{"predicates":[{"equals":{"type":"open"}}],"responses":[{"is":{"data":"hello over TLS"}}]},
+		{"predicates":[{"equals":{"type":"binary"}}],"responses":[{"is":{"data":"${d}","type":"binary"},"behaviors":[
+			{"copy":{"from":"data","into":"${d}","using":{"method":"regex","selector":".*"}}}]}]}]}`)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<!doctype html><title>wss client</title>"))
+	}))
+	defer site.Close()
+	p := browser(t, chromedp.Flag("ignore-certificate-errors", true))
+	p.open(site.URL + "/")
+	got := eval[string](p, fmt.Sprintf(`new Promise((resolve, reject) => {
+		const ws = new WebSocket("wss://127.0.0.1:%d/secure");
+		ws.binaryType = "arraybuffer";
+		const got = [];
+		ws.onmessage = e => {
+			got.push(typeof e.data === "string" ? e.data : "bytes:" + Array.from(new Uint8Array(e.data)).join(","));
+			if (got.length === 1) ws.send(new Uint8Array([7, 8, 9]).buffer);
+			if (got.length === 2) { ws.close(1000, "done"); }
+		};
+		ws.onclose = e => resolve(got.join("|") + "|close:" + e.code);
+		ws.onerror = () => reject(new Error("websocket error"));
+		setTimeout(() => reject(new Error("timed out: " + got.join("|"))), 10000);
+	})`, port))
+	if want := "hello over TLS|bytes:7,8,9|close:1000"; got != want {
+		t.Fatalf("the browser saw %s, want %s", got, want)
+	}
 }

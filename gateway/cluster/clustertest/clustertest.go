@@ -66,6 +66,10 @@ type Options struct {
 	// Names are the nodes' --cluster-node-name, in order (default n1, n2,
 	// ...).
 	Names []string
+	// Binaries are the riftgate binaries of the nodes, in order ("" or
+	// none: gatewaytest.Binary's): a cluster of mixed builds, as in a
+	// rolling upgrade.
+	Binaries []string
 	// Netns runs each node in a network namespace of its own (see the
 	// package comment); Hosts is then ignored: the nodes' addresses are
 	// the namespaces'. It needs root and iproute2: without them the test
@@ -220,6 +224,9 @@ func (c *Cluster) Add() *Node {
 	}
 	n.Args = append(n.Args, c.opts.Args...)
 	launch.Host, launch.Port = n.Host, c.adminPort
+	if i <= len(c.opts.Binaries) {
+		launch.Binary = c.opts.Binaries[i-1]
+	}
 	n.Instance = gatewaytest.StartWith(c.t, launch, n.Args...)
 	c.Nodes = append(c.Nodes, n)
 	return n

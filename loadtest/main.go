@@ -152,6 +152,7 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&tf.keyFile, "key", "", "https: the client certificate's private key (PEM)")
 	fs.StringVar(&tf.sni, "sni", "", "https: server name to send (SNI) and to verify the certificate against (default: the URL's host)")
 	fs.BoolVar(&o.TLSFullHandshake, "tls-full-handshake", false, "https: no session resumption, every connection makes a full handshake")
+	fs.BoolVar(&o.HTTP2, "h2", false, "HTTP/2: h2c with prior knowledge to http:// targets, h2 by ALPN to https:// ones")
 	fs.BoolVar(&o.NoKeepAlive, "no-keepalive", false, "a new connection for every request (Connection: close): latencies include connecting and the TLS handshake")
 	targets, err := parseInterleaved(fs, args)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -87,6 +88,9 @@ type Options struct {
 	// includes the connect and, over https, the handshake. A tcp exchange
 	// closes its connection too.
 	NoKeepAlive bool
+	// HTTP2 loads http:// targets over h2c with prior knowledge and
+	// https:// ones over h2, negotiated by ALPN and required (see h2.go).
+	HTTP2 bool
 }
 
 const (
@@ -110,6 +114,9 @@ func (o *Options) validate() error {
 	}
 	if o.Scenario == nil {
 		return errors.New("no scenario")
+	}
+	if o.HTTP2 && (o.TCP != nil || o.WS != nil) {
+		return errors.New("HTTP/2 is for http:// and https:// targets")
 	}
 	if o.Ramp != nil && o.Scenario.Ramp != nil {
 		return errors.New("a ramp is given twice: in the options and in the scenario")
@@ -292,6 +299,8 @@ func (r *runner) run(ctx context.Context) *Result {
 			switch {
 			case r.opts.WS != nil && !r.opts.NoKeepAlive:
 				_, _ = w.connectWS(ctx, w.rr, r.opts.WS) // the handshake too
+			case r.opts.HTTP2 && !r.opts.NoKeepAlive:
+				w.connectH2(ctx, w.rr)
 			case r.opts.TCP == nil && r.opts.WS == nil && !r.opts.NoKeepAlive:
 				_, _ = w.connect(ctx, w.rr)
 			}
@@ -353,6 +362,11 @@ type worker struct {
 	// once; wsHdr is room for a frame header it reads.
 	wsFrame []byte
 	wsHdr   [8]byte
+	// h2 are the HTTP/2 clients by target (h2.go), and h2Body the room
+	// their answers are read into.
+	h2     []*http.Client
+	h2Pre  []net.Conn // made before the run, for the first request
+	h2Body bytes.Buffer
 }
 
 func (r *runner) newWorker(i int) *worker {
@@ -386,6 +400,7 @@ func (w *worker) close() {
 	for i := range w.conns {
 		w.conns[i].close()
 	}
+	w.closeH2()
 	fasthttp.ReleaseRequest(w.req)
 	fasthttp.ReleaseResponse(w.resp)
 }
@@ -439,6 +454,9 @@ func (w *worker) once(ctx context.Context) bool {
 		err = w.doTCP(ctx, w.rr, r.opts.TCP)
 	case r.opts.WS != nil:
 		err = w.doWS(ctx, w.rr, r.opts.WS)
+	case r.opts.HTTP2:
+		w.prepare(st, &r.targets[w.rr])
+		err = w.doH2(ctx, w.rr)
 	default:
 		wire := w.wireFor(st)
 		if wire == nil {

@@ -134,7 +134,12 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		progress  = fs.String("progress", "auto", "progress bar on stderr: auto (only on a terminal), always, never")
 		wsBinary  = fs.Bool("ws-binary", false, "ws:// targets: send -body as a binary message")
 		wsExpect  = fs.String("ws-expect", "", "ws:// targets: the answer every message must get (default: any message)")
+		protos    listFlag
+		importDir listFlag
+		grpcCode  = fs.String("grpc-expect", "OK", "grpc:// targets: the status every call must end with (a name or a number)")
 	)
+	fs.Var(&protos, "proto", "grpc:// targets: a .proto file defining the method (repeatable; none: server reflection)")
+	fs.Var(&importDir, "import-path", "grpc:// targets: a directory -proto files and their imports are found in (repeatable)")
 	fs.IntVar(&o.Connections, "c", 64, "connections (virtual users)")
 	fs.DurationVar(&o.Duration, "d", 0, "measured duration (default 10s unless -n is set)")
 	fs.Int64Var(&o.Requests, "n", 0, "measured request count (0: bounded by -d)")
@@ -184,6 +189,23 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			o.WS.Expect = []byte(*wsExpect)
 		}
 		*body = ""
+	}
+	if strings.HasPrefix(bases[0], "grpc") {
+		// Each request is one call of the URL's path, pkg.Service/Method;
+		// -body is its message as JSON, -H its metadata.
+		if *scenario != "" {
+			return usageError{errors.New("grpc:// targets take -body, not -scenario")}
+		}
+		msgs, err := SplitGRPCMessages(*body)
+		if err != nil {
+			return usageError{err}
+		}
+		code, err := ParseGRPCCode(*grpcCode)
+		if err != nil {
+			return usageError{err}
+		}
+		o.GRPC = &GRPCExchange{Method: path, ProtoFiles: protos, ImportPaths: importDir, Messages: msgs, Metadata: headers, Expect: code}
+		headers, *body = nil, ""
 	}
 	if o.TLS, err = tf.config(); err != nil {
 		return err
@@ -299,11 +321,11 @@ func splitTargets(raw []string) (bases []string, path string, err error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("target %q: %w", t, err)
 		}
-		if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path (or ws://, wss://)", t)
+		if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Host == "" {
+			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path (or ws://, wss://, grpc://host:port/pkg.Service/Method, grpcs://)", t)
 		}
-		if i > 0 && (u.Scheme[0] == 'w') != (raw[0][0] == 'w') {
-			return nil, "", fmt.Errorf("targets mix WebSocket and http (%q, %q)", raw[0], t)
+		if i > 0 && u.Scheme[0] != raw[0][0] {
+			return nil, "", fmt.Errorf("targets mix protocols (%q, %q)", raw[0], t)
 		}
 		p := u.RequestURI()
 		if i == 0 {

@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const usage = `usage:
   riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
-  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-ws-port W]
+  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-ws-port W] [-grpc-port G]
                  [-proxy-port X [-proxy-to URL]]
                                         serve the raw fasthttp "hello" server
                                         (and a raw tcp one answering PONG,
@@ -360,6 +360,7 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
 	tcpPort := fs.Int("tcp-port", -1, "also serve the raw tcp server (answering PONG to every read) on this port (-1: none)")
 	wsPort := fs.Int("ws-port", -1, "also serve a raw Go WebSocket echo server (gorilla/websocket) on this port (-1: none)")
+	grpcPort := fs.Int("grpc-port", -1, "also serve a raw grpc-go server answering the bench's bench.Bench/Unary on this port (-1: none)")
 	tlsPort := fs.Int("tls-port", -1, "also serve the hello server over https on this port (-1: none)")
 	certFile := fs.String("tls-cert", "", "the https server's certificate (PEM; default: a self-signed one, made at start)")
 	keyFile := fs.String("tls-key", "", "the https server's private key (PEM)")
@@ -426,6 +427,14 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "websocket echo server listening on ws://%s\n", wln.Addr())
 		serve = append(serve, func(ctx context.Context) error { return ServeWSEcho(ctx, wln) })
+	}
+	if *grpcPort >= 0 {
+		gln, err := listen(*grpcPort)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "grpc hello server listening on grpc://%s%s\n", gln.Addr(), benchGRPCMethod)
+		serve = append(serve, func(ctx context.Context) error { return ServeGRPCHello(ctx, gln) })
 	}
 	if *tlsPort >= 0 {
 		var cert tls.Certificate

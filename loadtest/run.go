@@ -505,7 +505,9 @@ func (w *worker) once(ctx context.Context) bool {
 		w.sample.status = st.expectStatus // a tcp or ws answer has no status: its bytes were checked
 	default:
 		if r.opts.GRPC != nil {
-			w.sample.status = int(w.grpcCode) // its answer, as JSON, is w.resp's body
+			// The call checked its status against GRPCExchange.Expect; its
+			// answer, as JSON, is w.resp's body.
+			w.sample.status, w.sample.expect = int(w.grpcCode), 0
 		} else {
 			w.sample.status = w.resp.StatusCode()
 		}

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -206,4 +207,27 @@ func TestGRPCLoadCommandLine(t *testing.T) {
 	if code != 0 || !strings.Contains(out.String(), "40") {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
+}
+
+// FuzzSplitGRPCMessages: -body is one message or an array of them; what
+// comes out is JSON, one text per message, and nothing panics.
+func FuzzSplitGRPCMessages(f *testing.F) {
+	f.Add(`{"a":1}`)
+	f.Add(`[{"a":1},{"b":[2]}]`)
+	f.Add(`[`)
+	f.Fuzz(func(t *testing.T, body string) {
+		msgs, err := SplitGRPCMessages(body)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(strings.TrimSpace(body), "[") {
+			for _, m := range msgs {
+				if !json.Valid([]byte(m)) {
+					t.Fatalf("%q: not JSON %q", body, m)
+				}
+			}
+		} else if strings.TrimSpace(body) != "" && len(msgs) != 1 {
+			t.Fatalf("%q: %d messages", body, len(msgs))
+		}
+	})
 }

@@ -23,7 +23,7 @@ import (
 func (r *Request) FillFromHTTP(req *http.Request, body []byte, addr net.Addr) {
 	r.Method = req.Method
 	r.Target = req.RequestURI
-	if r.Target == "" {
+	if r.Target == "" && req.URL != nil {
 		r.Target = req.URL.RequestURI()
 	}
 	r.Path = string(rawPath([]byte(r.Target)))

@@ -1,9 +1,9 @@
 package message
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
-	"bufio"
 	"net"
 	"net/http"
 	"strconv"

@@ -406,3 +406,43 @@ func TestH2StopClosesConnections(t *testing.T) {
 	}
 	untilClosed(fr) // the connection ends (or the test's deadline fails it)
 }
+
+// A flow is the same flow whichever protocol its requests come over: a
+// scenario's state moved over HTTP/1.1 is read over HTTP/2, and back.
+func TestH2SharesFlowsWithHTTP1(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(`{"protocol":"http","_rift":{"flowState":{"flowIdSource":"header:X-Flow-Id","durability":"memory"}},
+		"defaultResponse":{"statusCode":404},"stubs":[
+		{"scenarioName":"session","requiredScenarioState":"Started","newScenarioState":"in",
+		 "predicates":[{"equals":{"method":"POST","path":"/login"}}],"responses":[{"is":{"statusCode":200,"body":"in"}}]},
+		{"scenarioName":"session","requiredScenarioState":"in","newScenarioState":"Started",
+		 "predicates":[{"equals":{"method":"POST","path":"/logout"}}],"responses":[{"is":{"statusCode":200,"body":"out"}}]}]}`)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	send := func(c *http.Client, path, flow string) int {
+		req, _ := http.NewRequest("POST", base+path, nil)
+		req.Header.Set("X-Flow-Id", flow)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	h1, h2 := h1Client(), h2cClient()
+	for i, step := range []struct {
+		c          *http.Client
+		path, flow string
+		want       int
+	}{
+		{h1, "/login", "a", 200},
+		{h2, "/login", "a", 404}, // already in, over the other protocol
+		{h2, "/login", "b", 200}, // another flow
+		{h2, "/logout", "a", 200},
+		{h1, "/logout", "a", 404},
+		{h1, "/logout", "b", 200},
+	} {
+		if got := send(step.c, step.path, step.flow); got != step.want {
+			t.Errorf("step %d: %s %s answered %d, want %d", i, step.path, step.flow, got, step.want)
+		}
+	}
+}

@@ -39,6 +39,16 @@ type benchCase struct {
 	// ws makes the case a WebSocket one, likewise: a ws imposter, the raw
 	// Go WebSocket echo server, and each request this round trip.
 	ws *WSExchange
+	// grpc makes the case a gRPC one, likewise: a grpc imposter, the raw
+	// grpc-go server, and each request this call, whose answer must be
+	// grpcWant (JSON).
+	grpc     *GRPCExchange
+	grpcWant string
+	// h2 loads the case's http imposter over HTTP/2 (h2c).
+	h2 bool
+	// vsStatic shows riftgate's throughput as a multiple of its own on the
+	// static case in the same round, with no target.
+	vsStatic bool
 	// Targets: riftgate's throughput as a multiple of raw's and mb's, and
 	// (open loop) its p99 bound in ms; the cluster's as a multiple of one
 	// node's. Zero means no target.
@@ -248,6 +258,34 @@ func benchCases(wasmDir, upstream string) []benchCase {
 			rawTarget: 0.8,
 		},
 		benchCase{
+			// riftgate's gRPC imposter, in mountebank-grpc's shape, against
+			// grpc-go carrying an answer encoded once: the limit.
+			id: "grpc-unary", title: "gRPC: a unary call, static `is` (raw: grpc-go answering the same message, encoded once)",
+			systems: []string{sysRift, sysRaw},
+			imposter: func(p int) string {
+				return fmt.Sprintf(`{"protocol":"grpc","port":%d,"name":"bench",`+
+					`"services":{"bench.Bench":{"file":%q}},"options":{"protobufjs":{"includeDirs":[%q]}},`+
+					`"stubs":[{"predicates":[{"matches":{"path":"Unary"},"caseSensitive":false}],"responses":[{"is":{"value":%s}}]}]}`,
+					p, benchProtoFile, benchProtoDirToken, benchGRPCReply)
+			},
+			scenario:  &Scenario{NoFlowHeader: true, Steps: []Step{{Path: "/"}}}, // counts iterations; the call checks its status
+			grpc:      &GRPCExchange{Method: benchGRPCMethod, Messages: []string{benchGRPCRequest}},
+			grpcWant:  benchGRPCReply,
+			rawTarget: 0.8,
+		},
+		benchCase{
+			// The static case's imposter over HTTP/2 (h2c with prior
+			// knowledge), against the static case over HTTP/1.1.
+			id: "h2-static", title: "HTTP/2 (h2c): static `is` stub, against the static case over HTTP/1.1",
+			systems: []string{sysRift},
+			imposter: func(p int) string {
+				return imposter(p, "", []string{`{"responses":[` + isResponse("hello") + `]}`})
+			},
+			scenario: get("/hello"),
+			probe:    []probeStep{{method: "GET", path: "/hello", status: 200, body: "hello"}},
+			h2:       true, vsStatic: true,
+		},
+		benchCase{
 			id: "proxyonce", title: "`proxyOnce` replay", systems: both,
 			imposter: func(p int) string {
 				return imposter(p, "", []string{fmt.Sprintf(`{"responses":[{"proxy":{"to":%q,"mode":"proxyOnce","predicateGenerators":[{"matches":{"method":true,"path":true}}]}}]}`, upstream)})
@@ -296,6 +334,10 @@ func recordingCases(upstream string) []benchCase {
 			proxyTarget: 0.8},
 	}
 }
+
+// benchProtoDirToken stands for the bench's folder, where bench.proto is
+// written, in the grpc-unary imposter.
+const benchProtoDirToken = "{{benchdir}}"
 
 // wsBenchMessage is the ws-echo case's message: the raw server echoes it,
 // riftgate's stub answers it with itself.

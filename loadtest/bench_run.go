@@ -37,6 +37,8 @@ type bench struct {
 	rawWS string
 	// rawTLS is the raw server's https base URL.
 	rawTLS string
+	// rawGRPC is the raw grpc-go server's (grpc://host:port).
+	rawGRPC string
 	// rawProxy is the raw fasthttp reverse proxy's base URL (sysRawProxy),
 	// forwarding to the raw server.
 	rawProxy string
@@ -153,6 +155,17 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	}
 	b.profiled = map[string][]string{}
 	b.cases = benchCases(b.cfg.wasmDir, rawURL)
+	// The gRPC case's types: one proto file, for riftgate's imposter and
+	// the load generator alike.
+	protoPath, err := writeBenchProto(dir)
+	if err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	for _, c := range b.cases {
+		if c.grpc != nil {
+			c.grpc.ProtoFiles = []string{protoPath}
+		}
+	}
 	// The soak starts its own riftgate: a run of it alone starts no other.
 	anyCase := false
 	for _, c := range b.cases {
@@ -328,6 +341,9 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 		case c.ws != nil:
 			cl.target = b.rawWS
 			err = probeWS(cl.target, c.ws)
+		case c.grpc != nil:
+			cl.target = b.rawGRPC
+			err = probeGRPC(context.Background(), cl.target, c.grpc, c.grpcWant)
 		default:
 			err = probe(rawURL, c.probe, false)
 		}
@@ -342,7 +358,12 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 		cl.note = "not available: " + err.Error()
 		return remove
 	}
-	if err := postImposter(admins[sys], c.imposter(port)); err != nil {
+	imp := c.imposter(port)
+	if c.grpc != nil {
+		// The imposter names the proto file by path, in the bench's folder.
+		imp = strings.ReplaceAll(imp, benchProtoDirToken, b.dir)
+	}
+	if err := postImposter(admins[sys], imp); err != nil {
 		cl.note = "not available: " + err.Error()
 		return remove
 	}
@@ -359,6 +380,11 @@ func (b *bench) deploy(c benchCase, sys string, cl *cell, rawURL string, admins 
 	case c.ws != nil:
 		cl.target = fmt.Sprintf("ws://127.0.0.1:%d", port)
 		err = probeWS(cl.target, c.ws)
+	case c.grpc != nil:
+		cl.target = fmt.Sprintf("grpc://127.0.0.1:%d", port)
+		err = probeGRPC(context.Background(), cl.target, c.grpc, c.grpcWant)
+	case c.h2:
+		err = probeH2(cl.target, c.probe[0])
 	default:
 		err = probe(cl.target, c.probe, true)
 	}
@@ -518,7 +544,7 @@ func (b *bench) options(c benchCase, sys string, cl *cell, round int) *Options {
 	}
 	o := &Options{
 		Targets: targets, Connections: b.cfg.conns,
-		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp, WS: c.ws,
+		Duration: b.cfg.duration, Warmup: b.cfg.warmup, Scenario: c.scenario, TCP: c.tcp, WS: c.ws, HTTP2: c.h2, GRPC: c.grpc,
 		// mb answers some cases in seconds on a busy machine: slow is a
 		// number to report, not an error.
 		Timeout: benchTimeout,
@@ -617,7 +643,7 @@ func (b *bench) needed(id string) bool {
 		return true
 	}
 	for _, c := range b.cases {
-		if (c.halfOf == id || c.staticTarget > 0 && id == "static" || c.relTo == id) && b.cfg.wanted(c.id) {
+		if (c.halfOf == id || (c.staticTarget > 0 || c.vsStatic) && id == "static" || c.relTo == id) && b.cfg.wanted(c.id) {
 			return true
 		}
 	}
@@ -817,7 +843,7 @@ func (b *bench) report() string {
 			continue
 		}
 		static := "| "
-		if c.staticTarget > 0 {
+		if c.staticTarget > 0 || c.vsStatic {
 			static = b.ratioOf(cells[sysRift], b.cells["static"][sysRift], c.staticTarget)
 		}
 		p("| %s | %s | %s | %s |\n", c.title, b.ratio(cells, sysRaw, c.rawTarget), b.ratio(cells, sysMB, c.mbTarget), static)

@@ -167,11 +167,16 @@ func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	grpcPort, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	b.rawGRPC = "grpc://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(grpcPort))
 	b.rawTCP = "tcp://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tcpPort))
 	b.rawWS = "ws://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(wsPort))
 	b.rawTLS = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 	argv := append(append([]string{}, b.cfg.helloCmd...), "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort), "-proxy-port", strconv.Itoa(proxyPort), "-ws-port", strconv.Itoa(wsPort))
+		"-tcp-port", strconv.Itoa(tcpPort), "-tls-port", strconv.Itoa(tlsPort), "-proxy-port", strconv.Itoa(proxyPort), "-ws-port", strconv.Itoa(wsPort), "-grpc-port", strconv.Itoa(grpcPort))
 	p, err := startProcess("raw", b.cfg.pinned(argv), b.dir)
 	if err != nil {
 		return nil, "", err

@@ -302,3 +302,37 @@ func TestWindowRates(t *testing.T) {
 		t.Errorf("first %v last %v, want 150 and %v", first, last, 1000/1.5)
 	}
 }
+
+// The grpc-unary case measures the raw grpc-go server (riftload hello
+// -grpc-port, a real process) through the same run as any case, and a
+// riftgate that cannot serve it is a note, not a crash.
+func TestBenchGRPCUnaryCase(t *testing.T) {
+	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "bench.md")
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"bench",
+		"-riftgate", filepath.Join(dir, "no-riftgate"), "-mb", filepath.Join(dir, "no-mb"),
+		"-wasm-dir", dir, "-wrk", "", "-server-cpu", "", "-soak", "0",
+		"-rounds", "1", "-d", "300ms", "-warmup", "0", "-c", "4",
+		"-only", "^grpc-unary$", "-out", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	md := stdout.String()
+	title := "| gRPC: a unary call, static `is` (raw: grpc-go answering the same message, encoded once) | "
+	raw := strings.Index(md, title+"raw fasthttp | ")
+	if raw < 0 {
+		t.Fatalf("no raw grpc row:\n%s", md)
+	}
+	f := strings.Split(md[raw:raw+strings.IndexByte(md[raw:], '\n')], "|")
+	if rps, err := strconv.ParseFloat(strings.TrimSpace(f[3]), 64); err != nil || rps <= 0 {
+		t.Errorf("raw grpc-go req/s %q", f[3])
+	}
+	if strings.TrimSpace(f[8]) != "" {
+		t.Errorf("raw grpc-go note %q", f[8])
+	}
+	if !strings.Contains(md, title+"riftgate | - | - | - | - | 0 | not available: riftgate: stat ") {
+		t.Errorf("riftgate's row does not say why it is missing:\n%s", md)
+	}
+}

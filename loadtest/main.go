@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const usage = `usage:
   riftload [run] [flags] URL [URL...]   load one or more nodes (round-robin)
-  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-ws-port W]
+  riftload hello [-host H] [-port P] [-tcp-port T] [-tls-port S] [-ws-port W] [-grpc-port G]
                  [-proxy-port X [-proxy-to URL]]
                                         serve the raw fasthttp "hello" server
                                         (and a raw tcp one answering PONG,
@@ -134,7 +134,12 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		progress  = fs.String("progress", "auto", "progress bar on stderr: auto (only on a terminal), always, never")
 		wsBinary  = fs.Bool("ws-binary", false, "ws:// targets: send -body as a binary message")
 		wsExpect  = fs.String("ws-expect", "", "ws:// targets: the answer every message must get (default: any message)")
+		protos    listFlag
+		importDir listFlag
+		grpcCode  = fs.String("grpc-expect", "OK", "grpc:// targets: the status every call must end with (a name or a number)")
 	)
+	fs.Var(&protos, "proto", "grpc:// targets: a .proto file defining the method (repeatable; none: server reflection)")
+	fs.Var(&importDir, "import-path", "grpc:// targets: a directory -proto files and their imports are found in (repeatable)")
 	fs.IntVar(&o.Connections, "c", 64, "connections (virtual users)")
 	fs.DurationVar(&o.Duration, "d", 0, "measured duration (default 10s unless -n is set)")
 	fs.Int64Var(&o.Requests, "n", 0, "measured request count (0: bounded by -d)")
@@ -152,6 +157,7 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&tf.keyFile, "key", "", "https: the client certificate's private key (PEM)")
 	fs.StringVar(&tf.sni, "sni", "", "https: server name to send (SNI) and to verify the certificate against (default: the URL's host)")
 	fs.BoolVar(&o.TLSFullHandshake, "tls-full-handshake", false, "https: no session resumption, every connection makes a full handshake")
+	fs.BoolVar(&o.HTTP2, "h2", false, "HTTP/2: h2c with prior knowledge to http:// targets, h2 by ALPN to https:// ones")
 	fs.BoolVar(&o.NoKeepAlive, "no-keepalive", false, "a new connection for every request (Connection: close): latencies include connecting and the TLS handshake")
 	targets, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -183,6 +189,23 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			o.WS.Expect = []byte(*wsExpect)
 		}
 		*body = ""
+	}
+	if strings.HasPrefix(bases[0], "grpc") {
+		// Each request is one call of the URL's path, pkg.Service/Method;
+		// -body is its message as JSON, -H its metadata.
+		if *scenario != "" {
+			return usageError{errors.New("grpc:// targets take -body, not -scenario")}
+		}
+		msgs, err := SplitGRPCMessages(*body)
+		if err != nil {
+			return usageError{err}
+		}
+		code, err := ParseGRPCCode(*grpcCode)
+		if err != nil {
+			return usageError{err}
+		}
+		o.GRPC = &GRPCExchange{Method: path, ProtoFiles: protos, ImportPaths: importDir, Messages: msgs, Metadata: headers, Expect: code}
+		headers, *body = nil, ""
 	}
 	if o.TLS, err = tf.config(); err != nil {
 		return err
@@ -298,11 +321,11 @@ func splitTargets(raw []string) (bases []string, path string, err error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("target %q: %w", t, err)
 		}
-		if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path (or ws://, wss://)", t)
+		if (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Host == "" {
+			return nil, "", fmt.Errorf("target %q: want http://host:port/path or https://host:port/path (or ws://, wss://, grpc://host:port/pkg.Service/Method, grpcs://)", t)
 		}
-		if i > 0 && (u.Scheme[0] == 'w') != (raw[0][0] == 'w') {
-			return nil, "", fmt.Errorf("targets mix WebSocket and http (%q, %q)", raw[0], t)
+		if i > 0 && u.Scheme[0] != raw[0][0] {
+			return nil, "", fmt.Errorf("targets mix protocols (%q, %q)", raw[0], t)
 		}
 		p := u.RequestURI()
 		if i == 0 {
@@ -337,6 +360,7 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	port := fs.Int("port", 8080, "port to listen on (0: any free port)")
 	tcpPort := fs.Int("tcp-port", -1, "also serve the raw tcp server (answering PONG to every read) on this port (-1: none)")
 	wsPort := fs.Int("ws-port", -1, "also serve a raw Go WebSocket echo server (gorilla/websocket) on this port (-1: none)")
+	grpcPort := fs.Int("grpc-port", -1, "also serve a raw grpc-go server answering the bench's bench.Bench/Unary on this port (-1: none)")
 	tlsPort := fs.Int("tls-port", -1, "also serve the hello server over https on this port (-1: none)")
 	certFile := fs.String("tls-cert", "", "the https server's certificate (PEM; default: a self-signed one, made at start)")
 	keyFile := fs.String("tls-key", "", "the https server's private key (PEM)")
@@ -403,6 +427,14 @@ func mainHello(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "websocket echo server listening on ws://%s\n", wln.Addr())
 		serve = append(serve, func(ctx context.Context) error { return ServeWSEcho(ctx, wln) })
+	}
+	if *grpcPort >= 0 {
+		gln, err := listen(*grpcPort)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "grpc hello server listening on grpc://%s%s\n", gln.Addr(), benchGRPCMethod)
+		serve = append(serve, func(ctx context.Context) error { return ServeGRPCHello(ctx, gln) })
 	}
 	if *tlsPort >= 0 {
 		var cert tls.Certificate

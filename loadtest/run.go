@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 )
 
 // Options configure one run.
@@ -87,6 +90,13 @@ type Options struct {
 	// includes the connect and, over https, the handshake. A tcp exchange
 	// closes its connection too.
 	NoKeepAlive bool
+	// HTTP2 loads http:// targets over h2c with prior knowledge and
+	// https:// ones over h2, negotiated by ALPN and required (see h2.go).
+	HTTP2 bool
+	// GRPC, when set, makes every request a gRPC call (see GRPCExchange)
+	// to grpc:// or grpcs:// targets; the scenario's steps then carry
+	// only the checks.
+	GRPC *GRPCExchange
 }
 
 const (
@@ -110,6 +120,12 @@ func (o *Options) validate() error {
 	}
 	if o.Scenario == nil {
 		return errors.New("no scenario")
+	}
+	if o.HTTP2 && (o.TCP != nil || o.WS != nil || o.GRPC != nil) {
+		return errors.New("HTTP/2 is for http:// and https:// targets")
+	}
+	if o.GRPC != nil && (o.TCP != nil || o.WS != nil) {
+		return errors.New("a run is gRPC, tcp or WebSocket, not two of them")
 	}
 	if o.Ramp != nil && o.Scenario.Ramp != nil {
 		return errors.New("a ramp is given twice: in the options and in the scenario")
@@ -150,15 +166,15 @@ func parseTarget(raw string, o *Options) (target, error) {
 		return target{}, fmt.Errorf("target %q: %w", raw, err)
 	}
 	switch u.Scheme {
-	case "http", "https", "tcp", "ws", "wss":
+	case "http", "https", "tcp", "ws", "wss", "grpc", "grpcs":
 	default:
 		u.Host = ""
 	}
 	if u.Host == "" {
-		return target{}, fmt.Errorf("target %q: want http://host:port, https://host:port, ws://host:port, wss://host:port or tcp://host:port", raw)
+		return target{}, fmt.Errorf("target %q: want http://host:port, https://host:port, ws://host:port, wss://host:port, grpc://host:port, grpcs://host:port or tcp://host:port", raw)
 	}
 	t := target{addr: u.Host, host: []byte(u.Host)}
-	if u.Scheme == "https" || u.Scheme == "wss" {
+	if u.Scheme == "https" || u.Scheme == "wss" || u.Scheme == "grpcs" {
 		t.tls = targetTLS(o.TLS, u.Hostname(), o.TLSFullHandshake)
 	}
 	if u.Port() == "" {
@@ -204,6 +220,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	r, err := newRunner(opts)
 	if err != nil {
 		return nil, err
+	}
+	if x := r.opts.GRPC; x != nil && x.desc == nil {
+		if err := x.resolve(ctx, r.targets[0]); err != nil {
+			return nil, fmt.Errorf("loadtest: %w", err)
+		}
 	}
 	return r.run(ctx), nil
 }
@@ -292,7 +313,11 @@ func (r *runner) run(ctx context.Context) *Result {
 			switch {
 			case r.opts.WS != nil && !r.opts.NoKeepAlive:
 				_, _ = w.connectWS(ctx, w.rr, r.opts.WS) // the handshake too
-			case r.opts.TCP == nil && r.opts.WS == nil && !r.opts.NoKeepAlive:
+			case r.opts.HTTP2 && !r.opts.NoKeepAlive:
+				w.connectH2(ctx, w.rr)
+			case r.opts.GRPC != nil:
+				w.connectGRPC(w.rr)
+			case r.opts.TCP == nil && r.opts.WS == nil && r.opts.GRPC == nil && !r.opts.NoKeepAlive:
 				_, _ = w.connect(ctx, w.rr)
 			}
 			dialled.Done()
@@ -353,6 +378,18 @@ type worker struct {
 	// once; wsHdr is room for a frame header it reads.
 	wsFrame []byte
 	wsHdr   [8]byte
+	// h2 are the HTTP/2 clients by target (h2.go), and h2Body the room
+	// their answers are read into.
+	h2     []*http.Client
+	h2Pre  []net.Conn // made before the run, for the first request
+	h2Body bytes.Buffer
+	// grpc are the gRPC client connections by target (grpc.go); grpcOut
+	// the last call's answers, grpcBuf a unary answer's room, grpcCode
+	// its status.
+	grpc     []*grpc.ClientConn
+	grpcOut  [][]byte
+	grpcBuf  []byte
+	grpcCode codes.Code
 }
 
 func (r *runner) newWorker(i int) *worker {
@@ -386,6 +423,8 @@ func (w *worker) close() {
 	for i := range w.conns {
 		w.conns[i].close()
 	}
+	w.closeH2()
+	w.closeGRPC()
 	fasthttp.ReleaseRequest(w.req)
 	fasthttp.ReleaseResponse(w.resp)
 }
@@ -439,6 +478,11 @@ func (w *worker) once(ctx context.Context) bool {
 		err = w.doTCP(ctx, w.rr, r.opts.TCP)
 	case r.opts.WS != nil:
 		err = w.doWS(ctx, w.rr, r.opts.WS)
+	case r.opts.HTTP2:
+		w.prepare(st, &r.targets[w.rr])
+		err = w.doH2(ctx, w.rr)
+	case r.opts.GRPC != nil:
+		err = w.doGRPC(ctx, w.rr, r.opts.GRPC, len(st.checks) > 0)
 	default:
 		wire := w.wireFor(st)
 		if wire == nil {
@@ -460,7 +504,13 @@ func (w *worker) once(ctx context.Context) bool {
 	case r.opts.TCP != nil || r.opts.WS != nil:
 		w.sample.status = st.expectStatus // a tcp or ws answer has no status: its bytes were checked
 	default:
-		w.sample.status = w.resp.StatusCode()
+		if r.opts.GRPC != nil {
+			// The call checked its status against GRPCExchange.Expect; its
+			// answer, as JSON, is w.resp's body.
+			w.sample.status, w.sample.expect = int(w.grpcCode), 0
+		} else {
+			w.sample.status = w.resp.StatusCode()
+		}
 		if len(st.checks) > 0 {
 			w.doc = jsonDoc{}
 			w.sample.resp, w.sample.doc = w.resp, &w.doc

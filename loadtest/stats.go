@@ -102,6 +102,8 @@ func classify(err error) errKind {
 	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, errWSClosed):
 		return errClosed
+	case isGRPCStatus(err):
+		return errStatus
 	case isTLSError(err):
 		// After the transport kinds: a handshake cut short by a timeout,
 		// a reset or a close is the server's load, not its TLS setup.

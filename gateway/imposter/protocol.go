@@ -34,8 +34,13 @@ func (imp *Imposter) newServer() server {
 	case "ws", "wss":
 		return newWSServer(imp)
 	}
-	return &httpServer{imp: imp, s: fasthttp.Server{
-		Handler:                       imp.Handler(),
+	h := &httpServer{imp: imp, h2: newH2Server(imp)}
+	handler := imp.Handler()
+	if imp.spec.Protocol == "http" {
+		handler = h.serveH2C
+	}
+	h.s = fasthttp.Server{
+		Handler:                       handler,
 		Name:                          "",
 		NoDefaultServerHeader:         true,
 		NoDefaultContentType:          true,
@@ -43,23 +48,44 @@ func (imp *Imposter) newServer() server {
 		DisablePreParseMultipartForm:  true,
 		MaxRequestBodySize:            imp.opts.MaxBodyBytes,
 		Logger:                        fasthttpLogger{imp.log},
-	}}
+	}
+	if imp.spec.Protocol == "https" {
+		h.s.NextProto("h2", h.h2.serveTLS)
+	}
+	return h
 }
 
-// httpServer serves http and https imposters through fasthttp.
+// httpServer serves http and https imposters through fasthttp, and their
+// HTTP/2 connections through h2 (h2.go).
 type httpServer struct {
 	imp *Imposter
 	s   fasthttp.Server
+	h2  *h2Server
 }
 
-func (h *httpServer) serve(ln net.Listener) error { return h.s.Serve(ln) }
+func (h *httpServer) serve(ln net.Listener) error {
+	if h.imp.spec.Protocol == "http" {
+		ln = sniffListener{Listener: ln, h2: h.h2}
+	}
+	return h.s.Serve(ln)
+}
 
-// shutdown stops fasthttp, then the connections upgraded to WebSocket,
-// which fasthttp no longer tracks.
+// serveH2C is a plaintext imposter's handler: a request with
+// `Connection: Upgrade` may ask for h2c, which the stubs never see.
+func (h *httpServer) serveH2C(ctx *fasthttp.RequestCtx) {
+	if ctx.Request.Header.ConnectionUpgrade() && h.h2.upgradeH2C(ctx) {
+		return
+	}
+	h.imp.serve(ctx)
+}
+
+// shutdown closes the connections taken over from fasthttp (upgraded to
+// WebSocket or HTTP/2) first, since fasthttp waits for the HTTP/2 ones it
+// serves, then stops fasthttp.
 func (h *httpServer) shutdown(ctx context.Context) error {
-	err := h.s.ShutdownWithContext(ctx)
-	if werr := h.imp.upgraded.shutdown(ctx); err == nil {
-		err = werr
+	err := h.imp.upgraded.shutdown(ctx)
+	if ferr := h.s.ShutdownWithContext(ctx); err == nil {
+		err = ferr
 	}
 	return err
 }

@@ -32,6 +32,10 @@ func (imp *Imposter) tlsConfig() (*tls.Config, error) {
 		return nil, mberr.New(mberr.BadData, "invalid key or cert: "+err.Error())
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if imp.spec.Protocol == "https" {
+		// h2 by ALPN (h2.go); a wss imposter speaks HTTP/1.1 only.
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	}
 	if imp.spec.MutualAuth {
 		cfg.ClientAuth = tls.RequestClientCert
 	}

@@ -1,0 +1,110 @@
+package nodehost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func writeModule(t *testing.T, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "m.js")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFormatterBounded: a module that never ends, or that spawns children,
+// ends with the call's context, its whole process group with it.
+func TestFormatterBounded(t *testing.T) {
+	if _, err := Path(); err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(t.TempDir(), "child.pid")
+	for _, tc := range []struct{ name, src string }{
+		{"busy loop", `module.exports = { load: () => { for (;;) {} } };`},
+		{"never settles", `module.exports = { load: () => new Promise(() => setInterval(() => {}, 10)) };`},
+		{"a child that outlives it", `const cp = require('child_process'), fs = require('fs');
+module.exports = { load: () => { const c = cp.spawn('sleep', ['300'], { detached: false });
+	fs.writeFileSync(` + strconv.Quote(pidfile) + `, String(c.pid)); return new Promise(() => {}); } };`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := Formatter(ctx, writeModule(t, tc.src), "load", &bytes.Buffer{}, map[string]any{})
+			if err == nil || !strings.Contains(err.Error(), "node ended before answering") {
+				t.Fatalf("err = %v", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("took %v past a 1.5s bound", d)
+			}
+		})
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the module's child %d outlived it", pid)
+		}
+	}
+}
+
+// TestFormatterAnswers: arguments go in as JSON, the awaited result comes
+// back, and what the module prints goes to the log, not into the answer.
+func TestFormatterAnswers(t *testing.T) {
+	m := writeModule(t, `module.exports = { save: async (o, x) => { console.log('noise'); console.error('more'); return { got: [o.a, x.b] }; } };`)
+	var logw bytes.Buffer
+	out, err := Formatter(context.Background(), m, "save", &logw, map[string]any{"a": 1}, map[string]any{"b": "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `{"got":[1,"two"]}` {
+		t.Fatalf("answer %s", out)
+	}
+	if !strings.Contains(logw.String(), "noise") || !strings.Contains(logw.String(), "more") {
+		t.Fatalf("log %q", logw.String())
+	}
+}
+
+// TestHeapBounded: a module that allocates without end fails alone.
+func TestHeapBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates the heap limit")
+	}
+	m := writeModule(t, `module.exports = { load: () => { const a = []; for (;;) { a.push(new Array(1e6).fill(1)); } } };`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Formatter(ctx, m, "load", &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "node ended before answering") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// BenchmarkFormatterCall is one load on node: its start-up is the cost.
+func BenchmarkFormatterCall(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "m.js")
+	if err := os.WriteFile(p, []byte(`module.exports = { load: () => ({ imposters: [] }) };`), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if _, err := Formatter(context.Background(), p, "load", &bytes.Buffer{}, map[string]any{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

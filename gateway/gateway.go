@@ -34,6 +34,7 @@ const Version = "0.1.0"
 type Options struct {
 	Port           int           // admin API port (mb: --port, default 2525)
 	Host           string        // admin bind address; "" means loopback (safe default), "0.0.0.0" all
+	LogLevel       string        // told to custom protocols' processes (mb: log.level)
 	DataDir        string        // persistence root (imposters, flow.db, plugin cache); "" keeps all in memory
 	AllowInjection bool          // enables JavaScript inject, decorate, shellTransform...
 	LocalOnly      bool          // only accept requests from loopback addresses (admin and imposters)

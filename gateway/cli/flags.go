@@ -49,7 +49,7 @@ var options = []option{
 	{name: "mock", alias: "m", kind: kBool, def: "false", help: `[Deprecated] remember requests (use "recordRequests" per imposter instead)`},
 	{name: "debug", alias: "d", kind: kBool, def: "false", help: "include stub match information in imposter retrievals for debugging purposes"},
 	{name: "savefile", def: "mb.json", help: "file to save imposters to"},
-	{name: "protofile", def: "protocols.json", help: "ignored: riftgate has no custom protocols (it runs WebAssembly plugins instead)"},
+	{name: "protofile", def: "protocols.json", help: "file to load custom protocols from"},
 	{name: "removeProxies", alias: "r", kind: kBool, def: "false", help: "removes proxies from the configuration when using the save command"},
 	{name: "origin", help: "safe origin for CORS requests"},
 	{name: "apikey", help: "An optional API key. When provided, a user must add an API key to the header."},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/riftgate/riftgate/examples/demo"
 	"github.com/riftgate/riftgate/gateway"
+	"github.com/riftgate/riftgate/gateway/imposter"
 )
 
 // start runs the server in the foreground until SIGINT or SIGTERM (exit 0)
@@ -57,6 +58,8 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(newLineHandler(sink, lc.level, fmt.Sprintf("[riftgate:%d] ", opts.Port)))
 	opts.Logger = logger
+	opts.LogLevel = s.str("loglevel")
+	loadProtofile(s.str("protofile"), logger)
 	opts.Config, opts.NoLogfile = publicOptions(s, lc), lc.filePath == ""
 	opts.LogFile, opts.LogFileJSON = lc.filePath, lc.fileFormat == "json"
 
@@ -238,6 +241,32 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		opts.Imposters = demo.Imposters
 	}
 	return opts, nil
+}
+
+// loadProtofile installs the custom protocols of --protofile, as mb's
+// loadCustomProtocols: a missing file defines none, one that is not JSON
+// is logged and defines none. A built-in protocol's name is not taken
+// over (see docs/mountebank-differences.md).
+func loadProtofile(path string, logger *slog.Logger) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var protos map[string]imposter.CustomProtocol
+	if err := json.Unmarshal(b, &protos); err != nil {
+		logger.Error(path + " contains invalid JSON -- no custom protocols loaded")
+		return
+	}
+	for name := range protos {
+		switch name {
+		case "http", "https", "tcp", "smtp", "ws", "wss":
+			logger.Warn("Ignoring the custom " + name + " protocol: riftgate keeps its built-in one")
+			delete(protos, name)
+		default:
+			logger.Info("Loaded custom protocol " + name)
+		}
+	}
+	imposter.SetCustomProtocols(protos)
 }
 
 func hostOrLocalhost(host string) string {

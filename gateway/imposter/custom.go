@@ -307,23 +307,11 @@ func mustMarshal(v any) json.RawMessage {
 // RespondCustom answers a custom protocol's callback: body is
 // {"request": {...}}, the answer {"response": {...}}.
 func (imp *Imposter) RespondCustom(ctx context.Context, body []byte) ([]byte, error) {
-	var in struct {
-		Request json.RawMessage `json:"request"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
+	req, err := message.ParseCustomCallback(body)
+	if err != nil {
 		return nil, mberr.New(mberr.InvalidJSON, err.Error())
 	}
-	raw := bytes.TrimSpace(in.Request)
-	if len(raw) == 0 || raw[0] != '{' {
-		raw = []byte(`{}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var fields map[string]any
-	if err := dec.Decode(&fields); err != nil {
-		return nil, mberr.New(mberr.InvalidJSON, err.Error())
-	}
-	req := &message.Request{Kind: message.Custom, Fields: fields, Raw: raw, Timestamp: time.Now()}
+	req.Timestamp = time.Now()
 	_, r, err := imp.choose(ctx, req)
 	if err != nil {
 		return nil, err

@@ -92,7 +92,7 @@ type customServer struct {
 	cancel   context.CancelFunc
 	exited   chan struct{}
 	closing  atomic.Bool
-	metadata json.RawMessage
+	metadata object
 }
 
 // customListener stands for the port a custom protocol's process binds:
@@ -237,15 +237,25 @@ func startCustom(spec *Spec, opts Options, log *slog.Logger) (*customServer, err
 
 // metadataOf is the process's first line as mb reads it: a JSON object,
 // else none; mb drops its port and encoding from what it shows.
-func metadataOf(line []byte) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil {
+func metadataOf(line []byte) object {
+	o, err := decodeObject(line)
+	if err != nil {
 		return nil
 	}
-	delete(m, "port")
-	delete(m, "encoding")
-	out, _ := json.Marshal(m)
-	return out
+	return o.without("port", "encoding")
+}
+
+// withMetadata adds a custom protocol's metadata to the imposter's JSON,
+// as mb's imposterPrinter adds it, each key over what is there.
+func (imp *Imposter) withMetadata(o object) object {
+	cs, ok := imp.srv.(*customServer)
+	if !ok {
+		return o
+	}
+	for _, f := range cs.metadata {
+		o = o.with(f.Key, f.Value)
+	}
+	return o
 }
 
 // logLine logs a "level message" line of the process, as mb does.

@@ -115,7 +115,18 @@ func TestCustomProtocolAsMountebank(t *testing.T) {
 			}
 			return fmt.Sprintf("%d %s", code, codes)
 		}
-		got[name] = fmt.Sprintf("answers:\n%s\nnumberOfRequests %d\nrequests:\n%s\nimposter: %s\nbroken: %s\nabsent: %s\nunknown: %s\n",
+		// Port 0: the imposter gets a port, and its process serves it.
+		code, body = gatewaytest.Do(t, http.MethodPost, base+"/imposters", `{"protocol":"line","stubs":[{"responses":[{"is":{"reply":"ANY"}}]}]}`, nil)
+		var zero struct{ Port int }
+		if err := json.Unmarshal(body, &zero); code != http.StatusCreated || err != nil || zero.Port == 0 {
+			t.Fatalf("%s POST port 0: %d %s", name, code, body)
+		}
+		answers = append(answers, "port 0 -> "+sendLine(t, zero.Port, "X"))
+		failedZero := func() string {
+			code, body := gatewaytest.Do(t, http.MethodPost, base+"/imposters", `{"protocol":"broken"}`, nil)
+			return fmt.Sprintf("%d %v", code, strings.Contains(string(body), "cannot start server"))
+		}()
+		got[name] = "broken on port 0: " + failedZero + "\n" + fmt.Sprintf("answers:\n%s\nnumberOfRequests %d\nrequests:\n%s\nimposter: %s\nbroken: %s\nabsent: %s\nunknown: %s\n",
 			strings.Join(answers, "\n"), shown.NumberOfRequests, strings.Join(recorded, "\n"),
 			strings.ReplaceAll(string(wholeJSON), strconv.Itoa(imp), "PORT"), failed("broken"), failed("absent"), failed("nosuch"))
 		if code, body := gatewaytest.Do(t, http.MethodDelete, fmt.Sprintf("%s/imposters/%d", base, imp), nil, nil); code != 200 {

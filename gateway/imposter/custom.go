@@ -104,7 +104,7 @@ type customListener struct {
 	addr   *net.TCPAddr
 	once   sync.Once
 	closed chan struct{}
-	srv    *customServer // nil for a reservation (port 0): Serve starts it
+	srv    *customServer // nil only if a test made it: Serve then starts one
 	taken  atomic.Bool
 }
 
@@ -122,9 +122,9 @@ func (l *customListener) Close() error {
 	return nil
 }
 
-// listenCustom starts the protocol's process on spec's port; for port 0 it
-// only picks a free port (by binding and letting go, since the process
-// binds it itself), and Serve starts the process.
+// listenCustom starts the protocol's process on spec's port. For port 0
+// riftgate picks a free port (by binding and letting go, since the process
+// binds it itself) and hands the process that one.
 func listenCustom(spec *Spec, opts Options, host string) (net.Listener, error) {
 	l := &customListener{addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: spec.Port}, closed: make(chan struct{})}
 	if spec.Port == 0 {
@@ -134,7 +134,9 @@ func listenCustom(spec *Spec, opts Options, host string) (net.Listener, error) {
 		}
 		l.addr.Port = ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		return l, nil
+		picked := *spec
+		picked.Port = l.addr.Port
+		spec = &picked
 	}
 	log := opts.Logger
 	if log == nil {

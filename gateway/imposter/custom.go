@@ -81,6 +81,20 @@ func parseCustom(s *Spec, p CustomProtocol, obj object) {
 	s.CustomFields = b.Bytes()
 }
 
+// customIgnored drops from ignored what a custom protocol does not
+// ignore: the definition's own fields (its process gets them), and the
+// fields of its is responses and defaultResponse (its process reads them).
+func customIgnored(ignored []string) []string {
+	out := ignored[:0]
+	for _, f := range ignored {
+		if !strings.Contains(f, ".") || strings.HasPrefix(f, "defaultResponse.") || strings.Contains(f, ".is.") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // customStartTimeout bounds how long a protocol's process may take to
 // print its first line (its metadata) before the imposter is refused.
 const customStartTimeout = 30 * time.Second

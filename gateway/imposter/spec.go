@@ -173,6 +173,9 @@ func ParseSpec(data []byte) (*Spec, error) {
 			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
+	if s.Custom != nil {
+		s.Ignored = customIgnored(s.Ignored)
+	}
 	s.header = obj.without("stubs", "requests", "numberOfRequests", "_links")
 	return s, nil
 }

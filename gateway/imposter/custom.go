@@ -106,6 +106,7 @@ type customServer struct {
 	cancel   context.CancelFunc
 	exited   chan struct{}
 	closing  atomic.Bool
+	started  atomic.Bool // it printed its metadata: an exit now is a crash
 	metadata object
 }
 
@@ -221,7 +222,7 @@ func startCustom(spec *Spec, opts Options, log *slog.Logger) (*customServer, err
 				first <- bytes.Clone(sc.Bytes())
 			}
 			n++
-			s.logLine(sc.Text())
+			s.logLine(sc.Text()) // mb logs the metadata line too, if it reads as one
 		}
 		close(first)
 	}()
@@ -229,7 +230,7 @@ func startCustom(spec *Spec, opts Options, log *slog.Logger) (*customServer, err
 	go func() {
 		exitErr = cmd.Wait()
 		close(s.exited)
-		if !s.closing.Load() {
+		if s.started.Load() && !s.closing.Load() {
 			log.Error("Uh oh! I've crashed! Expect subsequent requests to fail.")
 		}
 	}()
@@ -242,6 +243,7 @@ func startCustom(spec *Spec, opts Options, log *slog.Logger) (*customServer, err
 			return nil, mberr.New(mberr.CannotStartServer, fmt.Sprintf("%q start command failed (%v)", spec.Protocol, exitErr)).WithSource(mustMarshal(p.CreateCommand))
 		}
 		s.metadata = metadataOf(line)
+		s.started.Store(true)
 		return s, nil
 	case <-timer.C:
 		s.closing.Store(true)

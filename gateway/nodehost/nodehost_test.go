@@ -3,11 +3,13 @@ package nodehost
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -125,4 +127,70 @@ func BenchmarkFormatterCall(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestRepository drives a small repository module of mb's interface
+// through every call riftgate makes, and its errors.
+func TestRepository(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store.json")
+	module := filepath.Join(dir, "repo.js")
+	src := `const fs = require('fs');
+module.exports = { create: (config, logger) => {
+	const file = config.store, read = () => (fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : {});
+	const write = x => fs.writeFileSync(file, JSON.stringify(x));
+	logger.info('opened ' + file);
+	return {
+		add: async imposter => { const x = read(); x[imposter.port] = imposter.creationRequest; write(x); return imposter; },
+		del: async port => { const x = read(); if (port === 13) { throw new Error('unlucky'); } delete x[port]; write(x); },
+		all: async () => Object.values(read()),
+		loadAll: async protocols => { for (const d of Object.values(read())) { await protocols[d.protocol].createImposterFrom(d); } }
+	};
+} };`
+	if err := os.WriteFile(module, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logw bytes.Buffer
+	r, err := OpenRepository(module, map[string]any{"store": store}, &syncWriter{w: &logw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, imp := range []string{`{"protocol":"http","port":1,"stubs":[]}`, `{"protocol":"tcp","port":2}`} {
+		if err := r.Add(ctx, json.RawMessage(imp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Delete(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Delete(ctx, 13); err == nil || !strings.Contains(err.Error(), "unlucky") {
+		t.Fatalf("a failing del: %v", err)
+	}
+	all, err := r.All(ctx)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("all: %s %v", all, err)
+	}
+	loaded, err := r.LoadAll(ctx)
+	if err != nil || len(loaded) != 1 || !strings.Contains(string(loaded[0]), `"port":1`) {
+		t.Fatalf("loadAll: %s %v", loaded, err)
+	}
+	r.Close()
+	if !strings.Contains(logw.String(), "info opened") {
+		t.Fatalf("the module's logger: %q", logw.String())
+	}
+	if _, err := OpenRepository(filepath.Join(dir, "none.js"), nil, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "Cannot find module") {
+		t.Fatalf("a missing module: %v", err)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

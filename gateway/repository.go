@@ -133,9 +133,22 @@ func (w *writeThrough) run() {
 	}
 }
 
-// flush waits until every queued write is done, and stops the writer.
+// repoFlushTimeout bounds how long shutdown waits for queued writes.
+const repoFlushTimeout = 10 * time.Second
+
+// close waits (bounded) until every queued write is done, and stops the
+// writer; what is still queued then is logged as lost.
 func (w *writeThrough) close() {
-	w.idle.Wait()
+	done := make(chan struct{})
+	go func() { w.idle.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(repoFlushTimeout):
+		w.mu.Lock()
+		w.log.Error("imposters repository: writes not made before shutdown", "count", len(w.pending))
+		w.pending = nil
+		w.mu.Unlock()
+	}
 	close(w.wake)
 }
 

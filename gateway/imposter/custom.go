@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -201,19 +202,26 @@ func startCustom(spec *Spec, opts Options, log *slog.Logger) (*customServer, err
 	arg, _ := json.Marshal(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := nodehost.Command(ctx, words[0], append(words[1:], string(arg))...)
-	stdout, err := cmd.StdoutPipe()
+	// A pipe of our own rather than StdoutPipe: Wait then does not close it
+	// under the reader, which reads to the end what the process printed
+	// before it exited.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	cmd.Stderr = logWriter{log}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = w, logWriter{log}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		stdout.Close()
 		cancel()
 		return nil, mberr.New(mberr.CannotStartServer, fmt.Sprintf("Invalid configuration for protocol %q: cannot run %q", spec.Protocol, p.CreateCommand)).WithSource(mustMarshal(p.CreateCommand))
 	}
 	s := &customServer{log: log, cmd: cmd, cancel: cancel, exited: make(chan struct{})}
 	first := make(chan []byte, 1)
 	go func() {
+		defer stdout.Close()
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(nil, 1<<20)
 		n := 0

@@ -39,6 +39,7 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("POST /imposters/{id}/stubs", g.withImposter(g.postStub))
 	mux.HandleFunc("PUT /imposters/{id}/stubs/{index}", g.withImposter(g.putStub))
 	mux.HandleFunc("DELETE /imposters/{id}/stubs/{index}", g.withImposter(g.deleteStub))
+	mux.HandleFunc("POST /imposters/{id}/_requests", g.withImposter(g.customRequest))
 	mux.HandleFunc("GET /config", g.getConfig)
 	mux.HandleFunc("GET /logs", g.withLogStream(g.getLogs))
 	mux.HandleFunc("GET /metrics", g.metrics)
@@ -236,6 +237,25 @@ func (g *gateway) withImposter(h func(http.ResponseWriter, *http.Request, *impos
 		}
 		h(w, r, imp)
 	}
+}
+
+// customRequest is a custom protocol's callback: its process's request,
+// answered through the imposter's stubs.
+func (g *gateway) customRequest(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	if !imp.IsCustom() {
+		writeErr(w, mberr.New(mberr.NoSuchResource, config.MsgNoImposter))
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	out, err := imp.RespondCustom(r.Context(), body)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, out)
 }
 
 func (g *gateway) getImposter(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,6 +194,9 @@ func (e *engine) imposterOptions() imposter.Options {
 		Cycles:        e.cycles,
 		Requests:      e.requests,
 		MaxRecorded:   e.g.opts.MaxRecorded,
+
+		CustomCallbackTemplate: fmt.Sprintf("http://%s:%d/imposters/:port/_requests", cmp.Or(e.g.opts.Host, "localhost"), e.g.opts.Port),
+		CustomLogLevel:         cmp.Or(e.g.opts.LogLevel, "info"),
 	}
 }
 
@@ -234,6 +238,7 @@ func (e *engine) compilePredicates(raws []json.RawMessage, b imposter.Build) (im
 	spec := b.Imposter.Spec()
 	return predicate.CompileAll(raws, predicate.Options{
 		Protocol: spec.Protocol,
+		Custom:   spec.Custom != nil,
 		Binary:   spec.Mode == "binary",
 		Inject:   e.injectPredicate(b.Imposter),
 		Wasm: func(spec json.RawMessage) (predicate.Predicate, error) {

@@ -32,18 +32,22 @@ const Version = "0.1.0"
 
 // Options are the settings of one riftgate process, as mb's `start` takes them.
 type Options struct {
-	Port           int           // admin API port (mb: --port, default 2525)
-	Host           string        // admin bind address; "" means loopback (safe default), "0.0.0.0" all
-	DataDir        string        // persistence root (imposters, flow.db, plugin cache); "" keeps all in memory
-	AllowInjection bool          // enables JavaScript inject, decorate, shellTransform...
-	LocalOnly      bool          // only accept requests from loopback addresses (admin and imposters)
-	IPWhitelist    []string      // allowed remote IPs (mb --ipWhitelist, split on "|"); empty or "*" allows all
-	Origin         string        // CORS allowed origin for the admin API ("" none); also the one foreign origin that may change state
-	AllowedHosts   []string      // Host names the admin API answers to besides Host and loopback (".x" takes subdomains)
-	APIKey         string        // when set, admin requests need the header `x-api-key` with this value
-	Mock           bool          // mb --mock: record requests on every imposter
-	Debug          bool          // mb --debug: include matches in stub JSON
-	Imposters      []byte        // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
+	Port           int      // admin API port (mb: --port, default 2525)
+	Host           string   // admin bind address; "" means loopback (safe default), "0.0.0.0" all
+	LogLevel       string   // told to custom protocols' processes (mb: log.level)
+	DataDir        string   // persistence root (imposters, flow.db, plugin cache); "" keeps all in memory
+	AllowInjection bool     // enables JavaScript inject, decorate, shellTransform...
+	LocalOnly      bool     // only accept requests from loopback addresses (admin and imposters)
+	IPWhitelist    []string // allowed remote IPs (mb --ipWhitelist, split on "|"); empty or "*" allows all
+	Origin         string   // CORS allowed origin for the admin API ("" none); also the one foreign origin that may change state
+	AllowedHosts   []string // Host names the admin API answers to besides Host and loopback (".x" takes subdomains)
+	APIKey         string   // when set, admin requests need the header `x-api-key` with this value
+	Mock           bool     // mb --mock: record requests on every imposter
+	Debug          bool     // mb --debug: include matches in stub JSON
+	Imposters      []byte   // initial imposters, JSON `{"imposters":[...]}` (configfile after templating)
+	// Repository is mb's --impostersRepository: loaded at start (unless
+	// Imposters is given), written through as the configuration changes.
+	Repository     Repository
 	MaxFlows       int           // flows this node keeps before shedding whole flows by LRU (0: 100k)
 	FlowBudget     time.Duration // what a request may spend on its flows in all (0: imposter.DefaultBudget)
 	MaxRecorded    int64         // requests each imposter keeps recorded, oldest dropped first (0: no cap); _rift.maxRecordedRequests overrides it

@@ -29,6 +29,7 @@ type gateway struct {
 	config config.Log
 	local  *configlog.Log // the single node's log, closed at the end
 	rec    *reconciler
+	repo   *writeThrough // with --impostersRepository
 }
 
 func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, error) {
@@ -47,8 +48,13 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 		return nil, err
 	}
 	g.rec = newReconciler(g.engine, g.log)
+	var rec config.Reconciler = g.rec
+	if opts.Repository != nil {
+		g.repo = newWriteThrough(g.rec, opts.Repository, g.log)
+		rec = g.repo
+	}
 	if c := opts.Cluster; c != nil {
-		if g.config, err = c.Log(g.rec); err != nil {
+		if g.config, err = c.Log(rec); err != nil {
 			g.engine.close(ctx)
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
@@ -58,7 +64,7 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 	if opts.DataDir != "" {
 		path = filepath.Join(opts.DataDir, "config.db")
 	}
-	if g.local, err = configlog.Open(configlog.Options{Path: path, Reconciler: g.rec, Logger: g.log}); err != nil {
+	if g.local, err = configlog.Open(configlog.Options{Path: path, Reconciler: rec, Logger: g.log}); err != nil {
 		g.engine.close(ctx)
 		return nil, fmt.Errorf("datadir: %w", err)
 	}
@@ -79,6 +85,9 @@ func (g *gateway) close() {
 		if err := g.local.Close(); err != nil {
 			g.log.Error("closing the configuration log", "err", err)
 		}
+	}
+	if g.repo != nil {
+		g.repo.close() // what was committed reaches the repository
 	}
 	g.engine.close(ctx)
 }
@@ -109,6 +118,10 @@ func (g *gateway) loadInitial(ctx context.Context) error {
 	}
 	if configfile {
 		if err := g.applyConfigfile(ctx, fromConfig); err != nil {
+			return err
+		}
+	} else if g.repo != nil {
+		if err := g.loadRepository(ctx); err != nil {
 			return err
 		}
 	}
@@ -150,6 +163,23 @@ func (g *gateway) applyConfigfile(ctx context.Context, fromConfig []json.RawMess
 		if _, err := g.submit(ctx, m.command(part)); err != nil {
 			return fmt.Errorf("configfile: the imposter on port %d: %w", part.Port, err)
 		}
+	}
+	return nil
+}
+
+// loadRepository starts the imposters the repository holds, replacing the
+// log's as a --configfile does; an empty repository is given the log's.
+func (g *gateway) loadRepository(ctx context.Context) error {
+	list, err := g.repo.repo.LoadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("imposters repository: %w", err)
+	}
+	if len(list) == 0 {
+		g.repo.changed(config.Empty(), g.config.State())
+		return nil
+	}
+	if err := g.applyConfigfile(ctx, list); err != nil {
+		return fmt.Errorf("imposters repository: %w", err)
 	}
 	return nil
 }

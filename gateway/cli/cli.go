@@ -47,9 +47,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if warning != "" {
 		fmt.Fprintln(stderr, warning)
 	}
-	if err := s.checkSupported(); err != nil {
-		return usageFail(stderr, s.command, err)
-	}
 	switch s.command {
 	case "start":
 		return start(ctx, s, stdout, stderr)

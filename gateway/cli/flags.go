@@ -37,7 +37,7 @@ var options = []option{
 	{name: "noParse", kind: kBool, def: "false", help: "prevent rendering the configfile as an EJS template"},
 	{name: "formatter", def: "mountebank-formatters", help: "the custom formatter module to interpret --configfile formats and to use during mb save operations"},
 	{name: "datadir", help: "the directory to persist all imposter data"},
-	{name: "impostersRepository", help: "refused: riftgate persists imposters itself (use --datadir)"},
+	{name: "impostersRepository", help: "path to a custom imposters repository module, run on node; riftgate writes its configuration through to it and loads it at start"},
 	{name: "pidfile", def: "mb.pid", help: "where the pid is stored for the stop command"},
 	{name: "nologfile", kind: kBool, def: "false", help: "prevent logging to the filesystem"},
 	{name: "logfile", def: "mb.log", help: "path to use for logging"},
@@ -49,7 +49,7 @@ var options = []option{
 	{name: "mock", alias: "m", kind: kBool, def: "false", help: `[Deprecated] remember requests (use "recordRequests" per imposter instead)`},
 	{name: "debug", alias: "d", kind: kBool, def: "false", help: "include stub match information in imposter retrievals for debugging purposes"},
 	{name: "savefile", def: "mb.json", help: "file to save imposters to"},
-	{name: "protofile", def: "protocols.json", help: "ignored: riftgate has no custom protocols (it runs WebAssembly plugins instead)"},
+	{name: "protofile", def: "protocols.json", help: "file to load custom protocols from"},
 	{name: "removeProxies", alias: "r", kind: kBool, def: "false", help: "removes proxies from the configuration when using the save command"},
 	{name: "origin", help: "safe origin for CORS requests"},
 	{name: "apikey", help: "An optional API key. When provided, a user must add an API key to the header."},
@@ -289,15 +289,6 @@ func (s *settings) set(o *option, value string) error {
 		return usageErrorf("Invalid values:\n  Argument: loglevel, Given: %q, Choices: \"debug\", \"info\", \"warn\", \"error\"", value)
 	}
 	s.values[o.name] = value
-	return nil
-}
-
-// checkSupported refuses mb options whose effect riftgate cannot provide,
-// rather than silently doing something else.
-func (s *settings) checkSupported() error {
-	if r := s.str("impostersRepository"); r != "" {
-		return usageErrorf("--impostersRepository %s: riftgate cannot load JavaScript repositories; it persists imposters itself with --datadir", r)
-	}
 	return nil
 }
 

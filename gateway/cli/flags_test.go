@@ -77,28 +77,6 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
-func TestCheckSupported(t *testing.T) {
-	tests := []struct {
-		args    []string
-		wantErr string
-	}{
-		{args: nil},
-		{args: []string{"--formatter", "mountebank-formatters", "--protofile", "protocols.json"}},
-		{args: []string{"--formatter", "./my-formatter"}},
-		{args: []string{"--impostersRepository", "repo.js"}, wantErr: "--datadir"},
-	}
-	for _, tc := range tests {
-		s, err := parseArgs(tc.args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = s.checkSupported()
-		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("%v: error = %v, want %q", tc.args, err, tc.wantErr)
-		}
-	}
-}
-
 func TestRCFile(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dop251/goja"
 
 	"github.com/riftgate/riftgate/gateway/inject"
+	"github.com/riftgate/riftgate/gateway/nodehost"
 )
 
 // defaultFormatter is mb's --formatter default, built in (ejs.go).
@@ -43,6 +47,10 @@ func (s *settings) formatterOptions() map[string]any {
 			out[name] = raw
 		}
 	}
+	// mb hands its formatter the options it does not know too.
+	for _, e := range s.extras {
+		out[e[0]] = json.RawMessage(e[1])
+	}
 	return out
 }
 
@@ -51,12 +59,16 @@ func (s *settings) formatterOptions() map[string]any {
 // It answers the result as JSON. A path is resolved against the working
 // directory, a bare name through node_modules from there (mb resolves both
 // from its own install, where a relative path finds nothing).
+//
+// The module runs on the machine's node, as on mb, so that any package it
+// requires works; without node it runs in the embedded runtime, which has
+// only Node's core modules, and a failure there says that node is missing.
+// SIGINT and SIGTERM end the module's process and the command.
 func runFormatter(ctx context.Context, s *settings, fn string, stderr io.Writer, args ...any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, formatterTimeout)
 	defer cancel()
-	script := inject.NewScript(ctx, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	defer script.Close()
-	rt := script.Runtime()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	name := s.str("formatter")
 	if strings.HasPrefix(name, ".") || filepath.IsAbs(name) {
 		abs, err := filepath.Abs(name)
@@ -65,13 +77,28 @@ func runFormatter(ctx context.Context, s *settings, fn string, stderr io.Writer,
 		}
 		name = abs
 	}
+	if _, err := nodehost.Path(); err == nil {
+		return nodehost.Formatter(ctx, name, fn, stderr, args...)
+	}
+	out, err := runFormatterEmbedded(ctx, name, fn, stderr, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%w (and %w)", err, nodehost.ErrNoNode)
+	}
+	return out, nil
+}
+
+// runFormatterEmbedded is runFormatter on goja, for a machine without node.
+func runFormatterEmbedded(ctx context.Context, name, fn string, stderr io.Writer, args ...any) (json.RawMessage, error) {
+	script := inject.NewScript(ctx, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	defer script.Close()
+	rt := script.Runtime()
 	req, ok := goja.AssertFunction(rt.Get("require"))
 	if !ok {
 		return nil, errors.New("no require in the script runtime")
 	}
 	mod, err := req(goja.Undefined(), rt.ToValue(name))
 	if err != nil {
-		return nil, fmt.Errorf("cannot find module '%s': %w", s.str("formatter"), err)
+		return nil, fmt.Errorf("cannot find module '%s': %w", name, err)
 	}
 	obj := mod.ToObject(rt)
 	f, ok := goja.AssertFunction(obj.Get(fn))

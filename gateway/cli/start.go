@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/riftgate/riftgate/examples/demo"
 	"github.com/riftgate/riftgate/gateway"
+	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/nodehost"
 )
 
 // start runs the server in the foreground until SIGINT or SIGTERM (exit 0)
@@ -57,6 +60,22 @@ func start(ctx context.Context, s *settings, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(newLineHandler(sink, lc.level, fmt.Sprintf("[riftgate:%d] ", opts.Port)))
 	opts.Logger = logger
+	opts.LogLevel = s.str("loglevel")
+	loadProtofile(s.str("protofile"), logger)
+	if r := s.str("impostersRepository"); r != "" {
+		repo, err := openRepository(s, r, logger, stderr)
+		if err != nil {
+			logger.Error(err.Error())
+			if !lc.console {
+				fmt.Fprintln(stderr, err)
+			}
+			return 1
+		}
+		if repo != nil {
+			defer repo.Close()
+			opts.Repository = repo
+		}
+	}
 	opts.Config, opts.NoLogfile = publicOptions(s, lc), lc.filePath == ""
 	opts.LogFile, opts.LogFileJSON = lc.filePath, lc.fileFormat == "json"
 
@@ -238,6 +257,51 @@ func engineOptions(ctx context.Context, s *settings) (gateway.Options, error) {
 		opts.Imposters = demo.Imposters
 	}
 	return opts, nil
+}
+
+// openRepository starts the --impostersRepository module on node with mb's
+// options object. As in mb, a path that names no file is warned about and
+// riftgate keeps imposters only in its own log.
+func openRepository(s *settings, path string, logger *slog.Logger, stderr io.Writer) (*nodehost.Repository, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		logger.Warn("Imposters Respository " + abs + " does not exist. The default will be used")
+		return nil, nil
+	}
+	repo, err := nodehost.OpenRepository(abs, s.formatterOptions(), stderr)
+	if err != nil {
+		return nil, fmt.Errorf("--impostersRepository: %w", err)
+	}
+	return repo, nil
+}
+
+// loadProtofile installs the custom protocols of --protofile, as mb's
+// loadCustomProtocols: a missing file defines none, one that is not JSON
+// is logged and defines none. A built-in protocol's name is not taken
+// over (see docs/mountebank-differences.md).
+func loadProtofile(path string, logger *slog.Logger) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var protos map[string]imposter.CustomProtocol
+	if err := json.Unmarshal(b, &protos); err != nil {
+		logger.Error(path + " contains invalid JSON -- no custom protocols loaded")
+		return
+	}
+	for name := range protos {
+		switch name {
+		case "http", "https", "tcp", "smtp", "ws", "wss":
+			logger.Warn("Ignoring the custom " + name + " protocol: riftgate keeps its built-in one")
+			delete(protos, name)
+		default:
+			logger.Info("Loaded custom protocol " + name)
+		}
+	}
+	imposter.SetCustomProtocols(protos)
 }
 
 func hostOrLocalhost(host string) string {

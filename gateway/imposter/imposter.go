@@ -51,6 +51,11 @@ type Options struct {
 	// keeps each in flow state, so that a stub cycles once across every
 	// node); nil counts them on each stub, in this process.
 	Cycles Cycles
+	// CustomCallbackTemplate is mb's callbackURLTemplate for custom
+	// protocols (".../imposters/:port/_requests"), CustomLogLevel the log
+	// level their processes are told.
+	CustomCallbackTemplate string
+	CustomLogLevel         string
 	// MaxBodyBytes caps request bodies on the imposter's listener.
 	MaxBodyBytes int
 	// Budget bounds the time a request spends on its flows, counted from
@@ -259,6 +264,9 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 	if host == "" {
 		host = opts.DefaultHost
 	}
+	if spec.Custom != nil {
+		return listenCustom(spec, opts, host)
+	}
 	listen := opts.Listen
 	if listen == nil {
 		listen = net.Listen
@@ -291,7 +299,16 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 		ln = tls.NewListener(ln, cfg)
 	}
 	imp.ln = ln
-	imp.srv = imp.newServer()
+	if imp.spec.Custom != nil {
+		srv, err := imp.customServerFor(ln)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		imp.srv = srv
+	} else {
+		imp.srv = imp.newServer()
+	}
 	imp.done = make(chan struct{})
 	go func() {
 		defer close(imp.done)
@@ -330,10 +347,12 @@ func (imp *Imposter) Stop(ctx context.Context) error {
 // brackets, with mb's trailing space.
 func (imp *Imposter) MetricLabel() string { return "[" + imp.scope() + "] " }
 
-func (imp *Imposter) scope() string {
-	s := imp.spec.Protocol + ":" + strconv.Itoa(imp.spec.Port)
-	if imp.spec.Name != "" {
-		s += " " + imp.spec.Name
+func (imp *Imposter) scope() string { return scopeOf(imp.spec) }
+
+func scopeOf(spec *Spec) string {
+	s := spec.Protocol + ":" + strconv.Itoa(spec.Port)
+	if spec.Name != "" {
+		s += " " + spec.Name
 	}
 	return s
 }

@@ -55,6 +55,9 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 			o = append(o, imp.tlsMetadata()...)
 		}
 		o = append(o, protocolMetadata(s)...)
+		if s.Custom != nil {
+			o = imp.withMetadata(o)
+		}
 	}
 	if r := s.header.get("endOfRequestResolver"); truthy(r) {
 		o = append(o, field{Key: "endOfRequestResolver", Value: r})

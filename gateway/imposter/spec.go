@@ -20,7 +20,11 @@ import (
 // and named in Ignored. It keeps the JSON it came from, as JSON.parse and
 // mb's upcasting left it, so that GET shows what mb would store.
 type Spec struct {
-	Protocol       string
+	Protocol string
+	// Custom is the protofile's protocol, for a custom one; CustomFields
+	// are the definition's own fields, which its process gets.
+	Custom         *CustomProtocol
+	CustomFields   json.RawMessage
 	Port           int // 0 until bound when none was given
 	Host           string
 	Name           string
@@ -169,6 +173,9 @@ func ParseSpec(data []byte) (*Spec, error) {
 			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
+	if s.Custom != nil {
+		s.Ignored = customIgnored(s.Ignored)
+	}
 	s.header = obj.without("stubs", "requests", "numberOfRequests", "_links")
 	return s, nil
 }
@@ -208,6 +215,10 @@ func parseHeader(s *Spec, obj object) mberr.List {
 			errs = append(errs, mberr.As(err))
 		}
 	default:
+		if p, ok := customProtocol(s.Protocol); ok {
+			parseCustom(s, p, obj)
+			break
+		}
 		errs = append(errs, mberr.New(mberr.BadData, fmt.Sprintf("the %s protocol is not yet supported", s.Protocol)))
 	}
 	if len(errs) > 0 {

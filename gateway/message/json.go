@@ -19,6 +19,20 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // Repeated query parameters and headers become arrays.
 func (r *Request) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
+	if r.Kind == Custom {
+		// mb records the protocol's object as sent, with its timestamp.
+		raw := bytes.TrimSpace(r.Raw)
+		b.Write(raw[:len(raw)-1])
+		if !r.Timestamp.IsZero() {
+			if len(r.Fields) > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"timestamp":`)
+			writeString(&b, r.Timestamp.UTC().Format(timeLayout))
+		}
+		b.WriteByte('}')
+		return b.Bytes(), nil
+	}
 	if r.Kind != HTTP {
 		r.writeOther(&b)
 		return b.Bytes(), nil

@@ -27,6 +27,10 @@ const (
 	TCP
 	SMTP
 	WS
+	// Custom is a custom protocol's request (mb's --protofile): the JSON
+	// object its process sent, in Fields (decoded, numbers as json.Number)
+	// and Raw (as sent).
+	Custom
 )
 
 // The MessageType of a WebSocket request: a text or binary message (whose

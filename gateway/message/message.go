@@ -52,6 +52,9 @@ type Request struct {
 	// "binary" or "open" (the handshake), and the connection's id.
 	MessageType string
 	Connection  string
+	// Fields and Raw are a Custom request's object.
+	Fields map[string]any
+	Raw    []byte
 
 	// The client's address, rendered on first use (most requests never
 	// need it) into addrBuf, which a TCP address fits: requestFrom and ip
@@ -276,6 +279,8 @@ func (r *Request) Clone() *Request {
 		Mail:        r.Mail, // never changed once parsed
 		MessageType: r.MessageType,
 		Connection:  strings.Clone(r.Connection),
+		Fields:      r.Fields, // never changed once parsed
+		Raw:         r.Raw,
 		requestFrom: strings.Clone(r.RequestFrom()),
 		ip:          strings.Clone(r.IP()),
 	}

@@ -48,7 +48,7 @@ var fieldKinds = map[string]fieldKind{
 // algorithm is needed (selectors, except, deepEquals, nested or array
 // expectations, unknown fields).
 func (l *leaf) compileFast() []fastField {
-	if l.op == opDeepEquals || l.except != nil || l.jsonpath != nil || l.xpath != nil {
+	if l.fields == customSchema || l.op == opDeepEquals || l.except != nil || l.jsonpath != nil || l.xpath != nil {
 		return nil
 	}
 	if l.existsCfg && l.op != opExists {

@@ -71,7 +71,7 @@ func badData(msg string, raw json.RawMessage) error {
 }
 
 func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMessage, opts Options) (Predicate, error) {
-	l := &leaf{op: opKinds[opName], fields: schemaFor(opts.Protocol), base64: opts.Binary}
+	l := &leaf{op: opKinds[opName], fields: schemaFor(opts.Protocol, opts.Custom), base64: opts.Binary}
 	params, err := decodeParams(obj)
 	if err != nil {
 		return nil, badData(err.Error(), raw)
@@ -329,6 +329,9 @@ var (
 
 // fieldOf resolves an expected key to a request field name, or "".
 func (l *leaf) fieldOf(key string) string {
+	if l.fields == customSchema {
+		return key
+	}
 	names := l.fields.names
 	if l.lowerKeys {
 		names = l.fields.lower
@@ -345,6 +348,9 @@ func (l *leaf) fieldOf(key string) string {
 // request: strings through case, except and the selector; multi-valued
 // maps as objects whose repeated names hold sorted arrays.
 func (l *leaf) actualField(r *message.Request, f string) any {
+	if r.Kind == message.Custom {
+		return l.customField(r, f)
+	}
 	switch f {
 	case "requestFrom":
 		return l.top(r.RequestFrom())
@@ -495,7 +501,7 @@ func (l *leaf) matchSlow(r *message.Request) bool {
 	return each(l.expected, func(k string, ef any) bool {
 		af := undefined
 		switch f := l.fieldOf(k); {
-		case f == "body" && isObject(ef) && l.jsonpath == nil && l.xpath == nil:
+		case f == "body" && r.Kind != message.Custom && isObject(ef) && l.jsonpath == nil && l.xpath == nil:
 			// predicateSatisfied reads the transformed body as JSON.
 			af = r.View(l.views.json).(*jsonDoc).doc
 		case f != "":
@@ -629,7 +635,7 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 		}
 		if s, ok := af.(string); ok && isObject(ef) {
 			doc := any(nil)
-			if f == "body" && l.jsonpath == nil && l.xpath == nil {
+			if f == "body" && r.Kind != message.Custom && l.jsonpath == nil && l.xpath == nil {
 				doc = r.View(l.views.json).(*jsonDoc).doc // tryJSON(s), made once
 			} else {
 				doc = l.tryJSON(s)
@@ -646,7 +652,7 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 
 // pathKeys works out the leaf's PathKeys, once, when it is compiled.
 func (l *leaf) pathKeys() []PathKey {
-	if l.except != nil || l.jsonpath != nil || l.xpath != nil {
+	if l.fields == customSchema || l.except != nil || l.jsonpath != nil || l.xpath != nil {
 		return nil
 	}
 	m, ok := l.expected.(map[string]any)

@@ -36,6 +36,9 @@ type Options struct {
 	// Protocol is the imposter's ("tcp", "smtp"; otherwise http), which
 	// names the request fields predicates reach.
 	Protocol string
+	// Custom: Protocol is a custom one (mb's --protofile), whose requests
+	// are JSON objects with any fields.
+	Custom bool
 	// Binary is a tcp imposter's binary mode: every string is base64, and
 	// mb decodes both sides before comparing.
 	Binary bool

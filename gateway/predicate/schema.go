@@ -42,7 +42,15 @@ var (
 	}()
 )
 
-func schemaFor(protocol string) *schema {
+// customSchema is a custom protocol's (mb's --protofile): its request is
+// whatever JSON object the protocol's process sends, so every key names
+// a field of it (fieldOf passes keys through).
+var customSchema = &schema{}
+
+func schemaFor(protocol string, custom bool) *schema {
+	if custom {
+		return customSchema
+	}
 	switch protocol {
 	case "tcp":
 		return tcpSchema
@@ -52,6 +60,25 @@ func schemaFor(protocol string) *schema {
 		return wsSchema
 	}
 	return httpSchema
+}
+
+// customField is a custom protocol's request field, normalized as mail's
+// are; with keys not case sensitive, the first field whose name matches
+// without regard to case.
+func (l *leaf) customField(r *message.Request, f string) any {
+	v, ok := r.Fields[f]
+	if !ok && l.lowerKeys {
+		for _, k := range keysOf(r.Fields) {
+			if lower(k) == f {
+				v, ok = r.Fields[k], true
+				break
+			}
+		}
+	}
+	if !ok {
+		return undefined
+	}
+	return l.deepTop(v)
 }
 
 // mailField is an smtp request field as mb's normalize leaves it: every

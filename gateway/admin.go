@@ -337,7 +337,7 @@ func (g *gateway) putStubs(w http.ResponseWriter, r *http.Request, imp *imposter
 		return
 	}
 	m := g.maker()
-	stubs, err := m.stubs(raws)
+	stubs, err := m.stubs(raws, imp.Spec().Protocol)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -379,7 +379,7 @@ func (g *gateway) postStub(w http.ResponseWriter, r *http.Request, imp *imposter
 		at = n
 	}
 	m := g.maker()
-	stubs, err := m.stubs([]json.RawMessage{req.Stub})
+	stubs, err := m.stubs([]json.RawMessage{req.Stub}, imp.Spec().Protocol)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -404,7 +404,7 @@ func (g *gateway) postStubs(w http.ResponseWriter, r *http.Request, imp *imposte
 		at = n
 	}
 	m := g.maker()
-	stubs, err := m.stubs(raws)
+	stubs, err := m.stubs(raws, imp.Spec().Protocol)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -435,7 +435,7 @@ func (g *gateway) putStub(w http.ResponseWriter, r *http.Request, imp *imposter.
 		return
 	}
 	m := g.maker()
-	stubs, err := m.stubs([]json.RawMessage{body})
+	stubs, err := m.stubs([]json.RawMessage{body}, imp.Spec().Protocol)
 	if err != nil {
 		writeErr(w, err)
 		return

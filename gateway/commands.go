@@ -58,11 +58,11 @@ func (m *maker) imposter(raw []byte) (config.ImposterDoc, error) {
 	return doc, nil
 }
 
-// stubs parses a list of stubs.
-func (m *maker) stubs(raws []json.RawMessage) ([]config.StubDoc, error) {
+// stubs parses a list of stubs for an imposter of protocol.
+func (m *maker) stubs(raws []json.RawMessage, protocol string) ([]config.StubDoc, error) {
 	out := make([]config.StubDoc, 0, len(raws))
 	for _, raw := range raws {
-		ss, err := imposter.ParseStub(raw)
+		ss, err := imposter.ParseStubFor(raw, protocol)
 		if err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@ func TestDifferential(t *testing.T) {
 	}
 	var all []dcase
 	for _, group := range [][]dcase{adminCases, acceptCases, responseCases, predicateCases,
-		behaviorCases(string(csv)), injectionCases, proxyCases, moreCases} {
+		behaviorCases(string(csv)), injectionCases, proxyCases, moreCases, compatCases} {
 		all = append(all, group...)
 	}
 	runDifferential(t, all)

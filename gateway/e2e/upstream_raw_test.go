@@ -136,6 +136,13 @@ func upstreamAnswer(req *http.Request, head string, body []byte) []byte {
 	case p == "/json-number":
 		b := []byte("42")
 		return resp("200 OK", []string{"Content-Type: application/json", length(b)}, b)
+	case strings.HasPrefix(p, "/json-falsy/"):
+		// 0, false, null or "": JSON that mb records as that value.
+		b := []byte(strings.TrimPrefix(p, "/json-falsy/"))
+		if string(b) == "empty-string" {
+			b = []byte(`""`)
+		}
+		return resp("200 OK", []string{"Content-Type: application/json", length(b)}, b)
 	case p == "/json-string":
 		b := []byte(`"quoted"`)
 		return resp("200 OK", []string{"Content-Type: application/json", length(b)}, b)

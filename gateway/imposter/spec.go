@@ -154,7 +154,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		}
 		var errs mberr.List
 		for i, r := range stubs {
-			st, err := ParseStub(r)
+			st, err := ParseStubFor(r, s.Protocol)
 			if err != nil {
 				errs = append(errs, mberr.All(err)...)
 				continue
@@ -268,7 +268,12 @@ func (s *Spec) HeaderJSON() json.RawMessage { return mustJSON(s.header.with("por
 func (s *StubSpec) JSON() json.RawMessage { return mustJSON(s.obj) }
 
 // ParseStub decodes and validates one stub, as mb's dry run would.
-func ParseStub(data []byte) (*StubSpec, error) {
+func ParseStub(data []byte) (*StubSpec, error) { return ParseStubFor(data, "") }
+
+// ParseStubFor is ParseStub for a stub of an imposter of protocol, which
+// mb's upcasting needs: a tcp proxy's old `to: {host, port}` becomes the
+// tcp:// URL it stands for.
+func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
 	obj, err := canonicalObject(data)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each stub must be a JSON object").WithSource(json.RawMessage(data))
@@ -298,7 +303,7 @@ func ParseStub(data []byte) (*StubSpec, error) {
 	var upcast []json.RawMessage
 	var repeatErrs mberr.List
 	for i, r := range responses {
-		rs, ignored, err := parseResponse(r)
+		rs, ignored, err := parseResponse(r, protocol)
 		if err != nil {
 			repeatErrs = append(repeatErrs, mberr.All(err)...)
 			continue
@@ -329,12 +334,15 @@ func ParseStub(data []byte) (*StubSpec, error) {
 
 // parseResponse decodes one response, upcasting mb's legacy `_behaviors`
 // object into the `behaviors` array (and `repeat`) as mb stores it.
-func parseResponse(data []byte) (*ResponseSpec, []string, error) {
+func parseResponse(data []byte, protocol string) (*ResponseSpec, []string, error) {
 	obj, err := decodeObject(bytes.TrimSpace(data))
 	if err != nil {
 		return nil, nil, mberr.New(mberr.BadData, "unrecognized response type").WithSource(json.RawMessage(data))
 	}
 	obj = upcastBehaviors(obj)
+	if protocol == "tcp" {
+		obj = upcastTCPProxy(obj)
+	}
 	rs := &ResponseSpec{obj: obj}
 	var kinds []string
 	for _, k := range responseKinds {
@@ -383,6 +391,22 @@ func (rs *ResponseSpec) check() error {
 		return mberr.New(mberr.BadData, "each response object must have only one response type").WithSource(mustJSON(rs.obj))
 	}
 	return nil
+}
+
+// upcastTCPProxy is mb's compatibility.upcast of a tcp proxy: a `to`
+// object with a truthy host and port becomes "tcp://host:port", each
+// part as JavaScript's template string renders it.
+func upcastTCPProxy(obj object) object {
+	proxy, err := decodeObject(obj.get("proxy"))
+	if err != nil {
+		return obj
+	}
+	to, err := decodeObject(proxy.get("to"))
+	if err != nil || !truthy(to.get("host")) || !truthy(to.get("port")) {
+		return obj
+	}
+	url := "tcp://" + jsString(to.get("host")) + ":" + jsString(to.get("port"))
+	return obj.with("proxy", mustJSON(proxy.with("to", raw(url))))
 }
 
 // upcastBehaviors is mb's compatibility.upcast for one response: a

@@ -114,6 +114,36 @@ func TestLegacyBehaviorsAreUpcast(t *testing.T) {
 	}
 }
 
+// mb's compatibility.upcast: a tcp proxy's old `to: {host, port}` becomes
+// its tcp:// URL; another protocol's, or one without a truthy host and
+// port, is left as it is.
+func TestOldTCPProxySyntaxIsUpcast(t *testing.T) {
+	for _, tc := range []struct{ protocol, to, want string }{
+		{"tcp", `{"host":"localhost","port":4546}`, `"tcp://localhost:4546"`},
+		{"tcp", `{"host":"h","port":"p","x":1}`, `"tcp://h:p"`},
+		{"tcp", `{"host":"localhost","port":0}`, `{"host":"localhost","port":0}`},
+		{"tcp", `{"port":1}`, `{"port":1}`},
+		{"tcp", `"tcp://a:1"`, `"tcp://a:1"`},
+		{"http", `{"host":"localhost","port":4546}`, `{"host":"localhost","port":4546}`},
+	} {
+		spec, err := ParseSpec([]byte(`{"protocol":"` + tc.protocol + `","stubs":[{"responses":[{"proxy":{"to":` + tc.to + `}}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"proxy":{"to":` + tc.want + `}}`
+		if got := string(mustJSON(spec.Stubs[0].Responses[0].obj)); got != want {
+			t.Errorf("%s %s became %s, want %s", tc.protocol, tc.to, got, want)
+		}
+		st, err := ParseStubFor([]byte(`{"responses":[{"proxy":{"to":`+tc.to+`}}]}`), tc.protocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(mustJSON(st.Responses[0].obj)); got != want {
+			t.Errorf("stubs API: %s %s became %s, want %s", tc.protocol, tc.to, got, want)
+		}
+	}
+}
+
 // FuzzParseSpec feeds the imposter decoder arbitrary bytes: it must return
 // a spec or an mb-shaped error, never panic, and a spec it accepts must
 // render and parse again to the same JSON.

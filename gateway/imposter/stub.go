@@ -465,7 +465,7 @@ func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, cfg *config.State)
 	}
 	x := &Extension{imp: imp, st: st}
 	for _, raw := range raws {
-		rs, _, err := parseResponse(raw)
+		rs, _, err := parseResponse(raw, imp.spec.Protocol)
 		if err == nil {
 			err = rs.check()
 		}

@@ -66,6 +66,7 @@ func installNode(v *vm) {
 	buffer.Enable(rt)
 	_ = rt.Set("process", processObject(rt))
 	_ = rt.Set("__riftgateHTTP", func(c goja.FunctionCall) goja.Value { return v.httpCall(c) })
+	installNet(v)
 	if _, err := rt.RunProgram(nodePrelude); err != nil {
 		panic(err) // the prelude is ours and runs on every runtime
 	}
@@ -403,7 +404,7 @@ var nodeHTTPClient = &http.Client{
 
 // preludeJS defines, on each runtime, the modules best written in
 // JavaScript: events, querystring, http and https (over __riftgateHTTP),
-// and util's extras.
+// net (over __riftgateNet, netmod.go) and util's extras.
 const preludeJS = `(function () {
 	'use strict';
 	var g = (0, eval)('this');
@@ -512,12 +513,19 @@ const preludeJS = `(function () {
 		};
 	}
 
+	// Node's Buffer prints as {type: 'Buffer', data: [bytes]}, which is how
+	// a tcp injection's answer of a socket's Buffer reaches the wire.
+	if (!Object.prototype.hasOwnProperty.call(Buffer.prototype, 'toJSON')) {
+		Object.defineProperty(Buffer.prototype, 'toJSON', { value: function () { return { type: 'Buffer', data: Array.prototype.slice.call(this) }; }, writable: true, configurable: true });
+	}
+
 	var util = require('util');
 	util.inspect = function (x) { try { return typeof x === 'string' ? x : JSON.stringify(x); } catch (e) { return String(x); } };
 	util.promisify = function (fn) { return function () { var args = Array.prototype.slice.call(arguments); return new Promise(function (ok, fail) { fn.apply(null, args.concat(function (err, v) { if (err) { fail(err); } else { ok(v); } })); }); }; };
 	util.isDeepStrictEqual = function (a, b) { return JSON.stringify(a) === JSON.stringify(b); };
 
-	var own = { events: events, querystring: querystring, http: httpModule('http'), https: httpModule('https') };
+` + netJS + `
+	var own = { events: events, querystring: querystring, http: httpModule('http'), https: httpModule('https'), net: netModule };
 	var nativeRequire = g.require;
 	g.require = function (name) {
 		var bare = typeof name === 'string' && name.indexOf('node:') === 0 ? name.slice(5) : name;
@@ -552,5 +560,9 @@ func (s *Script) Runtime() *goja.Runtime { return s.v.rt }
 // script's timers while it waits.
 func (s *Script) Await(x goja.Value) (goja.Value, error) { return s.v.settle(x) }
 
-// Close releases the script's hold on its context.
-func (s *Script) Close() { s.stop() }
+// Close releases the script's hold on its context and closes the sockets
+// it left open.
+func (s *Script) Close() {
+	s.stop()
+	s.v.closeConns()
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -47,6 +48,7 @@ type vm struct {
 	answer   goja.Value
 	timers   []timer
 	seq      int
+	conns    []net.Conn // the net module's sockets (netmod.go)
 }
 
 type timer struct {
@@ -360,6 +362,7 @@ func (e *Engine) run(ctx context.Context, body func(v *vm) error) (err error) {
 		if v.w.end() {
 			discard = true // interrupted, perhaps just as it returned
 		}
+		v.closeConns()
 		v.ctx, v.answer, v.timers = nil, nil, v.timers[:0]
 		v.unscope()
 		v.req.drop()

@@ -378,6 +378,8 @@ func init() {
 		{ID: "caps", What: "bodies, flow keys and values are capped (413 past the cap)", Why: "an unbounded body is a way to exhaust memory"},
 		{ID: "admin-loopback", What: "the admin API binds to 127.0.0.1 unless --host says otherwise", Why: "safe defaults"},
 		{ID: "ciphers", What: "a proxy's OpenSSL cipher names are ignored; passphrase opens legacy PEM keys", Why: "Go's TLS picks ciphers itself"},
+		{ID: "jsonpath-scripts", What: "a jsonpath script or filter ([(...)], [?(...)]) runs in a bare JavaScript runtime, with no way to the host, and for at most a second a selection",
+			Why: "mb runs them in Node's vm module, which any selector can escape to the process (with or without --allowInjection); a selector is data, not a program"},
 		{ID: "goja", What: "JavaScript runs on goja with the Node modules scripts use, not all of Node", Why: "no Node in the process"},
 		{ID: "wasm-connection", What: "a plugin response keeps the connection open unless it sets Connection", Why: "mb's default applies to mb's own response types"},
 		{ID: "home-json", What: "GET / gives a browser the web UI, not mb's documentation site", Why: "mb's HTML documentation site is not served"},

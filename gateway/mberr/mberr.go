@@ -49,10 +49,27 @@ type Error struct {
 	Raw json.RawMessage `json:"-"`
 }
 
+// InvalidURLCode is Node's code for a URL that new URL cannot parse.
+const InvalidURLCode = "ERR_INVALID_URL"
+
+// InvalidURL is Node's TypeError from new URL(input), as mb's dry run
+// passes it on: its code and input, and (set with WithSource) the stub.
+// It has no message, as Node's is not an own enumerable property.
+func InvalidURL(input string) *Error {
+	return &Error{Code: InvalidURLCode, Message: "Invalid URL", Data: input, Status: http.StatusBadRequest}
+}
+
 // MarshalJSON writes Raw when it is set, else the fields.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	if e.Raw != nil {
 		return e.Raw, nil
+	}
+	if e.Code == InvalidURLCode {
+		return marshal(struct {
+			Code   string `json:"code"`
+			Input  string `json:"input"`
+			Source any    `json:"source,omitempty"`
+		}{e.Code, e.Data, e.Source})
 	}
 	type plain Error
 	return marshal((*plain)(e))

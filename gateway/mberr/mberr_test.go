@@ -28,3 +28,13 @@ func TestStatusesFollowMountebank(t *testing.T) {
 		t.Fatalf("a plain error maps to %d", e.Status)
 	}
 }
+
+// Node's ERR_INVALID_URL, as mb passes it on from its dry run: the code,
+// the input and the stub, no message.
+func TestInvalidURLShape(t *testing.T) {
+	got := string(Body(InvalidURL("[object Object]").WithSource(`{"responses":[]}`)))
+	want := `{"errors":[{"code":"ERR_INVALID_URL","input":"[object Object]","source":"{\"responses\":[]}"}]}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

@@ -334,8 +334,50 @@ func TCPData(raw json.RawMessage, binary bool) []byte {
 			out[i] = toUint8(e)
 		}
 		return out
+	case '{':
+		if b, ok := bufferFromObject(raw); ok {
+			return b
+		}
 	}
 	return bytes.Clone(invalidArgType)
+}
+
+// bufferFromObject is Node's Buffer.from of a plain object: an array-like
+// (a numeric length: its elements 0 to length-1; another length: no bytes)
+// or a Buffer as JSON.stringify renders one ({"type": "Buffer", "data":
+// [...]}), which is what an injection answers when it hands back the
+// Buffer a socket gave it. ok is false where Node throws.
+func bufferFromObject(raw json.RawMessage) ([]byte, bool) {
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil, false
+	}
+	if n, has := obj["length"]; has {
+		f, isNum := n.(float64)
+		if !isNum {
+			return []byte{}, true
+		}
+		// Node's fromArrayLike: length truncated, a negative or NaN one
+		// is none.
+		size := 0
+		if f > 0 && f < 1<<24 {
+			size = int(f)
+		}
+		out := make([]byte, size)
+		for i := range out {
+			out[i] = toUint8(obj[strconv.Itoa(i)])
+		}
+		return out, true
+	}
+	data, isArr := obj["data"].([]any)
+	if obj["type"] != "Buffer" || !isArr {
+		return nil, false
+	}
+	out := make([]byte, len(data))
+	for i, e := range data {
+		out[i] = toUint8(e)
+	}
+	return out, true
 }
 
 // TCPDefaultData renders a tcp defaultResponse's data, the last resort of

@@ -66,6 +66,15 @@ func TestTCPDataAsBufferFrom(t *testing.T) {
 		{raw: `5`, want: errBody},
 		{raw: `true`, want: errBody},
 		{raw: `{"a":1}`, want: errBody},
+		// Node's Buffer.from of an object: a Buffer as JSON.stringify
+		// shows one, or an array-like.
+		{raw: `{"type":"Buffer","data":[104,105]}`, want: "hi"},
+		{raw: `{"type":"Buffer","data":[]}`, want: ""},
+		{raw: `{"type":"Buffer","data":"x"}`, want: errBody},
+		{raw: `{"type":"Other","data":[1]}`, want: errBody},
+		{raw: `{"length":2,"0":104,"1":"105"}`, want: "hi"},
+		{raw: `{"length":2,"0":104}`, want: "h\x00"},
+		{raw: `{"length":"x"}`, want: ""},
 	} {
 		got := TCPData([]byte(c.raw), c.binary)
 		if c.isNil != (got == nil) || (!c.isNil && string(got) != c.want) {

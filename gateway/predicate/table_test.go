@@ -261,7 +261,6 @@ var compileErrors = []struct {
 	{`{"matches":{"path":"(?<=a)b"}}`, "bad data", "invalid regular expression", Options{}, false},
 	{`{"equals":{"path":"/"},"except":"["}`, "bad data", "invalid regular expression", Options{}, false},
 	{`{"equals":{"body":"a"},"xpath":{"selector":"//a[["}}`, "bad data", "malformed xpath predicate selector", Options{}, true},
-	{`{"equals":{"body":"a"},"jsonpath":{"selector":"$..[["}}`, "bad data", "malformed jsonpath predicate selector", Options{}, false},
 	{`{"or":{"equals":{}}}`, "bad data", `"or" must be an array`, Options{}, false},
 	{`{"inject":"function () { return true; }"}`, "invalid injection", "JavaScript injection is not allowed unless mb is run with the --allowInjection flag", Options{}, true},
 	{`{"wasm":{"module":"m"}}`, "bad data", "wasm predicates need", Options{Inject: inject}, false},

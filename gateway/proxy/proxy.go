@@ -139,8 +139,12 @@ func (h httpUpstream) response(is json.RawMessage) (*message.Response, error) {
 	return h.imp.BuildResponse(is)
 }
 
-func (httpUpstream) isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
-	return isJSON(r, orig)
+func (h httpUpstream) isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
+	// Compared with the response orig built before behaviors, built the
+	// same way: a body mb records as a falsy JSON value (0, false, null)
+	// answers empty, and is still recorded as that value.
+	again, err := h.response(orig)
+	return isJSON(r, orig, again, err)
 }
 
 // New compiles a `proxy` response, refusing only what mb's dry run
@@ -157,6 +161,9 @@ func (f *Factory) New(raw json.RawMessage, b imposter.Build) (imposter.Responder
 	}
 	if imp != nil && imp.Spec().IsWS() {
 		return f.newWS(s, raw, imp)
+	}
+	if err := checkTo(s.To); err != nil {
+		return nil, err
 	}
 	u, urlErr := url.Parse(s.To)
 	if urlErr == nil && strings.HasPrefix(u.Scheme, "http") && u.Path != "" && u.Path != "/" {
@@ -191,7 +198,12 @@ func parseSpec(raw json.RawMessage) (spec, error) {
 		return s, mberr.New(mberr.BadData, "Missing to")
 	}
 	if json.Unmarshal(to, &s.To) != nil {
-		s.To = string(to)
+		// mb's proxies use String(to): "[object Object]" for an object.
+		v, err := message.DecodeJS(to)
+		if err != nil {
+			return s, mberr.New(mberr.BadData, "Missing to")
+		}
+		s.To = message.JSString(v)
 	}
 	for k, dst := range map[string]any{"mode": &s.Mode, "addWaitBehavior": &s.AddWaitBehavior,
 		"addDecorateBehavior": &s.AddDecorateBehavior, "cert": &s.Cert, "key": &s.Key, "ciphers": &s.Ciphers,
@@ -519,9 +531,9 @@ func isResponse(is json.RawMessage) (*message.Response, error) {
 
 // isJSON renders a response after behaviors as an `is` object, keeping the
 // recorded fields of orig (the body's JSON form, _proxyResponseTime) when
-// behaviors left them alone.
-func isJSON(r *message.Response, orig json.RawMessage) json.RawMessage {
-	again, err := isResponse(orig)
+// behaviors left them alone: r is then again, the response orig built
+// (err when it built none).
+func isJSON(r *message.Response, orig json.RawMessage, again *message.Response, err error) json.RawMessage {
 	if err == nil && again.StatusCode == r.StatusCode && bytes.Equal(again.Body, r.Body) &&
 		len(again.Headers) == len(r.Headers) {
 		same := true

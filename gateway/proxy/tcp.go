@@ -35,6 +35,9 @@ type tcpUpstream struct {
 const maxTCPAnswer = 16 << 20
 
 func (f *Factory) newTCP(s spec, raw json.RawMessage, imp *imposter.Imposter) (imposter.Responder, error) {
+	if err := checkTo(s.To); err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(s.To)
 	if err != nil || u.Scheme == "" {
 		// mb's dry run calls new URL(to), which throws.

@@ -11,101 +11,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/antchfx/xmlquery"
 	"github.com/antchfx/xpath"
-	"github.com/theory/jsonpath"
-	"github.com/theory/jsonpath/spec"
 )
-
-// JSONPath is a compiled jsonpath selector.
-type JSONPath struct {
-	src      string
-	path     *jsonpath.Path
-	docOrder bool
-	after    int // see docOrder
-	// steps is the path of a selector that only names children ($.a.b,
-	// $.a[0]), which Select walks itself: the library's general
-	// evaluation allocates per step.
-	steps []spec.Selector
-}
-
-// CompileJSONPath compiles expr. mb's jsonpath-plus accepts a selector
-// without the leading "$" and evaluates it from the root; so does this.
-func CompileJSONPath(expr string) (*JSONPath, error) {
-	src := expr
-	switch {
-	case strings.HasPrefix(expr, "$"):
-	case strings.HasPrefix(expr, "["):
-		expr = "$" + expr
-	default:
-		expr = "$." + expr
-	}
-	p, err := jsonpath.Parse(expr)
-	if err != nil {
-		return nil, fmt.Errorf("jsonpath %q: %w", src, err)
-	}
-	jp := &JSONPath{src: src, path: p}
-	jp.docOrder, jp.after = docOrder(p.Query())
-	jp.steps = childSteps(p.Query())
-	return jp, nil
-}
-
-// childSteps returns q's selectors when each of its segments is one child
-// name or non-negative index, else nil.
-func childSteps(q *spec.PathQuery) []spec.Selector {
-	var steps []spec.Selector
-	for _, seg := range q.Segments() {
-		sels := seg.Selectors()
-		if seg.IsDescendant() || len(sels) != 1 {
-			return nil
-		}
-		switch s := sels[0].(type) {
-		case spec.Name:
-		case spec.Index:
-			if s < 0 {
-				return nil
-			}
-		default:
-			return nil
-		}
-		steps = append(steps, sels[0])
-	}
-	return steps
-}
-
-// String returns the selector as written.
-func (p *JSONPath) String() string { return p.src }
-
-// Select returns the values expr selects from doc, a value decoded by
-// encoding/json (numbers as json.Number). It returns nil when nothing
-// matches. Members of an object come in no particular order: use
-// SelectText where order matters.
-func (p *JSONPath) Select(doc any) []any {
-	if p.steps != nil {
-		return walk(doc, p.steps)
-	}
-	nodes := p.path.Select(doc)
-	if len(nodes) == 0 {
-		return nil
-	}
-	return []any(nodes)
-}
-
-// SelectText parses text as JSON and selects from it, in mb's order; text
-// that is not JSON selects nothing, as in mb.
-func (p *JSONPath) SelectText(text string) []any {
-	if p.docOrder {
-		return p.selectOrdered(text)
-	}
-	doc, ok := ParseJSON(text)
-	if !ok {
-		return nil
-	}
-	return p.Select(doc)
-}
 
 // XPath is a compiled xpath selector with its namespace map. It is safe
 // for concurrent use.
@@ -143,29 +53,6 @@ func (x *XPath) String() string { return x.src }
 // Key identifies what x selects: two selectors with one key select the
 // same nodes from any document.
 func (x *XPath) Key() string { return x.key }
-
-// walk follows child steps from doc, as the library would.
-func walk(doc any, steps []spec.Selector) []any {
-	for _, st := range steps {
-		switch st := st.(type) {
-		case spec.Name:
-			m, ok := doc.(map[string]any)
-			if !ok {
-				return nil
-			}
-			if doc, ok = m[string(st)]; !ok {
-				return nil
-			}
-		case spec.Index:
-			a, ok := doc.([]any)
-			if !ok || int(st) >= len(a) {
-				return nil
-			}
-			doc = a[st]
-		}
-	}
-	return []any{doc}
-}
 
 // XMLDoc is text parsed as XML for XPath: parse a body once, and evaluate
 // every selector on it. Text is read as mb's DOM parser reads it, malformed

@@ -33,6 +33,8 @@ func (imp *Imposter) newServer() server {
 		return newSMTPServer(imp)
 	case "ws", "wss":
 		return newWSServer(imp)
+	case "grpc":
+		return newGRPCServer(imp)
 	}
 	return &httpServer{imp: imp, s: fasthttp.Server{
 		Handler:                       imp.Handler(),
@@ -180,7 +182,7 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 		return resp.TCPObject()
 	case "smtp":
 		b.WriteString(`{}`)
-	case "ws", "wss":
+	case "ws", "wss", "grpc":
 		if len(resp.Body) == 0 {
 			return []byte(`{}`)
 		}

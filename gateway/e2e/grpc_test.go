@@ -546,3 +546,42 @@ func TestGRPCReflectionWithGrpcurl(t *testing.T) {
 		t.Fatalf("stream: %s", out)
 	}
 }
+
+// inject (with its state), a decorator, copy from the message and a wasm
+// plugin answer gRPC calls with response objects.
+func TestGRPCComputedResponses(t *testing.T) {
+	rg := gatewaytest.Start(t, "--allowInjection")
+	echo := filepath.Join(gatewaytest.WasmDir(t), "examples", "echo-c.wasm")
+	port := rg.PostImposter(greeterImposter(t, gatewaytest.FreePort(t), fmt.Sprintf(`[
+	  {"predicates": [{"equals": {"value": {"name": "inject"}}}],
+	   "responses": [{"inject": "function (config) { config.state.n = (config.state.n || 0) + 1; return {value: {id: config.state.n, message: config.request.path + ' ' + config.request.value.name + ' ' + config.request.metadata['x-who']}}; }"}]},
+	  {"predicates": [{"equals": {"value": {"name": "decorate"}}}],
+	   "responses": [{"is": {"value": {"message": "plain"}},
+	     "behaviors": [{"decorate": "function (request, response) { response.value.message = response.value.message.toUpperCase(); response.error = {status: 'DATA_LOSS', message: 'decorated'}; }"}]}]},
+	  {"predicates": [{"startsWith": {"value": {"name": "copy"}}}],
+	   "responses": [{"is": {"value": {"message": "you said ${name}"}},
+	     "behaviors": [{"copy": {"from": "value", "into": "${name}", "using": {"method": "jsonpath", "selector": "$.name"}}}]}]},
+	  {"predicates": [{"equals": {"value": {"name": "wasm"}}}],
+	   "responses": [{"wasm": {"module": %q, "config": {"template": "{\"value\": {\"message\": \"{{method}} {{path}}\"}, \"metadata\": {\"initial\": {\"from\": \"plugin\"}}}"}}}]}
+	]`, echo), ""))
+	c := greeterClient(t, port)
+	ctx := metadata.AppendToOutgoingContext(callCtx(t), "x-who", "me")
+	for i := int64(1); i <= 2; i++ {
+		r, err := c.SayHello(ctx, &pb.HelloRequest{Name: "inject"})
+		if err != nil || r.Id != i || r.Message != "/riftgate.test.Greeter/SayHello inject me" {
+			t.Fatalf("inject %d: %v %v", i, r, err)
+		}
+	}
+	_, err := c.SayHello(ctx, &pb.HelloRequest{Name: "decorate"})
+	if st := status.Convert(err); st.Code() != codes.DataLoss || st.Message() != "decorated" {
+		t.Fatalf("decorate: %v", st)
+	}
+	if r, err := c.SayHello(ctx, &pb.HelloRequest{Name: "copycat"}); err != nil || r.Message != "you said copycat" {
+		t.Fatalf("copy: %v %v", r, err)
+	}
+	var header metadata.MD
+	r, err := c.SayHello(ctx, &pb.HelloRequest{Name: "wasm"}, grpc.Header(&header))
+	if err != nil || r.Message != "POST /riftgate.test.Greeter/SayHello" || header.Get("from")[0] != "plugin" {
+		t.Fatalf("wasm: %v %v %v", r, err, header)
+	}
+}

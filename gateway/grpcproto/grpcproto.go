@@ -8,7 +8,9 @@
 package grpcproto
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -266,7 +268,17 @@ func (s *Set) ToJSON(md protoreflect.MessageDescriptor, wire []byte) ([]byte, er
 	if err := (proto.UnmarshalOptions{Resolver: resolver{s}}).Unmarshal(wire, m); err != nil {
 		return nil, err
 	}
-	return s.jsonOut().Marshal(m)
+	js, err := s.jsonOut().Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// protojson varies its whitespace on purpose; a recorded request and
+	// a predicate on its text need one form.
+	var b bytes.Buffer
+	if err := json.Compact(&b, js); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // FromJSON encodes a JSON message of type md for the wire. Both the

@@ -252,6 +252,24 @@ func TestGRPCMethodKinds(t *testing.T) {
 	if err := json.Unmarshal(imp.Requests[5].Value, &collected); err != nil || len(collected) != 2 || collected[1]["name"] != "second" {
 		t.Fatalf("client stream value %s", imp.Requests[5].Value)
 	}
+	// mb's metrics count them, by the imposter's label.
+	_, metrics := rg.Do("GET", "/metrics", nil)
+	if want := fmt.Sprintf(`mb_predicate_match_duration_seconds_count{imposter="[grpc:%d] "} 9`, port); !strings.Contains(string(metrics), want) {
+		t.Fatalf("metrics lack %s:\n%s", want, metrics)
+	}
+}
+
+// A grpc imposter kept under --datadir is compiled again on restart and
+// answers as before.
+func TestGRPCSurvivesRestart(t *testing.T) {
+	rg := gatewaytest.Start(t, "--datadir", t.TempDir())
+	port := rg.PostImposter(greeterImposter(t, gatewaytest.FreePort(t), `[{"responses": [{"is": {"value": {"message": "kept"}}}]}]`, ""))
+	rg.Stop()
+	rg.Restart()
+	r, err := greeterClient(t, port).SayHello(callCtx(t), &pb.HelloRequest{}, grpc.WaitForReady(true))
+	if err != nil || r.Message != "kept" {
+		t.Fatalf("after a restart: %v %v", r, err)
+	}
 }
 
 // A method that does not exist, a message that is not the method's type,

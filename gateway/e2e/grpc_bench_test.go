@@ -2,12 +2,17 @@ package e2e_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 	pb "github.com/riftgate/riftgate/internal/grpctest/greeterpb"
@@ -24,10 +29,13 @@ import (
 func BenchmarkGRPCUnary(b *testing.B) {
 	rg := gatewaytest.Start(b)
 	port := rg.PostImposter(greeterBenchImposter(b, gatewaytest.FreePort(b)))
-	raw := startGreeterd(b)
-	for _, tc := range []struct{ name, addr string }{
-		{"riftgate", "127.0.0.1:" + itoa(port)},
-		{"raw-grpc-go", raw},
+	raw, rawPID := startGreeterd(b)
+	for _, tc := range []struct {
+		name, addr string
+		pid        int
+	}{
+		{"riftgate", "127.0.0.1:" + itoa(port), pidOf(b, rg)},
+		{"raw-grpc-go", raw, rawPID},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cc, err := grpc.NewClient(tc.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -41,6 +49,7 @@ func BenchmarkGRPCUnary(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.SetParallelism(16)
+			cpu0 := cpuTime(b, tc.pid)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -50,13 +59,15 @@ func BenchmarkGRPCUnary(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b, tc.pid)-cpu0)/float64(b.N), "server-cpu-ns/op")
 		})
 	}
 }
 
 // startGreeterd builds and starts greeterd, stopped when the benchmark
 // ends, and returns its address.
-func startGreeterd(b *testing.B) string {
+func startGreeterd(b *testing.B) (string, int) {
 	bin := filepath.Join(b.TempDir(), "greeterd")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/riftgate/riftgate/internal/grpctest/greeterd").CombinedOutput(); err != nil {
 		b.Fatalf("build greeterd: %v\n%s", err, out)
@@ -74,7 +85,22 @@ func startGreeterd(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return strings.TrimSpace(addr)
+	return strings.TrimSpace(addr), cmd.Process.Pid
+}
+
+// cpuTime is the CPU a process has used, user and system, in nanoseconds
+// (at the kernel's 100 ticks a second).
+func cpuTime(b *testing.B, pid int) int64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis; utime and
+	// stime are the 12th and 13th of them.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return (u + s) * int64(10*time.Millisecond)
 }
 
 // greeterBenchImposter answers SayHello what the raw server answers

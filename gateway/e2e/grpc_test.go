@@ -2,11 +2,18 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -613,5 +620,36 @@ func TestGRPCComputedResponses(t *testing.T) {
 	r, err := c.SayHello(ctx, &pb.HelloRequest{Name: "wasm"}, grpc.Header(&header))
 	if err != nil || r.Message != "POST /riftgate.test.Greeter/SayHello" || header.Get("from")[0] != "plugin" {
 		t.Fatalf("wasm: %v %v %v", r, err, header)
+	}
+}
+
+// An imposter's own key and cert: a client that trusts only that cert
+// (no InsecureSkipVerify) calls it.
+func TestGRPCOwnCertificate(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "grpc-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(priv)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	k, _ := json.Marshal(string(keyPEM))
+	c, _ := json.Marshal(string(certPEM))
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(greeterImposter(t, gatewaytest.FreePort(t), `[{"responses": [{"is": {"value": {"id": 5}}}]}]`,
+		fmt.Sprintf(`"key": %s, "cert": %s`, k, c)))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	client := greeterClient(t, port, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	if r, err := client.SayHello(callCtx(t), &pb.HelloRequest{}); err != nil || r.Id != 5 {
+		t.Fatalf("%v %v", r, err)
 	}
 }

@@ -57,7 +57,7 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	if m, err := message.Members(response, "is"); err == nil && !message.Falsy(m[0]) {
 		is, _ = message.Members(m[0], "statusCode", "headers", "body")
 	}
-	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", object: bd.Imposter.Spec().IsWS(), reads: b.ReadsResponse()}
+	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", object: bd.Imposter.Spec().IsWS() || bd.Imposter.Spec().IsGRPC(), reads: b.ReadsResponse()}
 	if out.object {
 		// The body is the whole response object, JSON: tokens are
 		// replaced in its strings, and nothing is left to defaults.
@@ -135,6 +135,12 @@ func (d wasmDecorator) Decorate(ctx context.Context, req *message.Request, resp 
 	}
 	if out.Result != 0 {
 		return mberr.New(mberr.PluginError, "decorate plugin returned "+strconv.Itoa(int(out.Result)))
+	}
+	if out.Wrote && d.imp.Spec().IsGRPC() {
+		// The plugin saw the response object as its body, and writes
+		// back the new one.
+		*resp.Response = message.Response{Body: bytes.Clone(out.Response.Body)}
+		return nil
 	}
 	if out.Wrote && d.imp.Spec().IsWS() {
 		// The plugin saw the response object as its body: a JSON object

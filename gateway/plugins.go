@@ -259,6 +259,11 @@ func (w *wasmCall) Respond(ctx context.Context, call *imposter.Call) (*message.R
 	if call.Imposter.Spec().IsWS() {
 		return wsPluginResponse(&out.Response), nil
 	}
+	if call.Imposter.Spec().IsGRPC() {
+		// The body is the response object ({value, metadata, error}),
+		// as an inject returns it.
+		return &message.Response{Body: bytes.Clone(out.Response.Body)}, nil
+	}
 	return w.response(&out.Response, call.Scratch()), nil
 }
 
@@ -369,6 +374,11 @@ var inputPool = sync.Pool{New: func() any { return new(callInput) }}
 func (w *wasmCall) call(ctx context.Context, imp *imposter.Imposter, r *message.Request, flowID string, resp *message.Response, call *imposter.Call) (plugins.Output, error) {
 	c := inputPool.Get().(*callInput)
 	method, body := r.Method, r.Body
+	if r.Kind == message.GRPC {
+		// A gRPC call is an HTTP/2 POST to the method's path, with the
+		// metadata as headers; its message is the body, as JSON.
+		method = "POST"
+	}
 	if r.Kind == message.WS {
 		// A message's type is its method, and its data its body, as
 		// bytes.

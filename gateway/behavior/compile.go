@@ -321,6 +321,22 @@ func requestValue(r *message.Request, f from) any {
 	if r.Kind == message.TCP {
 		return tcpValue(r, f)
 	}
+	if r.Kind == message.GRPC {
+		// {path, value, metadata, peer}: the message (JSON), the metadata
+		// as headers are, the client's address.
+		switch lf := strings.ToLower(field); {
+		case f.exact && field != lf:
+			return nil
+		case lf == "value":
+			return scalar(string(r.Body), f)
+		case lf == "peer":
+			return scalar(r.RequestFrom(), f)
+		case lf == "metadata":
+			field, f.exact = "headers", false
+		case lf != "path":
+			return nil
+		}
+	}
 	if r.Kind == message.WS {
 		switch lf := strings.ToLower(field); {
 		case f.exact && field != lf && field != "requestFrom":

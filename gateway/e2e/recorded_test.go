@@ -45,7 +45,7 @@ func readRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 }
 
-func pidOf(t *testing.T, in *gatewaytest.Instance) int {
+func pidOf(t testing.TB, in *gatewaytest.Instance) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(in.Dir, "rg.pid"))
 	if err != nil {

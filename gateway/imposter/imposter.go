@@ -113,6 +113,9 @@ type Imposter struct {
 	// imposter: it counts and records the requests.
 	parent *Imposter
 
+	// grpcTLS is a grpc imposter's TLS configuration, nil for plaintext.
+	grpcTLS *tls.Config
+
 	ln   net.Listener
 	srv  server // the protocol's: fasthttp for http(s), tcp.go, smtp.go
 	done chan struct{}
@@ -147,6 +150,11 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	imp.dflt = &response{spec: &ResponseSpec{Kind: "is"}, static: dflt, jsonBody: isJSON, header: RenderHeader(dflt)}
 	if spec.IsWS() {
 		if imp.dflt.ws, err = wsAnswerOf(dflt.Body); err != nil {
+			return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
+		}
+	}
+	if spec.IsGRPC() {
+		if imp.dflt.grpc, err = grpcAnswerOf(spec.GRPC, dflt.Body); err != nil {
 			return nil, mberr.New(mberr.BadData, "defaultResponse: "+err.Error())
 		}
 	}
@@ -297,6 +305,16 @@ func (imp *Imposter) Serve(ln net.Listener) error {
 			return err
 		}
 		ln = tls.NewListener(ln, cfg)
+	}
+	if imp.spec.IsGRPC() {
+		// grpc-go's credentials do the handshake: they offer h2 by ALPN
+		// and tell the handler who the client is.
+		cfg, err := imp.grpcTLSConfig()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		imp.grpcTLS = cfg
 	}
 	imp.ln = ln
 	if imp.spec.Custom != nil {

@@ -103,6 +103,16 @@ func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Respons
 		r, _, err := buildWS(stubIs)
 		return r, false, err
 	}
+	if imp.spec.IsGRPC() {
+		// As a ws response object, a grpc one is whole.
+		if stubIs == nil {
+			stubIs = defaults
+		}
+		if _, err := grpcAnswerOf(imp.spec.GRPC, stubIs); err != nil {
+			return nil, false, err
+		}
+		return &message.Response{Body: bytes.Clone(bytes.TrimSpace(stubIs))}, false, nil
+	}
 	if imp.spec.Protocol == "tcp" {
 		// A tcp response is its own data; the defaultResponse's fills an
 		// empty one only when it is written, as mb's tcp server does. Its

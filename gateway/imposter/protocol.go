@@ -33,6 +33,8 @@ func (imp *Imposter) newServer() server {
 		return newSMTPServer(imp)
 	case "ws", "wss":
 		return newWSServer(imp)
+	case "grpc":
+		return newGRPCServer(imp)
 	}
 	h := &httpServer{imp: imp, h2: newH2Server(imp)}
 	handler := imp.Handler()
@@ -206,7 +208,7 @@ func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 		return resp.TCPObject()
 	case "smtp":
 		b.WriteString(`{}`)
-	case "ws", "wss":
+	case "ws", "wss", "grpc":
 		if len(resp.Body) == 0 {
 			return []byte(`{}`)
 		}

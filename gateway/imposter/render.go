@@ -210,6 +210,16 @@ func protocolMetadata(s *Spec) object {
 	switch {
 	case s.Protocol == "tcp":
 		return object{{Key: "mode", Value: raw(s.Mode)}}
+	case s.IsGRPC():
+		// Where the services come from, so that a saved imposter is
+		// made again from the same files (or set).
+		var o object
+		for _, k := range []string{"services", "options", "protoset"} {
+			if v := s.header.get(k); v != nil {
+				o = append(o, field{Key: k, Value: v})
+			}
+		}
+		return o
 	case s.IsWS():
 		// The limits in force, so that a saved imposter keeps them.
 		l := s.WS

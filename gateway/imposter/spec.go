@@ -10,6 +10,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/grpcproto"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 )
@@ -35,7 +36,9 @@ type Spec struct {
 	// Mode is a tcp imposter's "text" or "binary" (its data is base64).
 	Mode string
 	// WS is a ws or wss imposter's limits.
-	WS   WSLimits
+	WS WSLimits
+	// GRPC is a grpc imposter's services, compiled.
+	GRPC *grpcproto.Set
 	Flow FlowSpec
 	// ProxyKeepAlive is `_rift.proxyKeepAlive`: proxied answers keep the
 	// client's connection open unless the upstream's answer says
@@ -169,7 +172,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		}
 	}
 	for _, f := range obj {
-		if !imposterFields[f.Key] && !(s.IsWS() && wsFields[f.Key]) {
+		if !imposterFields[f.Key] && !(s.IsWS() && wsFields[f.Key]) && !(s.IsGRPC() && grpcFields[f.Key]) {
 			s.Ignored = append(s.Ignored, f.Key)
 		}
 	}
@@ -212,6 +215,10 @@ func parseHeader(s *Spec, obj object) mberr.List {
 		}
 	case s.IsWS():
 		if err := parseWS(s, obj); err != nil {
+			errs = append(errs, mberr.As(err))
+		}
+	case s.IsGRPC():
+		if err := parseGRPC(s, obj); err != nil {
 			errs = append(errs, mberr.As(err))
 		}
 	default:
@@ -491,12 +498,15 @@ func parseRift(raw json.RawMessage, s *Spec) *mberr.Error {
 	case src == "" || src == "imposter_port":
 	case strings.HasPrefix(src, "header:") && len(src) > len("header:"):
 		fs.Header = src[len("header:"):]
+	case strings.HasPrefix(src, "metadata:") && len(src) > len("metadata:"):
+		// A gRPC request's metadata are its headers.
+		fs.Header = src[len("metadata:"):]
 	case strings.HasPrefix(src, "query:") && len(src) > len("query:"):
 		fs.Query = src[len("query:"):]
 	case src == "connection":
 		fs.Connection = true
 	default:
-		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port", "header:<name>", "query:<name>" or "connection"`).WithSource(raw)
+		return mberr.New(mberr.BadData, `_rift.flowState.flowIdSource must be "imposter_port", "header:<name>", "metadata:<name>", "query:<name>" or "connection"`).WithSource(raw)
 	}
 	switch f.Cycles {
 	case "", "stub":

@@ -365,7 +365,8 @@ type response struct {
 	header   *fasthttp.ResponseHeader // static's, rendered once
 	jsonBody bool                     // static.Body was a JSON object
 	fault    string
-	ws       *wsAnswer // a ws imposter's static, compiled
+	ws       *wsAnswer   // a ws imposter's static, compiled
+	grpc     *grpcAnswer // a grpc imposter's static, compiled
 	// upgrade: an http imposter's `is` with statusCode 101, which takes
 	// the connection over as a WebSocket (ws_upgrade.go).
 	upgrade   bool
@@ -607,6 +608,11 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 		}
 		if b.Imposter.spec.IsWS() {
 			if r.ws, err = wsAnswerOf(resp.Body); err != nil {
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+			}
+		}
+		if b.Imposter.spec.IsGRPC() {
+			if r.grpc, err = grpcAnswerOf(b.Imposter.spec.GRPC, resp.Body); err != nil {
 				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
 			}
 		}

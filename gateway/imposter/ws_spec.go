@@ -101,6 +101,9 @@ var wsOnlyIsFields = set("type", "messages", "close", "every", "times", "subprot
 // which mb's `is` has not: on a ws imposter, and in an http imposter's
 // `is` (an upgrade's).
 func (imp *Imposter) wsIgnored(fields []string) []string {
+	if imp.spec.IsGRPC() {
+		return grpcIgnored(fields)
+	}
 	is := wsIsFields
 	if !imp.spec.IsWS() {
 		is = wsOnlyIsFields

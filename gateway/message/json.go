@@ -68,6 +68,10 @@ func (r *Request) MarshalJSON() ([]byte, error) {
 // message in the same way, with the connection, the handshake's path,
 // query and headers, the message's type and its data.
 func (r *Request) writeOther(b *bytes.Buffer) {
+	if r.Kind == GRPC {
+		r.writeGRPC(b)
+		return
+	}
 	b.WriteString(`{"requestFrom":`)
 	writeString(b, r.RequestFrom())
 	b.WriteString(`,"ip":`)
@@ -99,6 +103,29 @@ func (r *Request) writeOther(b *bytes.Buffer) {
 	b.WriteByte('}')
 }
 
+// writeGRPC renders a gRPC request as mountebank-grpc shows one: the
+// method's path, the message as JSON (null when it is none), the metadata
+// and the peer.
+func (r *Request) writeGRPC(b *bytes.Buffer) {
+	b.WriteString(`{"path":`)
+	writeString(b, r.Path)
+	b.WriteString(`,"value":`)
+	if v := bytes.TrimSpace(r.Body); len(v) > 0 && json.Valid(v) {
+		b.Write(v)
+	} else {
+		b.WriteString("null")
+	}
+	b.WriteString(`,"metadata":`)
+	WriteMultiMap(b, r.Headers)
+	b.WriteString(`,"peer":`)
+	writeString(b, r.RequestFrom())
+	if !r.Timestamp.IsZero() {
+		b.WriteString(`,"timestamp":`)
+		writeString(b, r.Timestamp.UTC().Format(timeLayout))
+	}
+	b.WriteByte('}')
+}
+
 // UnmarshalJSON reads mb's request shape (the one MarshalJSON writes, and the
 // one inject scripts and test requests use). Missing fields stay empty.
 func (r *Request) UnmarshalJSON(data []byte) error {
@@ -114,6 +141,9 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 		Data        *string         `json:"data"`
 		Type        string          `json:"type"`
 		Connection  string          `json:"connection"`
+		Value       json.RawMessage `json:"value"`
+		Metadata    json.RawMessage `json:"metadata"`
+		Peer        *string         `json:"peer"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fmt.Errorf("request: %w", err)
@@ -139,12 +169,29 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 		}
 	}
 	r.SetRemote(raw.RequestFrom, raw.IP)
+	if raw.Peer != nil && raw.Method == "" {
+		// A gRPC request: its value stays JSON, its metadata are headers.
+		md, err := ReadMultiMap(raw.Metadata)
+		if err != nil {
+			return fmt.Errorf("request metadata: %w", err)
+		}
+		r.Kind, r.Headers, r.Body = GRPC, md, bytes.Clone(bytes.TrimSpace(raw.Value))
+		r.SetRemote(*raw.Peer, hostOf(*raw.Peer))
+	}
 	if raw.Timestamp != "" {
 		if t, err := time.Parse(time.RFC3339Nano, raw.Timestamp); err == nil {
 			r.Timestamp = t
 		}
 	}
 	return nil
+}
+
+// hostOf is the address without its port.
+func hostOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return strings.TrimPrefix(strings.TrimSuffix(addr[:i], "]"), "[")
+	}
+	return addr
 }
 
 // bodyText accepts a JSON string, or any other JSON value, which mb

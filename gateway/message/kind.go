@@ -18,7 +18,8 @@ import (
 // path, query, headers, body), tcp's (data, held in Body as mb's string:
 // the bytes as text, or base64 in binary mode), smtp's (Mail), or
 // riftgate's WebSocket message (data in Body as tcp's is, MessageType,
-// Connection, and the handshake's Path, Query and Headers).
+// Connection, and the handshake's Path, Query and Headers), or riftgate's
+// gRPC request ({path, value, metadata, peer}).
 type Kind uint8
 
 // The request shapes.
@@ -31,6 +32,11 @@ const (
 	// object its process sent, in Fields (decoded, numbers as json.Number)
 	// and Raw (as sent).
 	Custom
+	// GRPC is a gRPC request: Path is the method's ("/pkg.Service/Method"),
+	// Body the message in protobuf's JSON mapping (a JSON array of them
+	// for a client stream), Headers the metadata, and the client's
+	// address its peer.
+	GRPC
 )
 
 // The MessageType of a WebSocket request: a text or binary message (whose

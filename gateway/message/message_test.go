@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,5 +119,33 @@ func TestRawPathCutsTheTarget(t *testing.T) {
 		if got := string(rawPath([]byte(tc.uri))); got != tc.want {
 			t.Errorf("rawPath(%q) = %q, want %q", tc.uri, got, tc.want)
 		}
+	}
+}
+
+// A gRPC request's JSON, byte for byte, and back.
+func TestGRPCRequestJSONGolden(t *testing.T) {
+	r := &Request{Kind: GRPC, Path: "/p.S/M", Body: []byte(`{"name":"bob","tags":[]}`),
+		Headers: []KV{{"x-a", "1"}, {"x-a", "2"}, {"k-bin", "AAE="}}, Timestamp: time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)}
+	r.SetRemote("127.0.0.1:5000", "127.0.0.1")
+	const golden = `{"path":"/p.S/M","value":{"name":"bob","tags":[]},"metadata":{"x-a":["1","2"],"k-bin":"AAE="},"peer":"127.0.0.1:5000","timestamp":"2026-01-02T03:04:05.006Z"}`
+	b, err := r.MarshalJSON()
+	if err != nil || string(b) != golden {
+		t.Fatalf("got %s (%v)\nwant %s", b, err, golden)
+	}
+	var back Request
+	if err := back.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if back.Kind != GRPC || back.Path != r.Path || string(back.Body) != string(r.Body) || len(back.Headers) != 3 || back.RequestFrom() != "127.0.0.1:5000" || back.IP() != "127.0.0.1" {
+		t.Fatalf("back %+v", back)
+	}
+	again, _ := back.MarshalJSON()
+	if string(again) != golden {
+		t.Fatalf("again %s", again)
+	}
+	// A message that is not JSON is shown as null.
+	r.Body = []byte("{")
+	if b, _ := r.MarshalJSON(); !strings.Contains(string(b), `"value":null`) {
+		t.Fatalf("bad value %s", b)
 	}
 }

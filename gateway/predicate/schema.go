@@ -32,6 +32,14 @@ var (
 		lower:  []string{"requestfrom", "ip", "connection", "path", "query", "headers", "type", "data"},
 		fields: []string{"requestFrom", "ip", "connection", "path", "query", "headers", "type", "body"},
 	}
+	// A gRPC request: the method's path, the message as JSON (held in
+	// Body, matched as a JSON body is), the metadata (held in Headers) and
+	// the client's address.
+	grpcSchema = &schema{
+		names:  []string{"path", "value", "metadata", "peer"},
+		lower:  []string{"path", "value", "metadata", "peer"},
+		fields: []string{"path", "body", "headers", "requestFrom"},
+	}
 	smtpSchema = func() *schema {
 		names := message.MailFields()
 		s := &schema{names: names, fields: names}
@@ -58,6 +66,8 @@ func schemaFor(protocol string, custom bool) *schema {
 		return smtpSchema
 	case "ws", "wss":
 		return wsSchema
+	case "grpc":
+		return grpcSchema
 	}
 	return httpSchema
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
+	"google.golang.org/grpc"
 )
 
 // InjectGenerator runs a predicateGenerator's `inject` function on the
@@ -66,6 +67,8 @@ type Factory struct {
 
 	mu    sync.Mutex
 	pools map[string]*httpPool
+	// grpcConns are the client connections of grpc proxies, by upstream.
+	grpcConns map[string]*grpc.ClientConn
 }
 
 // spec is the `proxy` object.
@@ -161,6 +164,9 @@ func (f *Factory) New(raw json.RawMessage, b imposter.Build) (imposter.Responder
 	}
 	if imp != nil && imp.Spec().IsWS() {
 		return f.newWS(s, raw, imp)
+	}
+	if imp != nil && imp.Spec().IsGRPC() {
+		return f.newGRPC(s, raw, imp)
 	}
 	if err := checkTo(s.To); err != nil {
 		return nil, err
@@ -308,6 +314,10 @@ func (f *Factory) Close() {
 	defer f.mu.Unlock()
 	for _, p := range f.pools {
 		p.close()
+	}
+	for k, cc := range f.grpcConns {
+		cc.Close()
+		delete(f.grpcConns, k)
 	}
 }
 

@@ -72,8 +72,11 @@ export async function imposter(main, match) {
   search.addEventListener("keydown", e => { if (e.key === "Enter") { query = search.value; drawRequests(0); } });
 
   // A tcp or WebSocket request's data stands where an http body does
-  // (its type, for WebSocket, where the method does).
-  const bodyOf = r => r.body || r.data || "";
+  // (its type, for WebSocket, where the method does); a gRPC request's
+  // message (JSON) and metadata where the body and headers do.
+  const isGRPC = r => r.peer !== undefined && r.value !== undefined;
+  const bodyOf = r => r.body || r.data || (isGRPC(r) && r.value !== null ? pretty(r.value) : "");
+  const headersOf = r => r.headers || r.metadata || {};
 
   async function drawRequests(offset) {
     let page;
@@ -93,10 +96,10 @@ export async function imposter(main, match) {
           h("thead", {}, h("tr", {}, ["Time", "Method", "Path", "Query", "Headers", "Body"].map(t => h("th", {}, t)))),
           h("tbody", {}, page.requests.map(r => h("tr", { class: "request" },
             h("td", { class: "nowrap" }, r.timestamp || ""),
-            h("td", {}, r.method || r.type || ""),
+            h("td", {}, r.method || r.type || (isGRPC(r) ? "gRPC" : "")),
             h("td", { class: "path" }, r.path),
             h("td", {}, Object.keys(r.query || {}).length ? h("pre", {}, pretty(r.query)) : ""),
-            h("td", {}, h("details", {}, h("summary", {}, `${Object.keys(r.headers || {}).length} headers`), h("pre", {}, pretty(r.headers)))),
+            h("td", {}, h("details", {}, h("summary", {}, `${Object.keys(headersOf(r)).length} headers`), h("pre", {}, pretty(headersOf(r))))),
             h("td", { class: "body" }, bodyOf(r) ? h("pre", {}, bodyOf(r).length > 2000 ? bodyOf(r).slice(0, 2000) + "…" : bodyOf(r)) : ""))))),
       pager(offset, REQUESTS, page.matched, drawRequests));
   }

@@ -1,0 +1,655 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/config"
+	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/mbdatadir"
+)
+
+// The single node's --datadir is also Mountebank's: the configuration log
+// (config.db) stays the one durable truth, and the mirror keeps mb's
+// layout (gateway/mbdatadir) beside it, written as each command commits,
+// so that mb started on the folder serves what riftgate served. At start,
+// folders that riftgate did not write (mb did, or a person) are taken into
+// the log; docs/RATIONALE.md says why this way round.
+
+// mirrorFile is riftgate's note of which imposter folders it wrote, and
+// what they held when it last stopped cleanly.
+const mirrorFile = "mb-mirror.json"
+
+// manifest is mirrorFile's content.
+type manifest struct {
+	Version int `json:"version"`
+	// Clean says the process that wrote it stopped cleanly: Imposters then
+	// holds each folder's digest as it left it.
+	Clean     bool              `json:"clean"`
+	Imposters map[string]string `json:"imposters"`
+}
+
+// mirror writes the configuration into mb's layout as it changes.
+type mirror struct {
+	root   string
+	log    *slog.Logger
+	cycles *localCycles
+
+	mu    sync.Mutex // serializes writes: commits, the position flusher, close
+	ports map[int]*mirrored
+	// skip are folders that could not be read: left as they are, never
+	// written, so nothing in them is lost.
+	skip map[int]bool
+	on   bool // set once the start's sync is done; commits are mirrored from then
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// mirrored is what the mirror knows of one imposter's folder: each stub's
+// files, by stub id (Def and Responses are not kept: the state has them).
+type mirrored struct {
+	stubs map[uint64]*mbdatadir.Stub
+	ids   []uint64 // in imposter.json's order
+}
+
+func newMirror(root string, log *slog.Logger, cycles *localCycles) *mirror {
+	return &mirror{root: root, log: log, cycles: cycles, ports: map[int]*mirrored{}, skip: map[int]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// mirrorReconciler mirrors every committed change after the running
+// imposters follow it.
+type mirrorReconciler struct {
+	*reconciler
+	m *mirror
+}
+
+func (r mirrorReconciler) Prepare(ctx context.Context, prev, next *config.State, res config.Result) (config.Plan, error) {
+	p, err := r.reconciler.Prepare(ctx, prev, next, res)
+	if err != nil {
+		return nil, err
+	}
+	return mirrorPlan{p, r.m, prev, next}, nil
+}
+
+type mirrorPlan struct {
+	config.Plan
+	m          *mirror
+	prev, next *config.State
+}
+
+func (p mirrorPlan) Commit() {
+	p.Plan.Commit()
+	p.m.apply(p.prev, p.next)
+}
+
+// apply writes what changed from prev to next.
+func (m *mirror) apply(prev, next *config.State) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.on {
+		return
+	}
+	portsChanged := false
+	for _, port := range union(prev.Ports(), next.Ports()) {
+		p, n := prev.Imposters[port], next.Imposters[port]
+		if p == n || m.skip[port] {
+			continue
+		}
+		var err error
+		switch {
+		case n == nil:
+			err = m.remove(port)
+			portsChanged = true
+		case p == nil || string(p.Header) != string(n.Header):
+			// A new imposter, or one that replaces another: mb deletes the
+			// old one's folder and writes the new one.
+			if p != nil {
+				err = m.remove(port)
+			}
+			if err == nil {
+				err = m.write(port, n, nil)
+			}
+			portsChanged = true
+		default:
+			err = m.restub(port, n)
+		}
+		if err != nil {
+			m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
+		}
+	}
+	if portsChanged {
+		m.writeManifest(false, nil)
+	}
+}
+
+// remove removes an imposter's folder and forgets its cycles.
+func (m *mirror) remove(port int) error {
+	if mp := m.ports[port]; mp != nil {
+		for id := range mp.stubs {
+			m.cycles.forget(cycleName(port, id))
+		}
+	}
+	delete(m.ports, port)
+	return mbdatadir.Remove(m.root, port)
+}
+
+// write writes imp's folder whole. have, when set, is the folder as it is
+// on disk: its stubs are kept where they hold what imp's do, with where
+// their cycle is (byIndex keeps the i-th stub's files and position for
+// the i-th stub whatever it holds: imp was just made from have).
+func (m *mirror) write(port int, imp *config.Imposter, have *mbdatadir.Imposter) error {
+	return m.writeFrom(port, imp, have, false)
+}
+
+func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Imposter, byIndex bool) error {
+	header, err := mbdatadir.Canonical(imp.Header, "stubs")
+	if err != nil {
+		return err
+	}
+	mp := &mirrored{stubs: make(map[uint64]*mbdatadir.Stub, imp.Len())}
+	list := make([]*mbdatadir.Stub, 0, imp.Len())
+	used := map[string]bool{}
+	i := 0
+	var werr error
+	imp.Each(func(cs *config.Stub) bool {
+		def, rs, err := mbdatadir.SplitStub(cs.Doc())
+		if err != nil {
+			werr = err
+			return false
+		}
+		var st *mbdatadir.Stub
+		if have != nil && i < len(have.Stubs) {
+			h := have.Stubs[i]
+			switch {
+			case sameStub(h, def, rs):
+				st = h
+			case byIndex:
+				// Same folder and position, the content riftgate made of it.
+				st = mbdatadir.NewStub(def, rs)
+				st.Dir, st.NextIndex = h.Dir, h.NextIndex
+				if n := len(st.Order); n > 0 {
+					st.NextIndex %= n
+				}
+				if werr = mbdatadir.WriteStub(m.root, port, st, 0); werr != nil {
+					return false
+				}
+			}
+		}
+		if st == nil {
+			st = mbdatadir.NewStub(def, rs)
+			if werr = mbdatadir.WriteStub(m.root, port, st, 0); werr != nil {
+				return false
+			}
+		}
+		used[st.Dir] = true
+		if st.NextIndex != 0 {
+			m.cycles.set(cycleName(port, cs.ID), uint64(st.NextIndex))
+		}
+		c := *st
+		c.Def, c.Responses = nil, nil // the state keeps them
+		mp.stubs[cs.ID] = &c
+		mp.ids = append(mp.ids, cs.ID)
+		list = append(list, st)
+		i++
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	if have != nil {
+		for _, h := range have.Stubs {
+			if !used[h.Dir] {
+				if err := mbdatadir.RemoveStub(m.root, port, h); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	m.ports[port] = mp
+	if have != nil && have.Digest() == digestOf(imp) {
+		return nil // imposter.json already says this
+	}
+	return mbdatadir.WriteHeader(m.root, port, header, list)
+}
+
+// sameStub reports whether a stub on disk holds def and rs.
+func sameStub(h *mbdatadir.Stub, def json.RawMessage, rs []json.RawMessage) bool {
+	if string(h.Def) != string(def) || len(h.Responses) != len(rs) {
+		return false
+	}
+	for i := range rs {
+		if string(h.Responses[i]) != string(rs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// restub writes the stub changes of an imposter whose header did not
+// change: stubs gone, stubs added, responses a proxy recorded.
+func (m *mirror) restub(port int, imp *config.Imposter) error {
+	mp := m.ports[port]
+	if mp == nil {
+		return m.write(port, imp, nil)
+	}
+	type item struct {
+		cs *config.Stub
+		st *mbdatadir.Stub
+	}
+	items := make([]item, 0, imp.Len())
+	ids := make([]uint64, 0, imp.Len())
+	var werr error
+	imp.Each(func(cs *config.Stub) bool {
+		ids = append(ids, cs.ID)
+		st := mp.stubs[cs.ID]
+		if st != nil && len(st.Files) == responsesOf(cs) {
+			items = append(items, item{cs, st})
+			return true
+		}
+		_, rs, err := mbdatadir.SplitStub(cs.Doc())
+		if err != nil {
+			werr = err
+			return false
+		}
+		if st == nil {
+			st = mbdatadir.NewStub(nil, rs)
+			werr = mbdatadir.WriteStub(m.root, port, st, 0)
+		} else {
+			// A stub keeps its id only while its definition does: what
+			// changed is the responses proxyAlways added.
+			from := len(st.Files)
+			st.Responses = make([]json.RawMessage, from, len(rs))
+			st.AddResponses(rs[from:])
+			st.NextIndex = m.position(port, cs.ID, st)
+			werr = mbdatadir.WriteStub(m.root, port, st, from)
+		}
+		st.Responses = nil // the state keeps them
+		mp.stubs[cs.ID] = st
+		items = append(items, item{cs, st})
+		return werr == nil
+	})
+	if werr != nil || slices.Equal(ids, mp.ids) {
+		return werr
+	}
+	keep := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		keep[id] = true
+	}
+	for id, st := range mp.stubs {
+		if !keep[id] {
+			if err := mbdatadir.RemoveStub(m.root, port, st); err != nil {
+				return err
+			}
+			m.cycles.forget(cycleName(port, id))
+			delete(mp.stubs, id)
+		}
+	}
+	mp.ids = ids
+	header, err := mbdatadir.Canonical(imp.Header, "stubs")
+	if err != nil {
+		return err
+	}
+	list := make([]*mbdatadir.Stub, len(items))
+	for i, it := range items {
+		def, _, err := mbdatadir.SplitStub(it.cs.JSON)
+		if err != nil {
+			return err
+		}
+		c := *it.st
+		c.Def = def
+		list[i] = &c
+	}
+	return mbdatadir.WriteHeader(m.root, port, header, list)
+}
+
+// responsesOf counts a stub's responses.
+func responsesOf(cs *config.Stub) int {
+	var s struct {
+		Responses []json.RawMessage `json:"responses"`
+	}
+	_ = json.Unmarshal(cs.JSON, &s)
+	return len(s.Responses) + cs.NumMore()
+}
+
+// position is where the stub's cycle is, as mb's nextIndex.
+func (m *mirror) position(port int, id uint64, st *mbdatadir.Stub) int {
+	if len(st.Order) == 0 {
+		return 0
+	}
+	return int(m.cycles.get(cycleName(port, id)) % uint64(len(st.Order)))
+}
+
+// digestOf is the digest mb's layout of imp has (mbdatadir.Imposter.Digest).
+func digestOf(imp *config.Imposter) string {
+	header, err := mbdatadir.Canonical(imp.Header, "stubs")
+	if err != nil {
+		return ""
+	}
+	d := mbdatadir.NewDigest(header)
+	imp.Each(func(cs *config.Stub) bool {
+		def, rs, err := mbdatadir.SplitStub(cs.Doc())
+		if err == nil {
+			d.Add(def, rs)
+		}
+		return true
+	})
+	return d.Sum()
+}
+
+// flushPositions writes the meta.json of every stub whose cycle moved.
+func (m *mirror) flushPositions() {
+	keys := m.cycles.takeDirty()
+	if len(keys) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		port, id, ok := parseCycleName(k)
+		if !ok || m.skip[port] {
+			continue
+		}
+		mp := m.ports[port]
+		if mp == nil {
+			continue
+		}
+		st := mp.stubs[id]
+		if st == nil {
+			continue
+		}
+		st.NextIndex = m.position(port, id, st)
+		if err := mbdatadir.WriteMeta(m.root, port, st); err != nil {
+			m.log.Error("cannot write where a stub's responses cycle", "port", port, "err", err)
+		}
+	}
+}
+
+// positionsEvery is how often moved cycles are written to meta.json: a
+// kill -9 forgets at most this much of where cycles are; a clean stop
+// forgets nothing.
+const positionsEvery = 100 * time.Millisecond
+
+// run writes moved cycles until close.
+func (m *mirror) run() {
+	defer close(m.done)
+	t := time.NewTicker(positionsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.flushPositions()
+		}
+	}
+}
+
+// close writes where every cycle is and notes that the folders are as
+// riftgate left them.
+func (m *mirror) close(state *config.State) {
+	m.mu.Lock()
+	on := m.on
+	m.mu.Unlock()
+	if !on {
+		return
+	}
+	close(m.stop)
+	<-m.done
+	m.flushPositions()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	digests := make(map[int]string, len(m.ports))
+	for port := range m.ports {
+		if imp := state.Imposter(port); imp != nil {
+			digests[port] = digestOf(imp)
+		}
+	}
+	m.writeManifest(true, digests)
+}
+
+// writeManifest notes the folders riftgate keeps; clean with their
+// digests at a clean stop.
+func (m *mirror) writeManifest(clean bool, digests map[int]string) {
+	man := manifest{Version: 1, Clean: clean, Imposters: map[string]string{}}
+	for port := range m.ports {
+		man.Imposters[strconv.Itoa(port)] = digests[port]
+	}
+	b, _ := json.MarshalIndent(man, "", "  ")
+	path := filepath.Join(m.root, mirrorFile)
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		m.log.Error("cannot write "+mirrorFile, "err", err)
+	}
+}
+
+// readManifest reads mirrorFile; a missing one is an empty, clean one.
+func readManifest(root string) (manifest, error) {
+	man := manifest{Clean: true, Imposters: map[string]string{}}
+	b, err := os.ReadFile(filepath.Join(root, mirrorFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return man, nil
+	}
+	if err != nil {
+		return man, err
+	}
+	if err := json.Unmarshal(b, &man); err != nil || man.Version != 1 {
+		return man, fmt.Errorf("%s: not riftgate's (version 1): %v", mirrorFile, err)
+	}
+	if man.Imposters == nil {
+		man.Imposters = map[string]string{}
+	}
+	return man, nil
+}
+
+// syncDatadir brings the log and mb's folders together at start, before
+// --configfile (which wins over both, as over mb's datadir):
+//   - a folder riftgate wrote and no one changed since (its digest is the
+//     one noted at the last clean stop, or the last stop was not clean)
+//     follows the log: what differs is written again, cycles kept;
+//   - a folder someone else wrote or changed is taken into the log, in
+//     place of what the log had on its port, with where its cycles are;
+//   - a folder riftgate wrote that is gone was deleted: so is its imposter;
+//   - an imposter the log has and no folder (a datadir riftgate kept
+//     before it wrote mb's layout) gets its folder;
+//   - a folder that cannot be read is said at error and left as it is.
+func (g *gateway) syncDatadir(ctx context.Context) error {
+	m := g.mirror
+	man, err := readManifest(m.root)
+	if err != nil {
+		return fmt.Errorf("datadir: %w", err)
+	}
+	ports, err := mbdatadir.Ports(m.root)
+	if err != nil {
+		return fmt.Errorf("datadir: %w", err)
+	}
+	folders := map[int]*mbdatadir.Imposter{}
+	for _, port := range ports {
+		imp, err := mbdatadir.Read(m.root, port)
+		switch {
+		case errors.Is(err, mbdatadir.ErrNoImposter):
+			g.log.Warn(fmt.Sprintf("Skipping %d during loading; missing imposter.json", port))
+		case err != nil:
+			m.skip[port] = true
+			g.log.Error("cannot read an imposter of the datadir; its folder is left as it is, and not served unless the configuration log has it", "port", port, "err", err)
+		default:
+			folders[port] = imp
+		}
+	}
+	// Nothing else writes yet: the flusher has not started, and commits
+	// are not mirrored until m.on.
+	state := g.config.State()
+	for _, port := range ports {
+		f := folders[port]
+		if f == nil {
+			continue
+		}
+		digest, noted := man.Imposters[strconv.Itoa(port)]
+		ours := noted && (!man.Clean || digest == f.Digest())
+		have := state.Imposter(port)
+		switch {
+		case ours && have != nil:
+			err = m.write(port, have, f)
+		case ours:
+			// The log deleted it; the folder's removal was lost.
+			err = mbdatadir.Remove(m.root, port)
+		default:
+			err = g.takeIn(ctx, f)
+		}
+		if err != nil {
+			m.skip[port] = true
+			g.log.Error("cannot load an imposter of the datadir; its folder is left as it is", "port", port, "err", err)
+		}
+	}
+	for _, port := range state.Ports() {
+		if folders[port] != nil || m.skip[port] || m.ports[port] != nil {
+			continue
+		}
+		if _, noted := man.Imposters[strconv.Itoa(port)]; noted && man.Clean {
+			// Deleted from the folder while riftgate was stopped (mb's
+			// DELETE, or a person): deleted.
+			g.log.Info("the datadir no longer has an imposter; it is deleted", "port", port)
+			if err := g.deleteQuietly(ctx, port); err != nil {
+				return fmt.Errorf("datadir: %w", err)
+			}
+			continue
+		}
+		if err := m.write(port, state.Imposter(port), nil); err != nil {
+			g.log.Error("cannot write the imposter's folder in mb's layout", "port", port, "err", err)
+		}
+	}
+	m.mu.Lock()
+	m.on = true
+	m.writeManifest(false, nil)
+	m.mu.Unlock()
+	go m.run()
+	return nil
+}
+
+// takeIn puts an imposter folder's definition in the log, in place of
+// what the log has on its port, keeping the folder and its cycles.
+func (g *gateway) takeIn(ctx context.Context, f *mbdatadir.Imposter) error {
+	m := g.mirror
+	mk := g.maker()
+	defer mk.done()
+	doc, err := mk.imposter(f.JSON())
+	if err != nil {
+		return err
+	}
+	_, err = g.submit(ctx, mk.command(&config.Command{Op: config.OpReplaceImposter, Imposters: []config.ImposterDoc{doc}}))
+	if err != nil {
+		return err
+	}
+	g.log.Info(fmt.Sprintf("Loading %s:%d from datadir", protocolOf(f.Header), f.Port))
+	imp := g.config.State().Imposter(f.Port)
+	if imp == nil {
+		return fmt.Errorf("the imposter on port %d was not kept", f.Port)
+	}
+	return m.writeFrom(f.Port, imp, f, true)
+}
+
+// deleteQuietly deletes the imposter on port from the log.
+func (g *gateway) deleteQuietly(ctx context.Context, port int) error {
+	_, err := g.submit(ctx, &config.Command{Op: config.OpDeleteImposter, Port: port})
+	return err
+}
+
+func protocolOf(header json.RawMessage) string {
+	var h struct {
+		Protocol string `json:"protocol"`
+	}
+	_ = json.Unmarshal(header, &h)
+	return h.Protocol
+}
+
+// cycleName is the imposter package's name for a stub's cycle.
+func cycleName(port int, id uint64) string {
+	return "c" + strconv.Itoa(port) + ":" + strconv.FormatUint(id, 10)
+}
+
+func parseCycleName(k string) (int, uint64, bool) {
+	p, i, ok := strings.Cut(strings.TrimPrefix(k, "c"), ":")
+	if !ok {
+		return 0, 0, false
+	}
+	port, err1 := strconv.Atoi(p)
+	id, err2 := strconv.ParseUint(i, 10, 64)
+	return port, id, err1 == nil && err2 == nil
+}
+
+// localCycles keeps a single node's response cycles when --datadir keeps
+// them across restarts: a counter per stub, and which moved since they
+// were last written.
+type localCycles struct {
+	m sync.Map // name → *cycle
+
+	mu    sync.Mutex
+	dirty []string
+}
+
+type cycle struct {
+	pos   atomic.Uint64
+	dirty atomic.Bool
+}
+
+func (c *localCycles) of(key string) *cycle {
+	if v, ok := c.m.Load(key); ok {
+		return v.(*cycle)
+	}
+	v, _ := c.m.LoadOrStore(key, &cycle{})
+	return v.(*cycle)
+}
+
+// Next implements imposter.Cycles.
+func (c *localCycles) Next(_ context.Context, key string, _ flow.Policy) (uint64, error) {
+	cy := c.of(key)
+	pos := cy.pos.Add(1) - 1
+	if cy.dirty.CompareAndSwap(false, true) {
+		c.mu.Lock()
+		c.dirty = append(c.dirty, key)
+		c.mu.Unlock()
+	}
+	return pos, nil
+}
+
+func (c *localCycles) get(key string) uint64 {
+	if v, ok := c.m.Load(key); ok {
+		return v.(*cycle).pos.Load()
+	}
+	return 0
+}
+
+func (c *localCycles) set(key string, pos uint64) { c.of(key).pos.Store(pos) }
+
+func (c *localCycles) forget(key string) { c.m.Delete(key) }
+
+// takeDirty returns the cycles that moved since the last call.
+func (c *localCycles) takeDirty() []string {
+	c.mu.Lock()
+	keys := c.dirty
+	c.dirty = nil
+	c.mu.Unlock()
+	for _, k := range keys {
+		if v, ok := c.m.Load(k); ok {
+			v.(*cycle).dirty.Store(false)
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(keys)))
+}
+

@@ -652,4 +652,3 @@ func (c *localCycles) takeDirty() []string {
 	}
 	return slices.Compact(slices.Sorted(slices.Values(keys)))
 }
-

@@ -1,0 +1,332 @@
+package e2e_test
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/smtp"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riftgate/riftgate/gateway/gatewaytest"
+)
+
+// datadirPorts are the imposters of the round trip, by role.
+type datadirPorts struct {
+	http, https, tcp, smtp, once, always, added int
+	up                                          string
+}
+
+// datadirUpstream answers each path with the path and how many times it
+// was asked for it: a proxy that calls it again shows, and two servers
+// asked the same sequence see the same answers once reset.
+type datadirUpstream struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (u *datadirUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.counts[r.URL.Path]++
+	n := u.counts[r.URL.Path]
+	u.mu.Unlock()
+	w.Header().Set("X-Upstream", "yes")
+	fmt.Fprintf(w, "%s#%d", r.URL.Path, n)
+}
+
+func (u *datadirUpstream) reset() {
+	u.mu.Lock()
+	u.counts = map[string]int{}
+	u.mu.Unlock()
+}
+
+// script is a list of requests to the imposters; run gives each one's
+// answer as a line, so that two servers' runs compare as text.
+type script []func(t *testing.T) string
+
+func (s script) run(t *testing.T) []string {
+	t.Helper()
+	out := make([]string, len(s))
+	for i, step := range s {
+		out[i] = step(t)
+	}
+	return out
+}
+
+var insecure = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	DisableKeepAlives: true,
+	TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the imposter's self-signed pair
+}}
+
+func httpStep(scheme string, port int, path string) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		resp, err := insecure.Get(fmt.Sprintf("%s://127.0.0.1:%d%s", scheme, port, path))
+		if err != nil {
+			if strings.Contains(err.Error(), "connection refused") {
+				return fmt.Sprintf("%d%s refused", port, path)
+			}
+			t.Fatalf("%d%s: %v", port, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d%s %d %q upstream=%q", port, path, resp.StatusCode, b, resp.Header.Get("X-Upstream"))
+	}
+}
+
+func tcpStep(port int, data string) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 5*time.Second)
+		if err != nil {
+			return fmt.Sprintf("tcp %d refused", port)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := tcpRead(t, c, 500*time.Millisecond)
+		return fmt.Sprintf("tcp %d %q", port, got)
+	}
+}
+
+func smtpStep(port int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		// Plain SMTP: mb's STARTTLS certificate has expired, riftgate's is
+		// its own; neither is what this test is about.
+		c, err := smtp.Dial("127.0.0.1:" + strconv.Itoa(port))
+		if err != nil {
+			return fmt.Sprintf("smtp %d refused", port)
+		}
+		defer c.Close()
+		err = c.Mail("a@example.com")
+		if err == nil {
+			err = c.Rcpt("b@example.com")
+		}
+		if err == nil {
+			var w io.WriteCloser
+			if w, err = c.Data(); err == nil {
+				_, _ = w.Write([]byte("From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n\r\nhello\r\n"))
+				err = w.Close()
+			}
+		}
+		if err == nil {
+			err = c.Quit()
+		}
+		return fmt.Sprintf("smtp %d err=%v", port, err)
+	}
+}
+
+// stubsStep shows an imposter's stubs as GET /imposters/:id gives them
+// (recorded responses included), without links and response times.
+func stubsStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		status, body := (*in).Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
+		if status != 200 {
+			return fmt.Sprintf("imposter %d: %d", port, status)
+		}
+		var imp struct {
+			Protocol string `json:"protocol"`
+			Stubs    []any  `json:"stubs"`
+		}
+		if err := json.Unmarshal(body, &imp); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(dropKeys(imp.Stubs, "_links", "_proxyResponseTime", "Date"))
+		return fmt.Sprintf("imposter %d %s %s", port, imp.Protocol, b)
+	}
+}
+
+// dropKeys removes the keys named, at any depth, from decoded JSON.
+func dropKeys(v any, keys ...string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range keys {
+			delete(v, k)
+		}
+		for k := range v {
+			v[k] = dropKeys(v[k], keys...)
+		}
+	case []any:
+		for i := range v {
+			v[i] = dropKeys(v[i], keys...)
+		}
+	}
+	return v
+}
+
+// copyDir copies a datadir (cp -a), so that two servers can each start
+// from the same folder.
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+}
+
+func diffLines(t *testing.T, what string, want, got []string) {
+	t.Helper()
+	if reflect.DeepEqual(want, got) {
+		return
+	}
+	for i := range max(len(want), len(got)) {
+		var w, g string
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if w != g {
+			t.Errorf("%s, step %d:\n  mb:       %s\n  riftgate: %s", what, i+1, w, g)
+		}
+	}
+}
+
+// An mb 2.9.1 datadir, written by real mb (http, https, tcp and smtp
+// imposters, cycles part way through, proxyOnce and proxyAlways
+// recordings), is served by riftgate as mb serves it (the next response of
+// each cycle included); riftgate then changes it through its API, and mb
+// started on the folder riftgate left serves what riftgate serves.
+func TestDatadirRoundTripWithMountebank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mb and riftgate five times")
+	}
+	up := &datadirUpstream{counts: map[string]int{}}
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	work := t.TempDir()
+	dd := filepath.Join(work, "dd")
+	var p datadirPorts
+	seen := map[int]bool{}
+	for _, ptr := range []*int{&p.http, &p.https, &p.tcp, &p.smtp, &p.once, &p.always, &p.added} {
+		for *ptr == 0 || seen[*ptr] {
+			*ptr = gatewaytest.FreePort(t)
+		}
+		seen[*ptr] = true
+	}
+	p.up = upSrv.URL
+
+	// 1. mb writes the datadir.
+	mb := gatewaytest.StartMountebank(t, "--datadir", dd)
+	for _, imp := range []string{
+		fmt.Sprintf(`{"protocol":"http","port":%d,"name":"cycles","recordRequests":true,"stubs":[
+			{"predicates":[{"equals":{"path":"/cycle"}}],"responses":[{"is":{"body":"A"},"repeat":2},{"is":{"body":"B"}},{"is":{"statusCode":201,"body":"C"}}]},
+			{"predicates":[{"equals":{"path":"/static"}}],"responses":[{"is":{"body":"static","headers":{"X-Kind":"static"}}}]}]}`, p.http),
+		fmt.Sprintf(`{"protocol":"https","port":%d,"stubs":[{"responses":[{"is":{"body":"x"}},{"is":{"body":"y"}}]}]}`, p.https),
+		fmt.Sprintf(`{"protocol":"tcp","port":%d,"mode":"text","stubs":[{"responses":[{"is":{"data":"t1"}},{"is":{"data":"t2"}},{"is":{"data":"t3"}}]}]}`, p.tcp),
+		fmt.Sprintf(`{"protocol":"smtp","port":%d,"recordRequests":true}`, p.smtp),
+		fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"proxy":{"to":%q,"mode":"proxyOnce","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`, p.once, p.up),
+		fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"proxy":{"to":%q,"mode":"proxyAlways","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`, p.always, p.up),
+	} {
+		if status, body := mb.Do("POST", "/imposters", imp); status != 201 {
+			t.Fatalf("mb refused %s: %d %s", imp, status, body)
+		}
+	}
+	script{
+		httpStep("http", p.http, "/cycle"), httpStep("http", p.http, "/cycle"),
+		httpStep("https", p.https, "/"),
+		tcpStep(p.tcp, "hello"),
+		smtpStep(p.smtp),
+		httpStep("http", p.once, "/o1"), httpStep("http", p.once, "/o2"),
+		httpStep("http", p.always, "/a1"), httpStep("http", p.always, "/a1"),
+	}.run(t)
+	mb.Stop()
+	if _, err := os.Stat(filepath.Join(dd, strconv.Itoa(p.http), "imposter.json")); err != nil {
+		t.Fatalf("mb wrote no datadir: %v", err)
+	}
+
+	// 2. riftgate serves mb's folder as mb does.
+	var cur *gatewaytest.Instance
+	served := script{
+		httpStep("http", p.http, "/cycle"), httpStep("http", p.http, "/cycle"), httpStep("http", p.http, "/cycle"),
+		httpStep("http", p.http, "/cycle"), httpStep("http", p.http, "/static"), httpStep("http", p.http, "/none"),
+		httpStep("https", p.https, "/"), httpStep("https", p.https, "/"),
+		tcpStep(p.tcp, "again"), tcpStep(p.tcp, "again"),
+		smtpStep(p.smtp),
+		httpStep("http", p.once, "/o1"), httpStep("http", p.once, "/o2"), httpStep("http", p.once, "/o1"),
+		httpStep("http", p.always, "/a1"),
+		stubsStep(&cur, p.http), stubsStep(&cur, p.https), stubsStep(&cur, p.tcp),
+		stubsStep(&cur, p.once), stubsStep(&cur, p.always), stubsStep(&cur, p.smtp),
+	}
+	oracle := filepath.Join(work, "oracle1")
+	copyDir(t, dd, oracle)
+	up.reset()
+	cur = gatewaytest.StartMountebank(t, "--datadir", oracle)
+	want := served.run(t)
+	cur.Stop()
+	up.reset()
+	rg := gatewaytest.Start(t, "--datadir", dd)
+	cur = rg
+	got := served.run(t)
+	diffLines(t, "riftgate on mb's datadir", want, got)
+	if t.Failed() {
+		return
+	}
+
+	// 3. riftgate changes it: imposters added, replaced and deleted, stubs
+	// added, replaced and deleted, recordings, cycles moved.
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/imposters", fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"is":{"body":"n1"}},{"is":{"body":"n2"}},{"is":{"body":"n3"}}]}]}`, p.added), 201},
+		{"DELETE", fmt.Sprintf("/imposters/%d", p.https), "", 200},
+		{"POST", "/imposters", fmt.Sprintf(`{"protocol":"https","port":%d,"name":"again","stubs":[{"responses":[{"is":{"body":"r1"}},{"is":{"body":"r2"}}]}]}`, p.https), 201},
+		{"DELETE", fmt.Sprintf("/imposters/%d", p.tcp), "", 200},
+		{"POST", fmt.Sprintf("/imposters/%d/stubs", p.http), `{"index":0,"stub":{"predicates":[{"equals":{"path":"/new"}}],"responses":[{"is":{"body":"new1"}},{"is":{"body":"new2"}}]}}`, 200},
+		{"PUT", fmt.Sprintf("/imposters/%d/stubs/2", p.http), `{"predicates":[{"equals":{"path":"/static"}}],"responses":[{"is":{"body":"static2"}},{"is":{"body":"static3"}}]}`, 200},
+		{"POST", fmt.Sprintf("/imposters/%d/stubs", p.http), `{"stub":{"predicates":[{"equals":{"path":"/gone"}}],"responses":[{"is":{"body":"gone"}}]}}`, 200},
+		{"DELETE", fmt.Sprintf("/imposters/%d/stubs/3", p.http), "", 200},
+	} {
+		if status, body := rg.Do(c.method, c.path, c.body); status != c.status {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, status, body)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dd, strconv.Itoa(p.tcp))); !os.IsNotExist(err) {
+		t.Errorf("the deleted tcp imposter's folder is still there: %v", err)
+	}
+	script{
+		httpStep("http", p.added, "/"),
+		httpStep("https", p.https, "/"),
+		httpStep("http", p.http, "/new"), httpStep("http", p.http, "/static"), httpStep("http", p.http, "/cycle"),
+		httpStep("http", p.once, "/o3"),
+		httpStep("http", p.always, "/a1"), httpStep("http", p.always, "/a2"),
+	}.run(t)
+	rg.Stop()
+
+	// 4. Both serve the folder riftgate left: riftgate on a copy, mb on
+	// the folder itself.
+	again := script{
+		httpStep("http", p.added, "/"), httpStep("http", p.added, "/"), httpStep("http", p.added, "/"),
+		httpStep("https", p.https, "/"), httpStep("https", p.https, "/"),
+		tcpStep(p.tcp, "x"),
+		httpStep("http", p.http, "/new"), httpStep("http", p.http, "/new"),
+		httpStep("http", p.http, "/static"), httpStep("http", p.http, "/static"),
+		httpStep("http", p.http, "/cycle"), httpStep("http", p.http, "/cycle"), httpStep("http", p.http, "/gone"),
+		httpStep("http", p.once, "/o1"), httpStep("http", p.once, "/o3"), httpStep("http", p.once, "/o4"),
+		httpStep("http", p.always, "/a1"),
+		stubsStep(&cur, p.added), stubsStep(&cur, p.http), stubsStep(&cur, p.https),
+		stubsStep(&cur, p.once), stubsStep(&cur, p.always), stubsStep(&cur, p.tcp),
+	}
+	copied := filepath.Join(work, "copy2")
+	copyDir(t, dd, copied)
+	up.reset()
+	cur = gatewaytest.Start(t, "--datadir", copied)
+	got = again.run(t)
+	cur.Stop()
+	up.reset()
+	cur = gatewaytest.StartMountebank(t, "--datadir", dd)
+	want = again.run(t)
+	cur.Stop()
+	diffLines(t, "mb on riftgate's datadir", want, got)
+}

@@ -105,7 +105,18 @@ func (m *mirror) apply(prev, next *config.State) {
 	portsChanged := false
 	for _, port := range union(prev.Ports(), next.Ports()) {
 		p, n := prev.Imposters[port], next.Imposters[port]
-		if p == n || m.skip[port] {
+		if p == n {
+			continue
+		}
+		if m.skip[port] {
+			// A folder that could not be read is never written; but a
+			// delete of its imposter is the user's, as mb's would be.
+			if n == nil {
+				delete(m.skip, port)
+				if err := m.remove(port); err != nil {
+					m.log.Error("cannot remove the imposter's folder", "port", port, "err", err)
+				}
+			}
 			continue
 		}
 		var err error
@@ -471,9 +482,16 @@ func readManifest(root string) (manifest, error) {
 //   - a folder that cannot be read is said at error and left as it is.
 func (g *gateway) syncDatadir(ctx context.Context) error {
 	m := g.mirror
+	state := g.config.State()
 	man, err := readManifest(m.root)
 	if err != nil {
-		return fmt.Errorf("datadir: %w", err)
+		// Without it, neither side may lose anything: the log wins where
+		// it has the imposter, and other folders are taken in.
+		g.log.Error("cannot read the note of the folders riftgate wrote; the configuration log wins where it has an imposter", "err", err)
+		man = manifest{Version: 1, Imposters: map[string]string{}}
+		for _, port := range state.Ports() {
+			man.Imposters[strconv.Itoa(port)] = ""
+		}
 	}
 	ports, err := mbdatadir.Ports(m.root)
 	if err != nil {
@@ -494,7 +512,6 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 	}
 	// Nothing else writes yet: the flusher has not started, and commits
 	// are not mirrored until m.on.
-	state := g.config.State()
 	for _, port := range ports {
 		f := folders[port]
 		if f == nil {

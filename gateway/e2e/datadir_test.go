@@ -330,3 +330,216 @@ func TestDatadirRoundTripWithMountebank(t *testing.T) {
 	cur.Stop()
 	diffLines(t, "mb on riftgate's datadir", want, got)
 }
+
+// eventually runs step until its answer holds want, for up to 5 s.
+func eventually(t *testing.T, step func(t *testing.T) string, want string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = step(t); strings.Contains(got, want) {
+			return
+		}
+	}
+	t.Fatalf("got %s, want %s", got, want)
+}
+
+// starter starts one of the two servers on a datadir, with more flags.
+type starter struct {
+	name  string
+	start func(t testing.TB, args ...string) *gatewaytest.Instance
+}
+
+var bothServers = []starter{
+	{"mb", gatewaytest.StartMountebank},
+	{"riftgate", gatewaytest.Start},
+}
+
+// What mb's own CLI suite checks of --datadir, on mb and on riftgate
+// alike: cycles go on after a restart, a deleted imposter stays deleted,
+// --configfile wins over the datadir, and a delete removes the imposter's
+// folder and nothing else.
+func TestDatadirLikeMountebank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mb and riftgate several times")
+	}
+	for _, s := range bothServers {
+		t.Run(s.name+"/cycles survive a restart, deletes stay", func(t *testing.T) {
+			dd := filepath.Join(t.TempDir(), "db")
+			port := gatewaytest.FreePort(t)
+			in := s.start(t, "--datadir", dd)
+			in.PostImposter(map[string]any{"protocol": "http", "port": port, "stubs": []any{
+				map[string]any{"responses": []any{
+					map[string]any{"is": map[string]any{"body": "first"}},
+					map[string]any{"is": map[string]any{"body": "second"}},
+				}},
+			}})
+			if got := httpStep("http", port, "/")(t); !strings.Contains(got, `"first"`) {
+				t.Fatalf("got %s", got)
+			}
+			in.Stop()
+			in.Restart()
+			if got := httpStep("http", port, "/")(t); !strings.Contains(got, `"second"`) {
+				t.Fatalf("after a restart: %s, want the second response", got)
+			}
+			if status, body := in.Do("DELETE", "/imposters", nil); status != 200 {
+				t.Fatalf("DELETE /imposters: %d %s", status, body)
+			}
+			in.Stop()
+			in.Restart()
+			if got := httpStep("http", port, "/")(t); !strings.HasSuffix(got, "refused") {
+				t.Fatalf("a deleted imposter came back: %s", got)
+			}
+		})
+		t.Run(s.name+"/configfile wins over the datadir", func(t *testing.T) {
+			dir := t.TempDir()
+			dd := filepath.Join(dir, "db")
+			port := gatewaytest.FreePort(t)
+			in := s.start(t, "--datadir", dd)
+			in.PostImposter(map[string]any{"protocol": "http", "port": port, "stubs": []any{
+				map[string]any{"responses": []any{map[string]any{"is": map[string]any{"body": "SHOULD BE OVERWRITTEN"}}}},
+			}})
+			in.Stop()
+			cf := filepath.Join(dir, "imposters.json")
+			body := fmt.Sprintf(`{"imposters":[{"protocol":"http","port":%d,"stubs":[{"predicates":[{"equals":{"path":"/orders/123"}}],"responses":[{"is":{"body":"Order 123"}}]}]}]}`, port)
+			if err := os.WriteFile(cf, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			in = s.start(t, "--datadir", dd, "--configfile", cf)
+			// mb answers its admin API before it has PUT the configfile's
+			// imposters: wait for them, a little.
+			eventually(t, httpStep("http", port, "/orders/123"), `"Order 123"`)
+			in.Stop()
+			in.Restart() // the configfile's imposter is the datadir's now
+			eventually(t, httpStep("http", port, "/orders/123"), `"Order 123"`)
+		})
+		t.Run(s.name+"/a delete removes the imposter's folder and nothing else", func(t *testing.T) {
+			dd := filepath.Join(t.TempDir(), "db")
+			port := gatewaytest.FreePort(t)
+			in := s.start(t, "--datadir", dd)
+			inside := filepath.Join(dd, strconv.Itoa(port), "INSIDE-IMPOSTER-DIR.txt")
+			outside := filepath.Join(dd, "meta", "OUTSIDE-IMPOSTER-DIR.txt")
+			for _, f := range []string{inside, outside} {
+				if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(f, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in.PostImposter(map[string]any{"protocol": "http", "port": port, "stubs": []any{
+				map[string]any{"responses": []any{map[string]any{"is": map[string]any{"body": "BODY"}}}},
+			}})
+			if got := httpStep("http", port, "/")(t); !strings.Contains(got, `"BODY"`) {
+				t.Fatalf("got %s", got)
+			}
+			if status, body := in.Do("DELETE", "/imposters", nil); status != 200 {
+				t.Fatalf("DELETE /imposters: %d %s", status, body)
+			}
+			if _, err := os.Stat(outside); err != nil {
+				t.Errorf("a file outside the imposter's folder went: %v", err)
+			}
+			if _, err := os.Stat(filepath.Dir(inside)); !os.IsNotExist(err) {
+				t.Errorf("the imposter's folder is still there: %v", err)
+			}
+		})
+	}
+}
+
+// cycleImposter is an http imposter on port whose one stub cycles
+// through bodies.
+func cycleImposter(port int, bodies ...string) map[string]any {
+	var rs []any
+	for _, b := range bodies {
+		rs = append(rs, map[string]any{"is": map[string]any{"body": b}})
+	}
+	return map[string]any{"protocol": "http", "port": port, "stubs": []any{map[string]any{"responses": rs}}}
+}
+
+// After kill -9, every acknowledged change is there (the configuration
+// log wins over a folder it may have been writing), and a cycle goes on
+// from where it was a moment before.
+func TestDatadirKill9(t *testing.T) {
+	dd := filepath.Join(t.TempDir(), "db")
+	p1, p2 := gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	rg := gatewaytest.Start(t, "--datadir", dd)
+	rg.PostImposter(cycleImposter(p1, "one", "two", "three"))
+	httpStep("http", p1, "/")(t)
+	time.Sleep(500 * time.Millisecond) // positions are written every 100 ms
+	rg.PostImposter(cycleImposter(p2, "a", "b"))
+	rg.Kill()
+	rg.Restart()
+	if got := httpStep("http", p1, "/")(t); !strings.Contains(got, `"two"`) {
+		t.Errorf("after kill -9: %s, want the second response", got)
+	}
+	if got := httpStep("http", p2, "/")(t); !strings.Contains(got, `"a"`) {
+		t.Errorf("the imposter made just before kill -9: %s", got)
+	}
+	rg.Stop()
+	// mb reads what riftgate left.
+	mb := gatewaytest.StartMountebank(t, "--datadir", dd)
+	if got := httpStep("http", p1, "/")(t); !strings.Contains(got, `"three"`) {
+		t.Errorf("mb after riftgate: %s, want the third response", got)
+	}
+	if got := httpStep("http", p2, "/")(t); !strings.Contains(got, `"b"`) {
+		t.Errorf("mb after riftgate: %s, want the second response", got)
+	}
+	mb.Stop()
+}
+
+// Files of the datadir that cannot be read are said at error, naming the
+// file, and left as they are; what the configuration log holds is served
+// still, and nothing is written over them.
+func TestDatadirBadFiles(t *testing.T) {
+	dd := filepath.Join(t.TempDir(), "db")
+	bad, partial, ours := gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	rg := gatewaytest.Start(t, "--datadir", dd)
+	rg.PostImposter(cycleImposter(ours, "mine", "still mine"))
+	rg.Stop()
+
+	write := func(rel, content string) string {
+		path := filepath.Join(dd, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	badFile := write(strconv.Itoa(bad)+"/imposter.json", `{"protocol":"http","port":`)
+	write(strconv.Itoa(partial)+"/imposter.json",
+		fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"meta":{"dir":"stubs/s1"}}]}`, partial))
+	write(strconv.Itoa(partial)+"/stubs/s1/meta.json", `{"responseFiles":["responses/r1.json"],"orderWithRepeats":[0],"nextIndex":0}`)
+	metas, _ := filepath.Glob(filepath.Join(dd, strconv.Itoa(ours), "stubs", "*", "meta.json"))
+	if len(metas) != 1 {
+		t.Fatalf("riftgate wrote %d meta.json for its imposter, want 1", len(metas))
+	}
+	oursFile := write(strings.TrimPrefix(metas[0], dd+"/"), `{"responseFiles": [`)
+
+	rg.Restart()
+	out := rg.Output()
+	for _, want := range []string{badFile, filepath.Join(dd, strconv.Itoa(partial), "stubs/s1/responses/r1.json"), oursFile} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log does not name %s:\n%s", want, out)
+		}
+	}
+	if got := httpStep("http", bad, "/")(t); !strings.HasSuffix(got, "refused") {
+		t.Errorf("an unreadable imposter is served: %s", got)
+	}
+	if got := httpStep("http", partial, "/")(t); !strings.HasSuffix(got, "refused") {
+		t.Errorf("a partial imposter is served: %s", got)
+	}
+	if got := httpStep("http", ours, "/")(t); !strings.Contains(got, `"mine"`) {
+		t.Errorf("the log's imposter, whose folder is damaged: %s", got)
+	}
+	// A change to that imposter leaves its folder alone.
+	if status, body := rg.Do("POST", fmt.Sprintf("/imposters/%d/stubs", ours), `{"stub":{"responses":[{"is":{"body":"x"}}]}}`); status != 200 {
+		t.Fatalf("adding a stub: %d %s", status, body)
+	}
+	rg.Stop()
+	for path, want := range map[string]string{badFile: `{"protocol":"http","port":`, oursFile: `{"responseFiles": [`} {
+		if b, err := os.ReadFile(path); err != nil || string(b) != want {
+			t.Errorf("%s changed: %q %v", path, b, err)
+		}
+	}
+}

@@ -166,7 +166,7 @@ func (m *mirror) write(port int, imp *config.Imposter, have *mbdatadir.Imposter)
 }
 
 func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Imposter, byIndex bool) error {
-	header, err := mbdatadir.Canonical(imp.Header, "stubs")
+	header, err := fileHeader(imp)
 	if err != nil {
 		return err
 	}
@@ -234,6 +234,19 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 		return nil // imposter.json already says this
 	}
 	return mbdatadir.WriteHeader(m.root, port, header, list)
+}
+
+// fileHeader is the header imposter.json gets: riftgate's, in its order
+// (mb's), unless it would list stubs twice.
+func fileHeader(imp *config.Imposter) (json.RawMessage, error) {
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(imp.Header, &h); err != nil || h == nil {
+		return nil, fmt.Errorf("the imposter on port %d: its header is no JSON object: %v", imp.Port, err)
+	}
+	if _, ok := h["stubs"]; ok {
+		return mbdatadir.Canonical(imp.Header, "stubs")
+	}
+	return imp.Header, nil
 }
 
 // sameStub reports whether a stub on disk holds def and rs.
@@ -309,7 +322,7 @@ func (m *mirror) restub(port int, imp *config.Imposter) error {
 		}
 	}
 	mp.ids = ids
-	header, err := mbdatadir.Canonical(imp.Header, "stubs")
+	header, err := fileHeader(imp)
 	if err != nil {
 		return err
 	}

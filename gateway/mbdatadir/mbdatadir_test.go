@@ -158,8 +158,8 @@ func TestReadRefuses(t *testing.T) {
 			"stubs/a/meta.json": `{"responseFiles":[],"orderWithRepeats":[3],"nextIndex":0}`,
 		}, "names response 3 of 0"},
 		{"response not an object", map[string]string{
-			"imposter.json":           `{"port":4545,"stubs":[{"meta":{"dir":"stubs/a"}}]}`,
-			"stubs/a/meta.json":       `{"responseFiles":["responses/r.json"],"orderWithRepeats":[0],"nextIndex":0}`,
+			"imposter.json":            `{"port":4545,"stubs":[{"meta":{"dir":"stubs/a"}}]}`,
+			"stubs/a/meta.json":        `{"responseFiles":["responses/r.json"],"orderWithRepeats":[0],"nextIndex":0}`,
 			"stubs/a/responses/r.json": `[1]`,
 		}, "not a JSON object"},
 	} {

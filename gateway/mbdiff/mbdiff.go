@@ -395,6 +395,12 @@ func init() {
 			Why: "no mailparser in Go; mb hangs or grows without bound (the page's smtp section)"},
 		{ID: "streamed-requests", What: "an admin answer holding recorded requests streams past 1 MiB (Transfer-Encoding: chunked, no Content-Length)",
 			Why: "built whole, a million recorded requests took more memory than the requests themselves"},
+		{ID: "datadir-files", What: "riftgate's own files sit in --datadir beside mb's imposter folders, and imposter.json keeps every stub field",
+			Why: "the configuration log the cluster relies on stays the one durable truth; mb's layout is written as its mirror"},
+		{ID: "datadir-positions", What: "a stub's position in its responses reaches meta.json within 100 ms, not before the answer",
+			Why: "one file write per request is what mb pays; a kill -9 forgets at most 100 ms of positions"},
+		{ID: "datadir-unreadable", What: "a datadir folder that cannot be read is said at error, not served and never written over; only folders named after their port are read",
+			Why: "nothing already stored is lost, and a delete removes exactly <datadir>/<port>/"},
 		{ID: "recorded-order", What: "requests served at once are recorded in time order: a later one's timestamp moves forward to the one recorded before it (by well under a millisecond)",
 			Why: "the recorded requests stream in time order, merged across a cluster's nodes, which needs each node's log in that order"},
 	} {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/gateway/mbdatadir"
+	"github.com/riftgate/riftgate/gateway/reqlog"
 )
 
 // The single node's --datadir is also Mountebank's: the configuration log
@@ -38,6 +40,10 @@ type manifest struct {
 	// holds each folder's digest as it left it.
 	Clean     bool              `json:"clean"`
 	Imposters map[string]string `json:"imposters"`
+	// Requests names, per imposter, the newest of its recorded requests'
+	// files (<port>/requests/<name>.json) riftgate has: newer ones were
+	// recorded by mb, and are taken in.
+	Requests map[string]string `json:"requests,omitempty"`
 }
 
 // mirror writes the configuration into mb's layout as it changes.
@@ -52,6 +58,10 @@ type mirror struct {
 	// written, so nothing in them is lost.
 	skip map[int]bool
 	on   bool // set once the start's sync is done; commits are mirrored from then
+	// marks are manifest.Requests; base, per imposter, the number of the
+	// first request recorded that its folder does not have yet.
+	marks map[int]string
+	base  map[int]int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -66,6 +76,7 @@ type mirrored struct {
 
 func newMirror(root string, log *slog.Logger, cycles *localCycles) *mirror {
 	return &mirror{root: root, log: log, cycles: cycles, ports: map[int]*mirrored{}, skip: map[int]bool{},
+		marks: map[int]string{}, base: map[int]int64{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -130,6 +141,7 @@ func (m *mirror) apply(prev, next *config.State) {
 			if p != nil {
 				err = m.remove(port)
 			}
+			delete(m.base, port) // its requests are all new
 			if err == nil {
 				err = m.write(port, n, nil)
 			}
@@ -154,6 +166,8 @@ func (m *mirror) remove(port int) error {
 		}
 	}
 	delete(m.ports, port)
+	delete(m.marks, port)
+	delete(m.base, port)
 	return mbdatadir.Remove(m.root, port)
 }
 
@@ -450,6 +464,12 @@ func (m *mirror) writeManifest(clean bool, digests map[int]string) {
 	man := manifest{Version: 1, Clean: clean, Imposters: map[string]string{}}
 	for port := range m.ports {
 		man.Imposters[strconv.Itoa(port)] = digests[port]
+		if mark := m.marks[port]; mark != "" {
+			if man.Requests == nil {
+				man.Requests = map[string]string{}
+			}
+			man.Requests[strconv.Itoa(port)] = mark
+		}
 	}
 	b, _ := json.MarshalIndent(man, "", "  ")
 	path := filepath.Join(m.root, mirrorFile)
@@ -533,14 +553,21 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 		digest, noted := man.Imposters[strconv.Itoa(port)]
 		ours := noted && (!man.Clean || digest == f.Digest())
 		have := state.Imposter(port)
+		since := ""
 		switch {
 		case ours && have != nil:
 			err = m.write(port, have, f)
+			since = man.Requests[strconv.Itoa(port)]
 		case ours:
 			// The log deleted it; the folder's removal was lost.
 			err = mbdatadir.Remove(m.root, port)
+			continue
 		default:
 			err = g.takeIn(ctx, f)
+		}
+		if err == nil {
+			m.marks[port] = since
+			g.importRequests(port, since)
 		}
 		if err != nil {
 			m.skip[port] = true
@@ -563,6 +590,7 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 		if err := m.write(port, state.Imposter(port), nil); err != nil {
 			g.log.Error("cannot write the imposter's folder in mb's layout", "port", port, "err", err)
 		}
+		m.base[port] = 0 // the requests it has go to its new folder
 	}
 	m.mu.Lock()
 	m.on = true
@@ -681,4 +709,87 @@ func (c *localCycles) takeDirty() []string {
 		}
 	}
 	return slices.Compact(slices.Sorted(slices.Values(keys)))
+}
+
+// importRequests takes the recorded requests of port's folder named after
+// since (mb recorded them) into the running imposter's, and notes that
+// the folder has every request recorded so far.
+func (g *gateway) importRequests(port int, since string) {
+	m := g.mirror
+	imp, ok := g.rec.get(port)
+	if !ok || imp.RecordedLog() == nil {
+		return
+	}
+	log := imp.RecordedLog()
+	reqs, bad, err := mbdatadir.Requests(m.root, port, since)
+	if err != nil {
+		g.log.Error("cannot read the imposter's recorded requests in the datadir", "port", port, "err", err)
+	}
+	for path, err := range bad {
+		g.log.Error("a recorded request of the datadir cannot be read; it is left as it is", "file", path, "err", err)
+	}
+	for _, r := range reqs {
+		log.AppendJSON(r.Time, r.JSON)
+		m.marks[port] = r.Name
+	}
+	m.base[port] = log.Next()
+}
+
+// exportRequests writes the requests recorded since the folders were last
+// written, one file each, as mb keeps them. It runs as the process stops,
+// before the imposters close their recorded requests.
+func (m *mirror) exportRequests(rec *reconciler) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.on {
+		return
+	}
+	var r reqlog.Record
+	var buf bytes.Buffer
+	for port := range m.ports {
+		imp, ok := rec.get(port)
+		if !ok || imp.RecordedLog() == nil {
+			continue
+		}
+		from := m.base[port]
+		snap := imp.RecordedLog().SnapshotFrom(from, 0)
+		c := snap.Cursor(0)
+		for {
+			seq, rc, ok := c.Next()
+			if !ok {
+				break
+			}
+			if seq < from || r.Decode(rc) != nil {
+				continue
+			}
+			buf.Reset()
+			r.AppendJSON(&buf)
+			name, err := mbdatadir.WriteRequest(m.root, port, r.Time, buf.Bytes())
+			if err != nil {
+				m.log.Error("cannot write a recorded request in mb's layout", "port", port, "err", err)
+				break
+			}
+			if mbdatadir.NameLess(m.marks[port], name) || m.marks[port] == "" {
+				m.marks[port] = name
+			}
+			m.base[port] = seq + 1
+		}
+		if err := c.Err(); err != nil {
+			m.log.Error("cannot read the recorded requests to write them in mb's layout", "port", port, "err", err)
+		}
+		snap.Close()
+	}
+}
+
+// clearRequests removes an imposter's recorded requests from its folder,
+// as mb's DELETE /imposters/:id/savedRequests does.
+func (m *mirror) clearRequests(port int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.on || m.skip[port] || m.ports[port] == nil {
+		return
+	}
+	if err := mbdatadir.RemoveRequests(m.root, port); err != nil {
+		m.log.Error("cannot remove the imposter's recorded requests from its folder", "port", port, "err", err)
+	}
 }

@@ -93,6 +93,9 @@ func (g *gateway) close() {
 		// A cluster's log stops moving the imposters before they stop.
 		_ = c.Close()
 	}
+	if g.mirror != nil {
+		g.mirror.exportRequests(g.rec)
+	}
 	g.rec.stopAll(ctx)
 	if g.mirror != nil {
 		g.mirror.close(g.config.State())

@@ -151,6 +151,35 @@ func stubsStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
 	}
 }
 
+// requestsStep shows an imposter's recorded requests, what mb and
+// riftgate both keep of them (not when, nor from where).
+func requestsStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		status, body := (*in).Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
+		if status != 200 {
+			return fmt.Sprintf("requests %d: %d", port, status)
+		}
+		var imp struct {
+			Requests []map[string]any `json:"requests"`
+		}
+		if err := json.Unmarshal(body, &imp); err != nil {
+			t.Fatal(err)
+		}
+		var kept []any
+		for _, r := range imp.Requests {
+			k := map[string]any{}
+			for _, f := range []string{"method", "path", "query", "body", "data", "subject", "text", "from"} {
+				if v, ok := r[f]; ok {
+					k[f] = v
+				}
+			}
+			kept = append(kept, k)
+		}
+		b, _ := json.Marshal(kept)
+		return fmt.Sprintf("requests %d %s", port, b)
+	}
+}
+
 // dropKeys removes the keys named, at any depth, from decoded JSON.
 func dropKeys(v any, keys ...string) any {
 	switch v := v.(type) {
@@ -262,6 +291,7 @@ func TestDatadirRoundTripWithMountebank(t *testing.T) {
 		httpStep("http", p.always, "/a1"),
 		stubsStep(&cur, p.http), stubsStep(&cur, p.https), stubsStep(&cur, p.tcp),
 		stubsStep(&cur, p.once), stubsStep(&cur, p.always), stubsStep(&cur, p.smtp),
+		requestsStep(&cur, p.http), requestsStep(&cur, p.smtp),
 	}
 	oracle := filepath.Join(work, "oracle1")
 	copyDir(t, dd, oracle)
@@ -322,6 +352,7 @@ func TestDatadirRoundTripWithMountebank(t *testing.T) {
 		httpStep("http", p.always, "/a1"),
 		stubsStep(&cur, p.added), stubsStep(&cur, p.http), stubsStep(&cur, p.https),
 		stubsStep(&cur, p.once), stubsStep(&cur, p.always), stubsStep(&cur, p.tcp),
+		requestsStep(&cur, p.http), requestsStep(&cur, p.smtp),
 	}
 	copied := filepath.Join(work, "copy2")
 	copyDir(t, dd, copied)

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -488,3 +489,103 @@ func marshal(m map[string]json.RawMessage) json.RawMessage {
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 func isObject(raw []byte) bool { return len(raw) > 1 && raw[0] == '{' }
+
+// Request is a recorded request of an imposter folder: one file of
+// <port>/requests, named after when it was recorded.
+type Request struct {
+	Name string          // the file's name, without .json
+	Time time.Time       // its timestamp (zero when it has none)
+	JSON json.RawMessage // the request as mb shows it, compacted
+}
+
+// nameParts are a file name's epoch, pid and counter, as mb sorts them.
+func nameParts(name string) ([3]int64, bool) {
+	var p [3]int64
+	parts := strings.Split(name, "-")
+	if len(parts) != 3 {
+		return p, false
+	}
+	for i, s := range parts {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
+			return p, false
+		}
+		p[i] = n
+	}
+	return p, true
+}
+
+// NameLess orders two names of mb's form as mb does: by epoch, then pid,
+// then counter.
+func NameLess(a, b string) bool {
+	pa, _ := nameParts(a)
+	pb, _ := nameParts(b)
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+	return false
+}
+
+// Requests reads the imposter's recorded requests named after since (all
+// when since is ""), oldest first. A file that cannot be read is returned
+// in bad, with why, and skipped.
+func Requests(root string, port int, since string) (reqs []Request, bad map[string]error, err error) {
+	dir := filepath.Join(Folder(root, port), "requests")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if _, mbs := nameParts(name); ok && mbs && !e.IsDir() && (since == "" || NameLess(since, name)) {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return NameLess(names[i], names[j]) })
+	for _, name := range names {
+		path := filepath.Join(dir, name+".json")
+		b, err := os.ReadFile(path)
+		var buf bytes.Buffer
+		if err == nil {
+			err = json.Compact(&buf, b)
+		}
+		var r struct {
+			Timestamp string `json:"timestamp"`
+		}
+		if err == nil && (!isObject(buf.Bytes()) || json.Unmarshal(buf.Bytes(), &r) != nil) {
+			err = errors.New("not a JSON object")
+		}
+		if err != nil {
+			if bad == nil {
+				bad = map[string]error{}
+			}
+			bad[path] = err
+			continue
+		}
+		ts, _ := time.Parse(time.RFC3339Nano, r.Timestamp)
+		reqs = append(reqs, Request{Name: name, Time: ts, JSON: buf.Bytes()})
+	}
+	return reqs, bad, nil
+}
+
+// WriteRequest writes a recorded request as mb does, named after its time
+// (now when it has none); it returns the name.
+func WriteRequest(root string, port int, ts time.Time, js []byte) (string, error) {
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	name := fmt.Sprintf("%d-%d-%d", ts.UnixMilli(), os.Getpid(), counter.Add(1))
+	return name, writeJSON(filepath.Join(Folder(root, port), "requests", name+".json"), js)
+}
+
+// RemoveRequests removes the imposter's recorded requests, as mb's DELETE
+// /imposters/:id/savedRequests does.
+func RemoveRequests(root string, port int) error {
+	return os.RemoveAll(filepath.Join(Folder(root, port), "requests"))
+}

@@ -401,6 +401,8 @@ func init() {
 			Why: "one file write per request is what mb pays; a kill -9 forgets at most 100 ms of positions"},
 		{ID: "datadir-unreadable", What: "a datadir folder that cannot be read is said at error, not served and never written over; only folders named after their port are read",
 			Why: "nothing already stored is lost, and a delete removes exactly <datadir>/<port>/"},
+		{ID: "datadir-requests", What: "recorded requests are written to <port>/requests/ as mb's files when riftgate stops cleanly, not one by one",
+			Why: "one file per request would cap what --mock can record; riftgate's own store keeps them meanwhile, kill -9 included"},
 		{ID: "recorded-order", What: "requests served at once are recorded in time order: a later one's timestamp moves forward to the one recorded before it (by well under a millisecond)",
 			Why: "the recorded requests stream in time order, merged across a cluster's nodes, which needs each node's log in that order"},
 	} {

@@ -62,6 +62,9 @@ type mirror struct {
 	// first request recorded that its folder does not have yet.
 	marks map[int]string
 	base  map[int]int64
+	// stale are folders a write failed on: the log wins there at the next
+	// start, whatever the folder holds.
+	stale map[int]bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -76,7 +79,7 @@ type mirrored struct {
 
 func newMirror(root string, log *slog.Logger, cycles *localCycles) *mirror {
 	return &mirror{root: root, log: log, cycles: cycles, ports: map[int]*mirrored{}, skip: map[int]bool{},
-		marks: map[int]string{}, base: map[int]int64{},
+		marks: map[int]string{}, base: map[int]int64{}, stale: map[int]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -150,6 +153,7 @@ func (m *mirror) apply(prev, next *config.State) {
 			err = m.restub(port, n)
 		}
 		if err != nil {
+			m.stale[port] = true
 			m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
 		}
 	}
@@ -451,7 +455,7 @@ func (m *mirror) close(state *config.State) {
 	defer m.mu.Unlock()
 	digests := make(map[int]string, len(m.ports))
 	for port := range m.ports {
-		if imp := state.Imposter(port); imp != nil {
+		if imp := state.Imposter(port); imp != nil && !m.stale[port] {
 			digests[port] = digestOf(imp)
 		}
 	}
@@ -551,7 +555,8 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 			continue
 		}
 		digest, noted := man.Imposters[strconv.Itoa(port)]
-		ours := noted && (!man.Clean || digest == f.Digest())
+		// A digest of "" marks a folder riftgate could not finish writing.
+		ours := noted && (!man.Clean || digest == "" || digest == f.Digest())
 		have := state.Imposter(port)
 		since := ""
 		switch {

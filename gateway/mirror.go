@@ -558,21 +558,23 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 		// A digest of "" marks a folder riftgate could not finish writing.
 		ours := noted && (!man.Clean || digest == "" || digest == f.Digest())
 		have := state.Imposter(port)
-		since := ""
+		since, whole := "", !ours
 		switch {
 		case ours && have != nil:
 			err = m.write(port, have, f)
 			since = man.Requests[strconv.Itoa(port)]
 		case ours:
 			// The log deleted it; the folder's removal was lost.
-			err = mbdatadir.Remove(m.root, port)
+			if err := mbdatadir.Remove(m.root, port); err != nil {
+				g.log.Error("cannot remove the folder of a deleted imposter", "port", port, "err", err)
+			}
 			continue
 		default:
 			err = g.takeIn(ctx, f)
 		}
 		if err == nil {
 			m.marks[port] = since
-			g.importRequests(port, since)
+			g.importRequests(port, since, whole)
 		}
 		if err != nil {
 			m.skip[port] = true
@@ -718,14 +720,19 @@ func (c *localCycles) takeDirty() []string {
 
 // importRequests takes the recorded requests of port's folder named after
 // since (mb recorded them) into the running imposter's, and notes that
-// the folder has every request recorded so far.
-func (g *gateway) importRequests(port int, since string) {
+// the folder has every request recorded so far. whole says the folder's
+// requests are all the imposter's (it was taken in): what riftgate kept
+// of them goes first.
+func (g *gateway) importRequests(port int, since string, whole bool) {
 	m := g.mirror
 	imp, ok := g.rec.get(port)
 	if !ok || imp.RecordedLog() == nil {
 		return
 	}
 	log := imp.RecordedLog()
+	if whole {
+		log.Reset()
+	}
 	reqs, bad, err := mbdatadir.Requests(m.root, port, since)
 	if err != nil {
 		g.log.Error("cannot read the imposter's recorded requests in the datadir", "port", port, "err", err)

@@ -579,3 +579,54 @@ func TestDatadirBadFiles(t *testing.T) {
 		}
 	}
 }
+
+// A team that switches back and forth keeps what each side changed:
+// riftgate's folder changed by mb (a stub added, an imposter deleted,
+// requests recorded, a cycle moved) is what riftgate serves next.
+func TestDatadirBackAndForth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mb and riftgate")
+	}
+	dd := filepath.Join(t.TempDir(), "db")
+	kept, gone := gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+	rg := gatewaytest.Start(t, "--datadir", dd)
+	imp := cycleImposter(kept, "one", "two", "three")
+	imp["recordRequests"] = true
+	rg.PostImposter(imp)
+	rg.PostImposter(cycleImposter(gone, "x"))
+	httpStep("http", kept, "/rg")(t)
+	rg.Stop()
+
+	mb := gatewaytest.StartMountebank(t, "--datadir", dd)
+	if got := httpStep("http", kept, "/mb")(t); !strings.Contains(got, `"two"`) {
+		t.Fatalf("mb on riftgate's folder: %s", got)
+	}
+	if status, body := mb.Do("POST", fmt.Sprintf("/imposters/%d/stubs", kept),
+		`{"index":0,"stub":{"predicates":[{"equals":{"path":"/added"}}],"responses":[{"is":{"body":"added by mb"}}]}}`); status != 200 {
+		t.Fatalf("mb: %d %s", status, body)
+	}
+	if status, body := mb.Do("DELETE", fmt.Sprintf("/imposters/%d", gone), nil); status != 200 {
+		t.Fatalf("mb: %d %s", status, body)
+	}
+	mb.Stop()
+
+	rg.Restart()
+	for _, c := range []struct{ step, want string }{
+		{httpStep("http", kept, "/")(t), `"three"`},
+		{httpStep("http", kept, "/added")(t), `"added by mb"`},
+		{httpStep("http", gone, "/")(t), "refused"},
+		{requestsStep(&rg, kept)(t), `[{"body":"","method":"GET","path":"/rg","query":{}},{"body":"","method":"GET","path":"/mb","query":{}},{"body":"","method":"GET","path":"/","query":{}},{"body":"","method":"GET","path":"/added","query":{}}]`},
+	} {
+		if !strings.Contains(c.step, c.want) {
+			t.Errorf("riftgate after mb: %s, want %s", c.step, c.want)
+		}
+	}
+	// Deleting the recorded requests removes mb's files of them too.
+	if status, _ := rg.Do("DELETE", fmt.Sprintf("/imposters/%d/savedRequests", kept), nil); status != 200 {
+		t.Fatalf("DELETE savedRequests: %d", status)
+	}
+	if _, err := os.Stat(filepath.Join(dd, strconv.Itoa(kept), "requests")); !os.IsNotExist(err) {
+		t.Errorf("the imposter's requests folder is still there: %v", err)
+	}
+	rg.Stop()
+}

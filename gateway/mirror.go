@@ -71,10 +71,30 @@ type mirror struct {
 }
 
 // mirrored is what the mirror knows of one imposter's folder: each stub's
-// files, by stub id (Def and Responses are not kept: the state has them).
+// folder, files and definition, by stub id (not its responses: the state
+// has them), and whether imposter.json is to be written again.
 type mirrored struct {
-	stubs map[uint64]*mbdatadir.Stub
-	ids   []uint64 // in imposter.json's order
+	header json.RawMessage
+	stubs  map[uint64]*mstub
+	ids    []uint64 // in imposter.json's order
+	dirty  bool     // imposter.json lags: the flusher writes it
+}
+
+// mstub is a stub as written: more is how many responses proxyAlways had
+// added to it (a stub's id changes whenever anything else of it does).
+type mstub struct {
+	*mbdatadir.Stub
+	more int
+}
+
+// writeHeader writes imposter.json from what the mirror knows.
+func (m *mirror) writeHeader(port int, mp *mirrored) error {
+	list := make([]*mbdatadir.Stub, len(mp.ids))
+	for i, id := range mp.ids {
+		list[i] = mp.stubs[id].Stub
+	}
+	mp.dirty = false
+	return mbdatadir.WriteHeader(m.root, port, mp.header, list)
 }
 
 func newMirror(root string, log *slog.Logger, cycles *localCycles) *mirror {
@@ -150,7 +170,7 @@ func (m *mirror) apply(prev, next *config.State) {
 			}
 			portsChanged = true
 		default:
-			err = m.restub(port, n)
+			err = m.restub(port, p, n)
 		}
 		if err != nil {
 			m.stale[port] = true
@@ -188,8 +208,7 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 	if err != nil {
 		return err
 	}
-	mp := &mirrored{stubs: make(map[uint64]*mbdatadir.Stub, imp.Len())}
-	list := make([]*mbdatadir.Stub, 0, imp.Len())
+	mp := &mirrored{header: header, stubs: make(map[uint64]*mstub, imp.Len())}
 	used := map[string]bool{}
 	i := 0
 	var werr error
@@ -228,10 +247,9 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 			m.cycles.set(cycleName(port, cs.ID), uint64(st.NextIndex))
 		}
 		c := *st
-		c.Def, c.Responses = nil, nil // the state keeps them
-		mp.stubs[cs.ID] = &c
+		c.Responses = nil // the state keeps them
+		mp.stubs[cs.ID] = &mstub{Stub: &c, more: cs.NumMore()}
 		mp.ids = append(mp.ids, cs.ID)
-		list = append(list, st)
 		i++
 		return true
 	})
@@ -251,7 +269,7 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 	if have != nil && have.Digest() == digestOf(imp) {
 		return nil // imposter.json already says this
 	}
-	return mbdatadir.WriteHeader(m.root, port, header, list)
+	return m.writeHeader(port, mp)
 }
 
 // fileHeader is the header imposter.json gets: riftgate's, in its order
@@ -281,89 +299,94 @@ func sameStub(h *mbdatadir.Stub, def json.RawMessage, rs []json.RawMessage) bool
 }
 
 // restub writes the stub changes of an imposter whose header did not
-// change: stubs gone, stubs added, responses a proxy recorded.
-func (m *mirror) restub(port int, imp *config.Imposter) error {
+// change: stubs gone, stubs added, responses a proxy recorded. When only
+// recordings made next from prev (the imposter's journal says which stubs
+// they touched), only those are looked at, and imposter.json is left to
+// the flusher: a recording costs what it adds, not what the imposter has.
+func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 	mp := m.ports[port]
 	if mp == nil {
 		return m.write(port, imp, nil)
 	}
-	type item struct {
-		cs *config.Stub
-		st *mbdatadir.Stub
-	}
-	items := make([]item, 0, imp.Len())
-	ids := make([]uint64, 0, imp.Len())
-	var werr error
-	imp.Each(func(cs *config.Stub) bool {
-		ids = append(ids, cs.ID)
-		st := mp.stubs[cs.ID]
-		if st != nil && len(st.Files) == responsesOf(cs) {
-			items = append(items, item{cs, st})
-			return true
+	added := false
+	sync := func(cs *config.Stub) error {
+		ms := mp.stubs[cs.ID]
+		if ms != nil && ms.more == cs.NumMore() {
+			return nil
 		}
-		_, rs, err := mbdatadir.SplitStub(cs.Doc())
+		def, rs, err := mbdatadir.SplitStub(cs.Doc())
 		if err != nil {
-			werr = err
-			return false
+			return err
 		}
-		if st == nil {
-			st = mbdatadir.NewStub(nil, rs)
-			werr = mbdatadir.WriteStub(m.root, port, st, 0)
-		} else {
-			// A stub keeps its id only while its definition does: what
-			// changed is the responses proxyAlways added.
-			from := len(st.Files)
-			st.Responses = make([]json.RawMessage, from, len(rs))
-			st.AddResponses(rs[from:])
-			st.NextIndex = m.position(port, cs.ID, st)
-			werr = mbdatadir.WriteStub(m.root, port, st, from)
+		if ms == nil {
+			st := mbdatadir.NewStub(def, rs)
+			if err := mbdatadir.WriteStub(m.root, port, st, 0); err != nil {
+				return err
+			}
+			st.Responses = nil
+			mp.stubs[cs.ID] = &mstub{Stub: st, more: cs.NumMore()}
+			added = true
+			return nil
 		}
-		st.Responses = nil // the state keeps them
-		mp.stubs[cs.ID] = st
-		items = append(items, item{cs, st})
-		return werr == nil
-	})
-	if werr != nil || slices.Equal(ids, mp.ids) {
-		return werr
+		from := len(ms.Files)
+		if len(rs) < from {
+			from = 0 // cannot happen while ids change with definitions; write it whole
+			ms.Files, ms.Order = nil, nil
+		}
+		ms.Responses = make([]json.RawMessage, from, len(rs))
+		ms.AddResponses(rs[from:])
+		ms.NextIndex = m.position(port, cs.ID, ms.Stub)
+		err = mbdatadir.WriteStub(m.root, port, ms.Stub, from)
+		ms.Responses, ms.more = nil, cs.NumMore()
+		return err
 	}
-	keep := make(map[uint64]bool, len(ids))
-	for _, id := range ids {
+	ids, journaled := imp.Changes(prev)
+	if journaled {
+		for _, id := range ids {
+			if cs, ok := imp.Stub(id); ok {
+				if err := sync(cs); err != nil {
+					return err
+				}
+			}
+		}
+		if !added {
+			return nil
+		}
+	}
+	order := make([]uint64, 0, imp.Len())
+	var err error
+	imp.Each(func(cs *config.Stub) bool {
+		order = append(order, cs.ID)
+		if !journaled {
+			err = sync(cs)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if !added && slices.Equal(order, mp.ids) {
+		return nil
+	}
+	keep := make(map[uint64]bool, len(order))
+	for _, id := range order {
 		keep[id] = true
 	}
-	for id, st := range mp.stubs {
+	for id, ms := range mp.stubs {
 		if !keep[id] {
-			if err := mbdatadir.RemoveStub(m.root, port, st); err != nil {
+			if err := mbdatadir.RemoveStub(m.root, port, ms.Stub); err != nil {
 				return err
 			}
 			m.cycles.forget(cycleName(port, id))
 			delete(mp.stubs, id)
 		}
 	}
-	mp.ids = ids
-	header, err := fileHeader(imp)
-	if err != nil {
-		return err
+	mp.ids = order
+	if journaled {
+		mp.dirty = true
+		return nil
 	}
-	list := make([]*mbdatadir.Stub, len(items))
-	for i, it := range items {
-		def, _, err := mbdatadir.SplitStub(it.cs.JSON)
-		if err != nil {
-			return err
-		}
-		c := *it.st
-		c.Def = def
-		list[i] = &c
-	}
-	return mbdatadir.WriteHeader(m.root, port, header, list)
-}
-
-// responsesOf counts a stub's responses.
-func responsesOf(cs *config.Stub) int {
-	var s struct {
-		Responses []json.RawMessage `json:"responses"`
-	}
-	_ = json.Unmarshal(cs.JSON, &s)
-	return len(s.Responses) + cs.NumMore()
+	return m.writeHeader(port, mp)
 }
 
 // position is where the stub's cycle is, as mb's nextIndex.
@@ -391,14 +414,20 @@ func digestOf(imp *config.Imposter) string {
 	return d.Sum()
 }
 
-// flushPositions writes the meta.json of every stub whose cycle moved.
+// flushPositions writes the meta.json of every stub whose cycle moved,
+// and the imposter.json that recordings left behind.
 func (m *mirror) flushPositions() {
 	keys := m.cycles.takeDirty()
-	if len(keys) == 0 {
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for port, mp := range m.ports {
+		if mp.dirty {
+			if err := m.writeHeader(port, mp); err != nil {
+				m.stale[port] = true
+				m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
+			}
+		}
+	}
 	for _, k := range keys {
 		port, id, ok := parseCycleName(k)
 		if !ok || m.skip[port] {
@@ -408,12 +437,12 @@ func (m *mirror) flushPositions() {
 		if mp == nil {
 			continue
 		}
-		st := mp.stubs[id]
-		if st == nil {
+		ms := mp.stubs[id]
+		if ms == nil {
 			continue
 		}
-		st.NextIndex = m.position(port, id, st)
-		if err := mbdatadir.WriteMeta(m.root, port, st); err != nil {
+		ms.NextIndex = m.position(port, id, ms.Stub)
+		if err := mbdatadir.WriteMeta(m.root, port, ms.Stub); err != nil {
 			m.log.Error("cannot write where a stub's responses cycle", "port", port, "err", err)
 		}
 	}

@@ -226,3 +226,59 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Recorded requests are read in mb's order (epoch, pid, counter: not the
+// names' text order), only those after since, and a damaged one is named
+// and skipped.
+func TestRequests(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "4545", "requests")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"100-7-2.json":  `{"path":"/b","timestamp":"2026-12-05T06:00:00.100Z"}`,
+		"100-7-10.json": `{"path":"/c","timestamp":"2026-12-05T06:00:00.100Z"}`,
+		"99-7-1.json":   `{"path":"/a","timestamp":"2026-12-05T06:00:00.099Z"}`,
+		"101-7-11.json": `[not json`,
+		"notes.txt":     `ignored`,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs, bad, err := Requests(root, 4545, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, r := range reqs {
+		var p struct{ Path string }
+		_ = json.Unmarshal(r.JSON, &p)
+		paths = append(paths, p.Path)
+	}
+	if !reflect.DeepEqual(paths, []string{"/a", "/b", "/c"}) || len(bad) != 1 {
+		t.Fatalf("paths %v, bad %v", paths, bad)
+	}
+	if reqs[0].Time.UnixMilli() != 1796450400099 {
+		t.Errorf("time %v", reqs[0].Time)
+	}
+	reqs, _, _ = Requests(root, 4545, "100-7-2")
+	if len(reqs) != 1 || reqs[0].Name != "100-7-10" {
+		t.Fatalf("since 100-7-2: %+v", reqs)
+	}
+	name, err := WriteRequest(root, 4545, reqs[0].Time, reqs[0].JSON)
+	if err != nil || !strings.HasPrefix(name, "1796450400100-") {
+		t.Fatalf("WriteRequest: %s %v", name, err)
+	}
+	if !NameLess("100-7-10", name) || NameLess(name, "100-7-10") {
+		t.Error("NameLess")
+	}
+	if err := RemoveRequests(root, 4545); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("requests still there: %v", err)
+	}
+}

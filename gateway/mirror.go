@@ -58,6 +58,9 @@ type mirror struct {
 	// written, so nothing in them is lost.
 	skip map[int]bool
 	on   bool // set once the start's sync is done; commits are mirrored from then
+	// written is the state the folders hold; pending, a newer one that
+	// only recordings made, for the flusher to write.
+	written, pending *config.State
 	// marks are manifest.Requests; base, per imposter, the number of the
 	// first request recorded that its folder does not have yet.
 	marks map[int]string
@@ -129,13 +132,44 @@ func (p mirrorPlan) Commit() {
 	p.m.apply(p.prev, p.next)
 }
 
-// apply writes what changed from prev to next.
+// apply writes what changed from prev to next. A change made by proxy
+// recordings alone is left to the flusher (at most 100 ms later, many
+// recordings at once), so that recording pays no file writes; any other
+// change is written before its command answers, as mb writes it.
 func (m *mirror) apply(prev, next *config.State) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.on {
 		return
 	}
+	if recordedOnly(prev, next) {
+		m.pending = next
+		return
+	}
+	m.catchUp(next)
+}
+
+// recordedOnly reports whether recordings alone made next from prev.
+func recordedOnly(prev, next *config.State) bool {
+	for port, n := range next.Imposters {
+		p := prev.Imposters[port]
+		if p == n {
+			continue
+		}
+		if p == nil || string(p.Header) != string(n.Header) {
+			return false
+		}
+		if _, ok := n.Changes(p); !ok {
+			return false
+		}
+	}
+	return len(prev.Imposters) == len(next.Imposters)
+}
+
+// catchUp writes what changed from the state last written to next.
+func (m *mirror) catchUp(next *config.State) {
+	prev := m.written
+	m.written, m.pending = next, nil
 	portsChanged := false
 	for _, port := range union(prev.Ports(), next.Ports()) {
 		p, n := prev.Imposters[port], next.Imposters[port]
@@ -417,9 +451,12 @@ func digestOf(imp *config.Imposter) string {
 // flushPositions writes the meta.json of every stub whose cycle moved,
 // and the imposter.json that recordings left behind.
 func (m *mirror) flushPositions() {
-	keys := m.cycles.takeDirty()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.pending != nil {
+		m.catchUp(m.pending) // first, so that new stubs' positions have a file
+	}
+	keys := m.cycles.takeDirty()
 	for port, mp := range m.ports {
 		if mp.dirty {
 			if err := m.writeHeader(port, mp); err != nil {
@@ -630,6 +667,7 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.on = true
+	m.written = g.config.State()
 	m.writeManifest(false, nil)
 	m.mu.Unlock()
 	go m.run()

@@ -58,9 +58,16 @@ type mirror struct {
 	// written, so nothing in them is lost.
 	skip map[int]bool
 	on   bool // set once the start's sync is done; commits are mirrored from then
-	// written is the state the folders hold; pending, a newer one that
-	// only recordings made, for the flusher to write.
-	written, pending *config.State
+	// written is the state the folders hold (the seq-th the log
+	// committed); pending, under pendMu, a newer one that only recordings
+	// made, for the flusher to write. A recording's commit takes only
+	// pendMu, never mu, which the flusher holds while it writes.
+	written    *config.State
+	writtenSeq uint64
+	pendMu     sync.Mutex
+	pending    *config.State
+	pendingSeq uint64
+	seq        uint64 // states committed, under pendMu
 	// marks are manifest.Requests; base, per imposter, the number of the
 	// first request recorded that its folder does not have yet.
 	marks map[int]string
@@ -137,16 +144,30 @@ func (p mirrorPlan) Commit() {
 // recordings at once), so that recording pays no file writes; any other
 // change is written before its command answers, as mb writes it.
 func (m *mirror) apply(prev, next *config.State) {
+	m.pendMu.Lock()
+	m.seq++
+	seq := m.seq
+	if recordedOnly(prev, next) {
+		m.pending, m.pendingSeq = next, seq
+		m.pendMu.Unlock()
+		return
+	}
+	m.pending = nil
+	m.pendMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.on {
-		return
+	if m.on {
+		m.catchUp(next, seq)
 	}
-	if recordedOnly(prev, next) {
-		m.pending = next
-		return
-	}
-	m.catchUp(next)
+}
+
+// takePending returns the state recordings left for the flusher, if any.
+func (m *mirror) takePending() (*config.State, uint64) {
+	m.pendMu.Lock()
+	defer m.pendMu.Unlock()
+	p, seq := m.pending, m.pendingSeq
+	m.pending = nil
+	return p, seq
 }
 
 // recordedOnly reports whether recordings alone made next from prev.
@@ -166,10 +187,15 @@ func recordedOnly(prev, next *config.State) bool {
 	return len(prev.Imposters) == len(next.Imposters)
 }
 
-// catchUp writes what changed from the state last written to next.
-func (m *mirror) catchUp(next *config.State) {
+// catchUp writes what changed from the state last written to next, the
+// seq-th committed (an older one, which a flusher may bring late, is
+// already written).
+func (m *mirror) catchUp(next *config.State, seq uint64) {
+	if seq <= m.writtenSeq {
+		return
+	}
 	prev := m.written
-	m.written, m.pending = next, nil
+	m.written, m.writtenSeq = next, seq
 	portsChanged := false
 	for _, port := range union(prev.Ports(), next.Ports()) {
 		p, n := prev.Imposters[port], next.Imposters[port]
@@ -453,8 +479,11 @@ func digestOf(imp *config.Imposter) string {
 func (m *mirror) flushPositions() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pending != nil {
-		m.catchUp(m.pending) // first, so that new stubs' positions have a file
+	if !m.on {
+		return
+	}
+	if p, seq := m.takePending(); p != nil {
+		m.catchUp(p, seq) // first, so that new stubs' positions have a file
 	}
 	keys := m.cycles.takeDirty()
 	for port, mp := range m.ports {
@@ -668,6 +697,9 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 	m.mu.Lock()
 	m.on = true
 	m.written = g.config.State()
+	m.pendMu.Lock()
+	m.writtenSeq, m.pending = m.seq, nil
+	m.pendMu.Unlock()
 	m.writeManifest(false, nil)
 	m.mu.Unlock()
 	go m.run()

@@ -300,6 +300,9 @@ func (g *gateway) deleteImposter(w http.ResponseWriter, r *http.Request) {
 
 func (g *gateway) deleteSavedRequests(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
 	imp.ResetRequests()
+	if g.mirror != nil {
+		g.mirror.clearRequests(imp.Port())
+	}
 	if rc := g.recordings(r); rc != nil {
 		if err := rc.Clear(r.Context(), imp.Port()); err != nil {
 			writeErr(w, err)

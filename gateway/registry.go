@@ -30,6 +30,9 @@ type gateway struct {
 	local  *configlog.Log // the single node's log, closed at the end
 	rec    *reconciler
 	repo   *writeThrough // with --impostersRepository
+	// mirror keeps mb's layout of the single node's --datadir; nil
+	// without one, and in a cluster.
+	mirror *mirror
 }
 
 func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, error) {
@@ -64,6 +67,16 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 	if opts.DataDir != "" {
 		path = filepath.Join(opts.DataDir, "config.db")
 	}
+	if opts.DataDir != "" && opts.Repository == nil {
+		// mb keeps its imposters in --datadir unless a repository of
+		// the user's does. Response cycles are kept in the folder's
+		// meta.json files, as mb keeps them, so they go on after a
+		// restart.
+		cycles := &localCycles{}
+		g.engine.cycles = cycles
+		g.mirror = newMirror(opts.DataDir, g.log, cycles)
+		rec = mirrorReconciler{g.rec, g.mirror}
+	}
 	if g.local, err = configlog.Open(configlog.Options{Path: path, Reconciler: rec, Logger: g.log}); err != nil {
 		g.engine.close(ctx)
 		return nil, fmt.Errorf("datadir: %w", err)
@@ -80,7 +93,13 @@ func (g *gateway) close() {
 		// A cluster's log stops moving the imposters before they stop.
 		_ = c.Close()
 	}
+	if g.mirror != nil {
+		g.mirror.exportRequests(g.rec)
+	}
 	g.rec.stopAll(ctx)
+	if g.mirror != nil {
+		g.mirror.close(g.config.State())
+	}
 	if g.local != nil {
 		if err := g.local.Close(); err != nil {
 			g.log.Error("closing the configuration log", "err", err)
@@ -113,6 +132,11 @@ func (g *gateway) loadInitial(ctx context.Context) error {
 	}
 	if g.opts.DataDir != "" {
 		if err := g.migrate(ctx); err != nil {
+			return err
+		}
+	}
+	if g.mirror != nil {
+		if err := g.syncDatadir(ctx); err != nil {
 			return err
 		}
 	}

@@ -432,6 +432,17 @@ var proxyCases = []dcase{
 // moreCases are the rest of the core: faults, routes mb does not have,
 // https imposters, behaviors driven by scripts, asynchronous injection.
 var moreCases = []dcase{
+	{name: "datadir: a delete removes the imposter's folder and nothing else", flags: []string{"--datadir", "db"}, steps: []dstep{
+		imposter(`"stubs":[{"responses":[{"is":{"body":"one"}},{"is":{"body":"two"}}]}]`),
+		fileState("db/{a}/imposter.json"),
+		writeFile("db/{a}/INSIDE.txt", "x"), writeFile("db/meta/OUTSIDE.txt", "x"),
+		get("/"),
+		admin("DELETE", "/imposters/{a}", ""),
+		fileState("db/{a}"), fileState("db/meta/OUTSIDE.txt"),
+		post(`{"protocol":"http","port":{b},"stubs":[{"responses":[{"is":{"body":"b"}}]}]}`),
+		admin("DELETE", "/imposters", ""),
+		fileState("db/{b}"), fileState("db/meta/OUTSIDE.txt"),
+	}},
 	{name: "faults", steps: []dstep{
 		imposter(`"stubs":[{"predicates":[{"equals":{"path":"/reset"}}],"responses":[{"fault":"CONNECTION_RESET_BY_PEER"}]},` +
 			`{"responses":[{"fault":"RANDOM_DATA_THEN_CLOSE"}]}]`),

@@ -63,6 +63,9 @@ type dstep struct {
 	// file, when set, writes body into the server's working directory
 	// under that name instead of sending a request.
 	file string
+	// stat, when set, compares whether that path (in the server's working
+	// directory) exists, instead of sending a request.
+	stat string
 }
 
 func admin(method, target, body string) dstep {
@@ -82,6 +85,9 @@ func (s dstep) andStored() dstep { s.stored = true; return s }
 func (s dstep) onlyStatus() dstep { s.statusOnly = true; return s }
 
 func writeFile(name, content string) dstep { return dstep{file: name, body: content} }
+
+// fileState compares whether a file or folder is there.
+func fileState(name string) dstep { return dstep{stat: name} }
 
 // system is one server under comparison.
 type system struct {
@@ -209,7 +215,11 @@ func (c dcase) run(t *testing.T, p *pair, up *rawUpstream) []string {
 		time.Sleep(st.sleep)
 		if st.file != "" {
 			for _, e := range envs {
-				if err := os.WriteFile(filepath.Join(e.sys.in.Dir, st.file), []byte(st.body), 0o644); err != nil {
+				path := filepath.Join(e.sys.in.Dir, e.expand(st.file))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(st.body), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -217,6 +227,11 @@ func (c dcase) run(t *testing.T, p *pair, up *rawUpstream) []string {
 		}
 		var got [2]*mbdiff.Answer
 		for j, sys := range []*system{p.mb, p.rg} {
+			if st.stat != "" {
+				_, err := os.Stat(filepath.Join(sys.in.Dir, envs[sys.name].expand(st.stat)))
+				got[j] = &mbdiff.Answer{StatusLine: fmt.Sprintf("FILE %s there: %v", st.stat, err == nil)}
+				continue
+			}
 			a, err := envs[sys.name].send(st)
 			if err != nil {
 				a = &mbdiff.Answer{StatusLine: "ERROR " + errorKind(err)}

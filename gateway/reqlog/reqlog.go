@@ -439,7 +439,25 @@ func (l *Log) newActive() {
 // Append records r; it copies what it keeps.
 func (l *Log) Append(r *message.Request) {
 	b := scratch.Get().(*[]byte)
-	rec := AppendRecord((*b)[:0], r)
+	l.append(b, AppendRecord((*b)[:0], r))
+}
+
+// AppendJSON records a request given as mb's JSON, received at ts (a
+// request Mountebank recorded in its datadir); it copies what it keeps.
+func (l *Log) AppendJSON(ts time.Time, js []byte) {
+	b := scratch.Get().(*[]byte)
+	l.append(b, AppendJSONRecord((*b)[:0], ts, js))
+}
+
+// Next is the number the next request recorded gets (Cursor.Next's).
+func (l *Log) Next() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next
+}
+
+// append adds rec, made in the scratch buffer b, which it gives back.
+func (l *Log) append(b *[]byte, rec []byte) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

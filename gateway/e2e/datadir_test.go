@@ -64,14 +64,14 @@ func (s script) run(t *testing.T) []string {
 	return out
 }
 
-var insecure = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+var tlsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 	DisableKeepAlives: true,
 	TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the imposter's self-signed pair
 }}
 
 func httpStep(scheme string, port int, path string) func(t *testing.T) string {
 	return func(t *testing.T) string {
-		resp, err := insecure.Get(fmt.Sprintf("%s://127.0.0.1:%d%s", scheme, port, path))
+		resp, err := tlsClient.Get(fmt.Sprintf("%s://127.0.0.1:%d%s", scheme, port, path))
 		if err != nil {
 			if strings.Contains(err.Error(), "connection refused") {
 				return fmt.Sprintf("%d%s refused", port, path)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -651,5 +652,40 @@ func TestGRPCOwnCertificate(t *testing.T) {
 	client := greeterClient(t, port, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
 	if r, err := client.SayHello(callCtx(t), &pb.HelloRequest{}); err != nil || r.Id != 5 {
 		t.Fatalf("%v %v", r, err)
+	}
+}
+
+// lookup reads a CSV row keyed by the message, and `riftgate save` writes
+// a file from which a new riftgate serves the imposter again (services,
+// options, stubs and all).
+func TestGRPCLookupAndSave(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "greetings.csv")
+	if err := os.WriteFile(csv, []byte("name,greeting\nada,hello Ada\ngrace,hi Grace\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(greeterImposter(t, gatewaytest.FreePort(t), fmt.Sprintf(`[
+	  {"responses": [{"is": {"value": {"message": "${row}[greeting]"}},
+	    "behaviors": [{"lookup": {"key": {"from": "value", "using": {"method": "jsonpath", "selector": "$.name"}},
+	      "fromDataSource": {"csv": {"path": %q, "keyColumn": "name"}}, "into": "${row}"}}]}]}
+	]`, csv), ""))
+	c := greeterClient(t, port)
+	for name, want := range map[string]string{"ada": "hello Ada", "grace": "hi Grace"} {
+		if r, err := c.SayHello(callCtx(t), &pb.HelloRequest{Name: name}); err != nil || r.Message != want {
+			t.Fatalf("lookup of %s: %v %v, want %q", name, r, err, want)
+		}
+	}
+
+	saved := filepath.Join(dir, "saved.json")
+	cmd := exec.Command(gatewaytest.Binary(t), "save", "--port", strconv.Itoa(rg.Port), "--host", "127.0.0.1", "--savefile", saved)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("riftgate save: %v\n%s", err, out)
+	}
+	rg.Stop()
+	gatewaytest.Start(t, "--configfile", saved)
+	c2 := greeterClient(t, port)
+	if r, err := c2.SayHello(callCtx(t), &pb.HelloRequest{Name: "ada"}, grpc.WaitForReady(true)); err != nil || r.Message != "hello Ada" {
+		t.Fatalf("from the saved file: %v %v", r, err)
 	}
 }

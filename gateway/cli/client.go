@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // adminTimeout bounds one save/replay request to a running instance: the
@@ -169,7 +171,7 @@ func replayInParts(ctx context.Context, c *adminClient, body []byte, part int) e
 			size += len(stubs[n]) + 1
 			n++
 		}
-		put = append(put, withStubs(header, stubs[:n]))
+		put = append(put, json.RawMessage(message.WithArray(header, "stubs", stubs[:n])))
 		if n < len(stubs) {
 			later = append(later, rest{id.Port, stubs[n:]})
 		}
@@ -236,22 +238,4 @@ func cutStubs(raw json.RawMessage) (header []byte, stubs []json.RawMessage, err 
 	}
 	out.WriteByte('}')
 	return out.Bytes(), stubs, nil
-}
-
-// withStubs puts stubs back into a header cutStubs made.
-func withStubs(header []byte, stubs []json.RawMessage) json.RawMessage {
-	var out bytes.Buffer
-	out.Write(header[:len(header)-1])
-	if len(header) > 2 {
-		out.WriteByte(',')
-	}
-	out.WriteString(`"stubs":[`)
-	for i, s := range stubs {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		out.Write(s)
-	}
-	out.WriteString("]}")
-	return out.Bytes()
 }

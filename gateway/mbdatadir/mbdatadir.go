@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/riftgate/riftgate/gateway/message"
 )
 
 // ErrNoImposter is returned for a folder without imposter.json (mb skips
@@ -229,25 +231,7 @@ func (imp *Imposter) JSON() []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(withResponses(st.Def, st.Responses))
-	}
-	b.WriteString("]}")
-	return b.Bytes()
-}
-
-// withResponses is def with responses added as its "responses".
-func withResponses(def json.RawMessage, rs []json.RawMessage) []byte {
-	var b bytes.Buffer
-	b.Write(def[:len(def)-1])
-	if len(def) > 2 {
-		b.WriteByte(',')
-	}
-	b.WriteString(`"responses":[`)
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(r)
+		b.Write(message.WithArray(st.Def, "responses", st.Responses))
 	}
 	b.WriteString("]}")
 	return b.Bytes()

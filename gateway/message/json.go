@@ -428,3 +428,24 @@ func ObjectMap(raw []byte) ([]string, map[string]json.RawMessage, error) {
 	}
 	return keys, obj, nil
 }
+
+// WithArray is the JSON object obj with a member name whose value is the
+// array of items, added last. obj must be an object as compact JSON
+// writes it ("{}" or "{...}") with no member name already.
+func WithArray(obj []byte, name string, items []json.RawMessage) []byte {
+	var b bytes.Buffer
+	b.Write(obj[:len(obj)-1])
+	if len(obj) > 2 {
+		b.WriteByte(',')
+	}
+	writeString(&b, name)
+	b.WriteString(`:[`)
+	for i, it := range items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}

@@ -7,9 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,12 +42,9 @@ type grpcUpstream struct {
 }
 
 func (f *Factory) newGRPC(s spec, raw json.RawMessage, imp *imposter.Imposter) (imposter.Responder, error) {
-	u, err := url.Parse(s.To)
-	if err != nil || u.Scheme == "" {
-		return nil, mberr.New(mberr.BadData, "Invalid URL").WithSource(raw)
-	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, mberr.New(mberr.BadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path))
+	u, err := streamUpstream(s, raw)
+	if err != nil {
+		return nil, err
 	}
 	p, err := f.responder(s, raw)
 	if err != nil {

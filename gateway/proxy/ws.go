@@ -48,13 +48,23 @@ const (
 	wsUpBuffer = 1024
 )
 
-func (f *Factory) newWS(s spec, raw json.RawMessage, imp *imposter.Imposter) (imposter.Responder, error) {
+// streamUpstream parses the `to` of a proxy on a message-stream imposter
+// (ws, grpc): a URL with a scheme and no path, as http's must be.
+func streamUpstream(s spec, raw json.RawMessage) (*url.URL, error) {
 	u, err := url.Parse(s.To)
 	if err != nil || u.Scheme == "" {
 		return nil, mberr.New(mberr.BadData, "Invalid URL").WithSource(raw)
 	}
 	if u.Path != "" && u.Path != "/" {
 		return nil, mberr.New(mberr.BadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path))
+	}
+	return u, nil
+}
+
+func (f *Factory) newWS(s spec, raw json.RawMessage, imp *imposter.Imposter) (imposter.Responder, error) {
+	u, err := streamUpstream(s, raw)
+	if err != nil {
+		return nil, err
 	}
 	p, err := f.responder(s, raw)
 	if err != nil {

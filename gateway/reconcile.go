@@ -289,9 +289,15 @@ func recordKey(doc *config.Imposter) string {
 
 // stubSpec parses a stored stub, with every response proxyAlways added.
 func stubSpec(k config.Key, st *config.Stub) (*imposter.StubSpec, error) {
-	ss, err := imposter.ParseStub(st.Doc())
-	if err != nil {
-		return nil, err
+	var ss *imposter.StubSpec
+	if p, ok := st.Parsed().(*imposter.StubSpec); ok {
+		c := *p // shared with whoever parsed it: this one gets the id
+		ss = &c
+	} else {
+		var err error
+		if ss, err = imposter.ParseStub(st.Doc()); err != nil {
+			return nil, err
+		}
 	}
 	ss.ID, ss.Refs, ss.Key = st.ID, st.Refs, k
 	return ss, nil

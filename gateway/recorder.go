@@ -55,7 +55,7 @@ func (r *recorder) Record(ctx context.Context, rec proxy.Recording) error {
 		return fmt.Errorf("proxy recording: %w", err)
 	}
 	p := &recording{
-		rec:  config.Record{Port: rec.Port, Anchor: rec.Anchor, Once: rec.Once, Stub: config.StubDoc{JSON: ss.JSON(), Signature: rec.Signature}},
+		rec:  config.Record{Port: rec.Port, Anchor: rec.Anchor, Once: rec.Once, Stub: config.StubDoc{JSON: ss.JSON(), Signature: rec.Signature, Parsed: ss}},
 		done: make(chan struct{}),
 		lead: make(chan struct{}),
 	}

@@ -173,7 +173,7 @@ func (s *State) imposter(doc ImposterDoc) *Imposter {
 func (s *State) stub(sd StubDoc) Stub {
 	id := s.NextStubID
 	s.NextStubID++
-	return Stub{ID: id, JSON: sd.JSON, Refs: sd.Refs, Signature: sd.Signature}
+	return Stub{ID: id, JSON: sd.JSON, Refs: sd.Refs, Signature: sd.Signature, parsed: sd.Parsed}
 }
 
 func (s *State) setImposter(imp *Imposter) {

@@ -77,3 +77,42 @@ func TestSnapshotEncodingIsPinned(t *testing.T) {
 		t.Errorf("a later command version: %v", err)
 	}
 }
+
+// A StubDoc's Parsed is the proposing node's own: the command's bytes and
+// the state's are as without it, and a decoded command has none.
+func TestParsedTravelsNoWire(t *testing.T) {
+	parsed := &struct{ x int }{1}
+	cmd := Command{Op: OpRecordStubs, Records: []Record{{Port: 4545, Anchor: 7, Once: true, Stub: StubDoc{JSON: []byte(`{}`), Signature: "[]", Parsed: parsed}}}}
+	plain := cmd
+	plain.Records = []Record{cmd.Records[0]}
+	plain.Records[0].Stub.Parsed = nil
+	b, err := EncodeCommand(&cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := EncodeCommand(&plain)
+	if hex.EncodeToString(b) != hex.EncodeToString(want) {
+		t.Fatalf("Parsed changed the command's bytes:\n got %x\nwant %x", b, want)
+	}
+	back, err := DecodeCommand(b)
+	if err != nil || back.Records[0].Stub.Parsed != nil {
+		t.Fatalf("decoded: %v, %v", back, err)
+	}
+	s, _ := Apply(Empty(), &Command{Op: OpCreateImposter, Imposters: []ImposterDoc{{Port: 4545, Header: []byte(`{"protocol":"http"}`), Stubs: []StubDoc{{JSON: []byte(`{"responses":[{"proxy":{}}]}`)}}}}})
+	anchor := s.Imposters[4545].Stubs()[0].ID
+	cmd.Records[0].Anchor = anchor
+	next, res := Apply(s, &cmd)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	st, _ := next.Imposters[4545].Stub(res.Results[0].StubID)
+	if st.Parsed() != parsed {
+		t.Errorf("the recorded stub's Parsed is %v, want the command's", st.Parsed())
+	}
+	snap, _ := EncodeState(next)
+	plainNext, _ := Apply(s, &Command{Op: OpRecordStubs, Records: []Record{{Port: 4545, Anchor: anchor, Once: true, Stub: StubDoc{JSON: []byte(`{}`), Signature: "[]"}}}})
+	wantSnap, _ := EncodeState(plainNext)
+	if hex.EncodeToString(snap) != hex.EncodeToString(wantSnap) {
+		t.Error("Parsed changed the snapshot's bytes")
+	}
+}

@@ -118,6 +118,11 @@ type StubDoc struct {
 	// Signature is the canonical form of the stub's predicates (recorded
 	// stubs match proxyAlways recordings by it).
 	Signature string `cbor:"3,keyasint,omitempty"`
+	// Parsed is what the node that made the command already parsed JSON
+	// into (the engine's compiled form of it), which spares the reconciler
+	// parsing it again; opaque to this package. It travels on no wire and
+	// is nil in a decoded command.
+	Parsed any `cbor:"-"`
 }
 
 // Result is what applying a command answers.

@@ -234,6 +234,8 @@ type Stub struct {
 	// the list with the version before (more's owner check).
 	more  *moreList
 	nmore int
+	// parsed is the StubDoc's Parsed: what JSON parses into.
+	parsed any
 }
 
 // moreList is the responses proxyAlways added to a stub, shared by the
@@ -273,6 +275,15 @@ func (st *Stub) More(from int) []json.RawMessage {
 	st.more.mu.Lock()
 	defer st.more.mu.Unlock()
 	return st.more.rs[from:st.nmore:st.nmore]
+}
+
+// Parsed is what the command that made the stub said JSON parses into,
+// or nil: nil too once proxyAlways added responses, as Doc is then more.
+func (st *Stub) Parsed() any {
+	if st.nmore > 0 {
+		return nil
+	}
+	return st.parsed
 }
 
 // NumMore is how many responses proxyAlways added after the JSON.

@@ -102,12 +102,13 @@ func (c *Call) ShowsResponse() bool {
 
 // ApplyBehaviors runs the response's behaviors on resp now, for a responder
 // that must record what they produce (a proxy); a responder whose compiler
-// says it handles behaviors must call it.
-func (c *Call) ApplyBehaviors(ctx context.Context, resp *message.Response) error {
+// says it handles behaviors must call it. ran is false when the response
+// has none, so resp is as it was.
+func (c *Call) ApplyBehaviors(ctx context.Context, resp *message.Response) (ran bool, err error) {
 	if c.behaviors == nil {
-		return nil
+		return false, nil
 	}
-	return c.behaviors.Apply(ctx, c.Request, resp)
+	return true, c.behaviors.Apply(ctx, c.Request, resp)
 }
 
 // BehaviorHandler is implemented by a Responder that applies its response's

@@ -395,11 +395,16 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 		return nil, nil, err
 	}
 	resp.MB = is // what a decorator sees: mb's object, the body as JSON.parse read it
-	if err := call.ApplyBehaviors(ctx, resp); err != nil {
+	ran, err := call.ApplyBehaviors(ctx, resp)
+	if err != nil {
 		return nil, nil, err
 	}
-	is = p.up.isJSON(resp, is)
-	resp.MB = is
+	if ran {
+		// Rendering the `is` again builds a response from it again,
+		// which is worth it only where behaviors may have changed resp.
+		is = p.up.isJSON(resp, is)
+		resp.MB = is
+	}
 	if p.spec.Mode == "proxyAlways" {
 		preds, err := generate(p.gens, call.Request, p.f.Inject)
 		if err != nil {

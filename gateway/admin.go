@@ -142,6 +142,25 @@ func view(r *http.Request) imposter.View {
 	return v
 }
 
+// stubWindow is the window of stubs GET /imposters/:id is asked for with
+// riftgate's stubOffset and stubLimit (mb ignores both and shows every
+// stub), or nil.
+func stubWindow(r *http.Request) *imposter.Window {
+	q := r.URL.Query()
+	if !q.Has("stubOffset") && !q.Has("stubLimit") {
+		return nil
+	}
+	off, _ := strconv.Atoi(q.Get("stubOffset"))
+	lim, err := strconv.Atoi(q.Get("stubLimit"))
+	if err != nil {
+		lim = defaultStubLimit
+	}
+	return &imposter.Window{Offset: off, Limit: lim}
+}
+
+// defaultStubLimit is the window of stubs stubOffset alone shows.
+const defaultStubLimit = 100
+
 func (g *gateway) listImposters(w http.ResponseWriter, r *http.Request) {
 	v := view(r)
 	v.List = !v.Replayable && !v.RemoveProxies
@@ -259,7 +278,9 @@ func (g *gateway) customRequest(w http.ResponseWriter, r *http.Request, imp *imp
 }
 
 func (g *gateway) getImposter(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	g.writeImposter(w, r, http.StatusOK, imp, view(r), g.recordings(r))
+	v := view(r)
+	v.Stubs = stubWindow(r)
+	g.writeImposter(w, r, http.StatusOK, imp, v, g.recordings(r))
 }
 
 // recordings returns the cluster's recordings, unless there is no cluster

@@ -23,7 +23,14 @@ type View struct {
 	// requests array, which the caller streams there (they may be far too
 	// many to hold); otherwise JSON renders them all.
 	RequestsMark string
+	// Stubs, when set, renders only that window of the stubs (riftgate's
+	// stubOffset and stubLimit), with their count: an imposter that
+	// recorded 100,000 stubs is shown a page at a time.
+	Stubs *Window
 }
+
+// Window is a range of a list: Limit items from Offset.
+type Window struct{ Offset, Limit int }
 
 // Recorded is what the other members of a cluster counted of an imposter.
 type Recorded struct {
@@ -82,7 +89,14 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		}
 	}
 	stubs := []json.RawMessage{}
-	for i, st := range imp.Stubs() {
+	all := imp.Stubs()
+	from, to := 0, len(all)
+	if v.Stubs != nil {
+		from = min(max(v.Stubs.Offset, 0), len(all))
+		to = min(from+max(v.Stubs.Limit, 0), len(all))
+	}
+	for i := from; i < to; i++ {
+		st := all[i]
 		so := st.object()
 		if v.RemoveProxies {
 			var ok bool
@@ -101,6 +115,9 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		stubs = append(stubs, mustJSON(so))
 	}
 	o = append(o, field{Key: "stubs", Value: raw(stubs)})
+	if v.Stubs != nil {
+		o = append(o, field{Key: "_stubWindow", Value: raw(map[string]int{"offset": from, "limit": to - from, "total": len(all)})})
+	}
 	if !v.Replayable {
 		o = links(o)
 	}

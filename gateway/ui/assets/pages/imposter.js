@@ -10,7 +10,8 @@ export async function imposter(main, match) {
   const base = `/imposters/${port}`;
   let imp;
   try {
-    imp = await api("GET", `${base}?replayable=true`);
+    // One page of stubs at a time: an imposter may hold 100,000 recorded.
+    imp = await api("GET", `${base}?replayable=true&stubOffset=0&stubLimit=${STUBS}`);
   } catch (err) {
     fill(main, h("h1", {}, `Imposter ${port}`), errorBox(err));
     return;
@@ -52,10 +53,19 @@ export async function imposter(main, match) {
     h("p", { class: "muted" }, imp.recordRequests ? "Records requests." : "Does not record requests (recordRequests is false)."),
     stubs, requests, flows);
 
-  function drawStubs(offset) {
-    const list = imp.stubs || [];
-    fill(stubs, h("h2", {}, `Stubs (${list.length})`),
-      h("ol", { start: offset + 1, class: "stubs" }, list.slice(offset, offset + STUBS).map(s => {
+  async function drawStubs(offset) {
+    let page = imp;
+    if (offset !== imp._stubWindow.offset) {
+      try {
+        page = await api("GET", `${base}?replayable=true&stubOffset=${offset}&stubLimit=${STUBS}`);
+      } catch (err) {
+        fill(stubs, h("h2", {}, "Stubs"), errorBox(err));
+        return;
+      }
+    }
+    const list = page.stubs || [], total = page._stubWindow.total;
+    fill(stubs, h("h2", {}, `Stubs (${total})`),
+      h("ol", { start: offset + 1, class: "stubs" }, list.map(s => {
         const { predicates, responses, ...rest } = s;
         return h("li", { class: "stub" },
           h("div", { class: "cols" },
@@ -63,7 +73,7 @@ export async function imposter(main, match) {
             h("div", {}, h("h3", {}, "Responses"), h("pre", {}, pretty(responses || [])))),
           Object.keys(rest).length ? h("pre", { class: "muted" }, pretty(rest)) : null);
       })),
-      list.length > STUBS ? pager(offset, STUBS, list.length, drawStubs) : null);
+      total > STUBS ? pager(offset, STUBS, total, drawStubs) : null);
   }
 
   let query = "";

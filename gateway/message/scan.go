@@ -30,6 +30,32 @@ const fastDepth = 1000
 type jsonScan struct {
 	data []byte
 	pos  int
+
+	// arena holds the bytes of the strings a read makes, so that they
+	// take an allocation per chunk rather than one each. Bytes in it
+	// are never written again once a string shares them.
+	arena []byte
+	// vals and keys are scratch stacks for the members of the arrays and
+	// objects being read, so that each gets slices of its exact size.
+	vals []any
+	keys []string
+}
+
+// keep is b as a string, its bytes in the arena.
+func (s *jsonScan) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(s.arena)-len(s.arena) < len(b) {
+		chunk := min(len(s.data), 16<<10)
+		if len(b) > chunk/4 {
+			return string(b) // a long string is not worth a chunk
+		}
+		s.arena = make([]byte, 0, chunk)
+	}
+	n := len(s.arena)
+	s.arena = append(s.arena, b...)
+	return unsafe.String(&s.arena[n], len(b))
 }
 
 // ws skips JSON whitespace.
@@ -111,7 +137,7 @@ func (s *jsonScan) string() (string, bool) {
 		return "", false
 	}
 	if !escaped {
-		return string(body), true
+		return s.keep(body), true
 	}
 	return unquoteBody(body), true
 }
@@ -335,12 +361,14 @@ func (s *jsonScan) js(depth int) (any, bool) {
 	switch s.peek() {
 	case '{':
 		s.pos++
-		o := &JSObject{Vals: map[string]any{}}
 		s.ws()
 		if s.peek() == '}' {
 			s.pos++
-			return o, true
+			return &JSObject{Vals: map[string]any{}}, true
 		}
+		// Members go on the stacks from here (arrays use vals alone, so
+		// the two differ).
+		kbase, vbase := len(s.keys), len(s.vals)
 		for {
 			if s.peek() != '"' {
 				return nil, false
@@ -359,47 +387,60 @@ func (s *jsonScan) js(depth int) (any, bool) {
 			if !ok {
 				return nil, false
 			}
-			if _, seen := o.Vals[key]; !seen {
-				o.Keys = append(o.Keys, key)
-			}
-			o.Vals[key] = v
+			s.keys = append(s.keys, key)
+			s.vals = append(s.vals, v)
 			s.ws()
 			switch s.peek() {
 			case ',':
 				s.pos++
 				s.ws()
+				continue
 			case '}':
 				s.pos++
-				return o, true
 			default:
 				return nil, false
 			}
+			keys, vals := s.keys[kbase:], s.vals[vbase:]
+			o := &JSObject{Keys: make([]string, 0, len(keys)), Vals: make(map[string]any, len(keys))}
+			for i, k := range keys {
+				if _, seen := o.Vals[k]; !seen {
+					o.Keys = append(o.Keys, k)
+				}
+				o.Vals[k] = vals[i]
+			}
+			clear(vals) // let the stack hold no values
+			s.keys, s.vals = s.keys[:kbase], s.vals[:vbase]
+			return o, true
 		}
 	case '[':
 		s.pos++
-		a := []any{}
 		s.ws()
 		if s.peek() == ']' {
 			s.pos++
-			return a, true
+			return []any{}, true
 		}
+		base := len(s.vals)
 		for {
 			v, ok := s.js(depth + 1)
 			if !ok {
 				return nil, false
 			}
-			a = append(a, v)
+			s.vals = append(s.vals, v)
 			s.ws()
 			switch s.peek() {
 			case ',':
 				s.pos++
 				s.ws()
+				continue
 			case ']':
 				s.pos++
-				return a, true
 			default:
 				return nil, false
 			}
+			a := append([]any(nil), s.vals[base:]...)
+			clear(s.vals[base:])
+			s.vals = s.vals[:base]
+			return a, true
 		}
 	case '"':
 		v, ok := s.string()
@@ -518,7 +559,10 @@ func (s *jsonScan) generic(depth int) (any, bool) {
 // decodeJSFast is DecodeJS on the scanner; ok is false when it leaves the
 // input to decodeJSSlow.
 func decodeJSFast(data []byte) (v any, ok bool) {
-	s := jsonScan{data: data}
+	// Stacks that most documents do not outgrow, on the goroutine's stack.
+	var keys [16]string
+	var vals [32]any
+	s := jsonScan{data: data, keys: keys[:0], vals: vals[:0]}
 	s.ws()
 	v, ok = s.js(0)
 	if !ok || !s.end() {
@@ -545,9 +589,14 @@ func objectFieldsFast(raw []byte) (out []Field, ok bool) {
 			if s.peek() != '"' {
 				return nil, false
 			}
-			k, ok := s.string()
+			// Not s.string: a few keys are not worth an arena chunk.
+			body, escaped, ok := s.str()
 			if !ok {
 				return nil, false
+			}
+			k := string(body)
+			if escaped {
+				k = unquoteBody(body)
 			}
 			s.ws()
 			if s.peek() != ':' {

@@ -41,6 +41,14 @@ type jsonScan struct {
 	keys []string
 }
 
+// stacks makes the scratch stacks at a size that most documents do not
+// outgrow, rather than growing them from nothing.
+func (s *jsonScan) stacks() {
+	if s.vals == nil {
+		s.keys, s.vals = make([]string, 0, 16), make([]any, 0, 32)
+	}
+}
+
 // keep is b as a string, its bytes in the arena.
 func (s *jsonScan) keep(b []byte) string {
 	if len(b) == 0 {
@@ -366,6 +374,7 @@ func (s *jsonScan) js(depth int) (any, bool) {
 			s.pos++
 			return &JSObject{Vals: map[string]any{}}, true
 		}
+		s.stacks()
 		// Members go on the stacks from here (arrays use vals alone, so
 		// the two differ).
 		kbase, vbase := len(s.keys), len(s.vals)
@@ -419,6 +428,7 @@ func (s *jsonScan) js(depth int) (any, bool) {
 			s.pos++
 			return []any{}, true
 		}
+		s.stacks()
 		base := len(s.vals)
 		for {
 			v, ok := s.js(depth + 1)
@@ -559,10 +569,7 @@ func (s *jsonScan) generic(depth int) (any, bool) {
 // decodeJSFast is DecodeJS on the scanner; ok is false when it leaves the
 // input to decodeJSSlow.
 func decodeJSFast(data []byte) (v any, ok bool) {
-	// Stacks that most documents do not outgrow, on the goroutine's stack.
-	var keys [16]string
-	var vals [32]any
-	s := jsonScan{data: data, keys: keys[:0], vals: vals[:0]}
+	s := jsonScan{data: data}
 	s.ws()
 	v, ok = s.js(0)
 	if !ok || !s.end() {

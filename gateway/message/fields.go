@@ -119,6 +119,15 @@ func ParseResponseFields(raw json.RawMessage) (ResponseFields, error) {
 // "Body" or "BODY" for "body", which mb ignores. A raw that is not an
 // object (or null) is an error.
 func Members(raw []byte, names ...string) ([]json.RawMessage, error) {
+	if out, ok := membersFast(raw, names); ok {
+		return out, nil
+	}
+	return membersSlow(raw, names...)
+}
+
+// membersSlow is Members on encoding/json: it answers what the scanner
+// leaves, and its errors are Members's.
+func membersSlow(raw []byte, names ...string) ([]json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err

@@ -23,6 +23,15 @@ type JSObject struct {
 // *JSObject. mb stores what it is given through JSON.parse, so a stored
 // body, header or predicate prints as JSON.stringify prints it.
 func DecodeJS(data []byte) (any, error) {
+	if v, ok := decodeJSFast(data); ok {
+		return v, nil
+	}
+	return decodeJSSlow(data)
+}
+
+// decodeJSSlow is DecodeJS on encoding/json: it answers what the scanner
+// leaves, and its errors are DecodeJS's.
+func decodeJSSlow(data []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	v, err := decodeJS(d, 0)

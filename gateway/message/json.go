@@ -263,6 +263,19 @@ func seenBefore(kvs []KV, name string) bool {
 // ReadMultiMap reads a JSON object whose values are strings, arrays of
 // strings, or other scalars (stringified), into pairs in the object's order.
 func ReadMultiMap(raw json.RawMessage) ([]KV, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, nil
+	}
+	if kvs, ok := readMultiMapFast(trimmed); ok {
+		return kvs, nil
+	}
+	return readMultiMapSlow(raw)
+}
+
+// readMultiMapSlow is ReadMultiMap on encoding/json: it answers what the
+// scanner leaves, and its errors are ReadMultiMap's.
+func readMultiMapSlow(raw json.RawMessage) ([]KV, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
@@ -375,6 +388,15 @@ type Field struct {
 // A repeated key keeps its first position and its last value, as
 // JavaScript's JSON.parse does. Trailing data after the object is an error.
 func ObjectFields(raw []byte) ([]Field, error) {
+	if fields, ok := objectFieldsFast(raw); ok {
+		return fields, nil
+	}
+	return objectFieldsSlow(raw)
+}
+
+// objectFieldsSlow is ObjectFields on encoding/json: it answers what the
+// scanner leaves, and its errors are ObjectFields's.
+func objectFieldsSlow(raw []byte) ([]Field, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	tok, err := d.Token()
 	if err != nil {

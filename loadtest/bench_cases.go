@@ -16,6 +16,9 @@ const (
 	// sysRawProxy is a raw fasthttp reverse proxy (riftload hello
 	// -proxy-port) to the raw server: the limit of proxying.
 	sysRawProxy = "raw fasthttp proxy"
+	// sysRiftDurable is riftgate on --datadir in the recording cases,
+	// where sysRift keeps its configuration in memory as mb does.
+	sysRiftDurable = "riftgate, --datadir"
 )
 
 // benchCase is one row group of the report: an imposter posted to riftgate
@@ -312,7 +315,7 @@ func benchCases(wasmDir, upstream string) []benchCase {
 // the end (reached only where riftgate runs at >= 1,700 req/s for 60 s);
 // proxyTransparent with keep-alive >= 0.8x a raw fasthttp reverse proxy.
 func recordingCases(upstream string) []benchCase {
-	both := []string{sysRift, sysMB}
+	both := []string{sysRift, sysRiftDurable, sysMB}
 	proxy := func(mode, extra string) func(int) string {
 		return func(p int) string {
 			return imposter(p, extra, []string{fmt.Sprintf(`{"responses":[{"proxy":{"to":%q,"mode":%q,"predicateGenerators":[{"matches":{"path":true}}]}}]}`, upstream, mode)})

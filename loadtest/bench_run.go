@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -182,11 +183,29 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	}
 	if err != nil {
 		down[sysRift] = err.Error()
+		down[sysRiftDurable] = err.Error()
 	} else {
 		defer rg.stop()
-		admins[sysRift] = admin
-		b.profiled[sysRift] = []string{admin}
+		admins[sysRift], admins[sysRiftDurable] = admin, admin
+		b.profiled[sysRift], b.profiled[sysRiftDurable] = []string{admin}, []string{admin}
 		b.servers[sysRift] = func() []*process { return []*process{rg} }
+		b.servers[sysRiftDurable] = b.servers[sysRift]
+	}
+	// The recording cases compare riftgate with mb, which keeps what it
+	// records in memory: riftgate runs them in memory too (a process of
+	// its own, without --datadir), and on --datadir beside it.
+	var memRG *process
+	var memAdmin string
+	if b.wantsLong() && rg != nil {
+		var memArgs []string
+		if b.cfg.profileDir != "" {
+			memArgs = append(memArgs, "--pprof")
+		}
+		if memRG, memAdmin, err = b.startMountebankLike(ctx, "riftgate-memory", b.cfg.riftgate, memArgs...); err != nil {
+			down[sysRift] = err.Error()
+		} else {
+			defer memRG.stop()
+		}
 	}
 	if anyCase {
 		mb, admin, err = b.startMountebankLike(ctx, "mb", b.cfg.mb, "--localOnly")
@@ -247,19 +266,24 @@ func (b *bench) run(ctx context.Context) (string, error) {
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
+				adm, restore := admins, func() {}
+				if c.long && memRG != nil {
+					adm, restore = b.inMemory(admins, memRG, memAdmin)
+				}
 				var removes []func()
 				for _, sys := range group {
-					removes = append(removes, b.deploy(c, sys, cells[sys], rawURL, admins))
+					removes = append(removes, b.deploy(c, sys, cells[sys], rawURL, adm))
 				}
 				b.measure(ctx, c, group, cells, round)
 				if c.recordedTarget > 0 {
 					for _, sys := range group {
-						b.countRecorded(c, sys, cells[sys], admins, round)
+						b.countRecorded(c, sys, cells[sys], adm, round)
 					}
 				}
 				for _, remove := range removes {
 					remove()
 				}
+				restore()
 			}
 		}
 	}
@@ -294,6 +318,27 @@ func readFile(p string) string {
 		return "unknown"
 	}
 	return string(data)
+}
+
+// wantsLong reports whether a recording case (a long one) is to run.
+func (b *bench) wantsLong() bool {
+	for _, c := range b.cases {
+		if c.long && b.needed(c.id) {
+			return true
+		}
+	}
+	return false
+}
+
+// inMemory makes sysRift the in-memory riftgate for one recording case,
+// and returns the admin addresses to use and what puts sysRift back.
+func (b *bench) inMemory(admins map[string]string, rg *process, admin string) (map[string]string, func()) {
+	adm := maps.Clone(admins)
+	adm[sysRift] = admin
+	servers, profiled := b.servers[sysRift], b.profiled[sysRift]
+	b.servers[sysRift] = func() []*process { return []*process{rg} }
+	b.profiled[sysRift] = []string{admin}
+	return adm, func() { b.servers[sysRift], b.profiled[sysRift] = servers, profiled }
 }
 
 // availability says, before any load, why a (case, system) pair cannot be
@@ -1000,7 +1045,7 @@ func (b *bench) recordingReport(p func(string, ...any)) {
 	}
 	win := b.cfg.recordWindow
 	p("\n## Recording (issue 34)\n\n")
-	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run; each request of `record-once-new` has a new path, so proxyOnce records one stub per request.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
+	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
 	p("| case | system | req/s | first %v req/s | last %v req/s | last/first | stubs at the end | note |\n|---|---|---|---|---|---|---|---|\n", win, win)
 	for _, c := range cases {
 		for _, sys := range c.systems {

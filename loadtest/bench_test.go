@@ -258,6 +258,9 @@ func TestBenchRecordingCases(t *testing.T) {
 		"| `proxyOnce`, a new path (a new stub) per request | mb 2.9.1 | - | - | - | - | - | not available: mb: stat ",
 		"| riftgate last/first | target | riftgate/proxyTransparent |",
 		">= 100000: **FAIL**", // a second and a half records far fewer
+		// riftgate in memory, as mb, and on --datadir beside it.
+		"| `proxyOnce`, a new path (a new stub) per request | riftgate, --datadir | ",
+		"without `--datadir`",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)

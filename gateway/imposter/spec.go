@@ -285,11 +285,11 @@ func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each stub must be a JSON object").WithSource(json.RawMessage(data))
 	}
-	src := mustJSON(obj)
+	src := func() json.RawMessage { return mustJSON(obj) } // for errors only
 	st := &StubSpec{}
 	if raw := obj.get("predicates"); raw != nil && !isNull(raw) {
 		if err := json.Unmarshal(raw, &st.Predicates); err != nil {
-			return nil, mberr.New(mberr.BadData, "'predicates' must be an array").WithSource(src)
+			return nil, mberr.New(mberr.BadData, "'predicates' must be an array").WithSource(src())
 		}
 	}
 	for _, f := range []struct {
@@ -301,11 +301,11 @@ func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
 		}
 	}
 	if st.ScenarioName == "" && (st.RequiredScenarioState != "" || st.NewScenarioState != "") {
-		return nil, mberr.New(mberr.BadData, "'requiredScenarioState' and 'newScenarioState' need a 'scenarioName'").WithSource(src)
+		return nil, mberr.New(mberr.BadData, "'requiredScenarioState' and 'newScenarioState' need a 'scenarioName'").WithSource(src())
 	}
 	var responses []json.RawMessage
 	if json.Unmarshal(obj.get("responses"), &responses) != nil || len(responses) == 0 {
-		return nil, mberr.New(mberr.BadData, "'responses' must be a non-empty array").WithSource(src)
+		return nil, mberr.New(mberr.BadData, "'responses' must be a non-empty array").WithSource(src())
 	}
 	var upcast []json.RawMessage
 	var repeatErrs mberr.List

@@ -353,7 +353,7 @@ func renumber(imp *Imposter) {
 		fresh.put(Key{major: 2 * uint64(i)}, st, true)
 		return true
 	})
-	imp.stubs, imp.ids, imp.sigs = fresh.stubs, fresh.ids, fresh.sigs
+	imp.stubs, imp.ids, imp.sigs, imp.edit = fresh.stubs, fresh.ids, fresh.sigs, fresh.edit
 	imp.journal, imp.jlen = &journal{}, 0
 }
 

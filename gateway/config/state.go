@@ -42,6 +42,10 @@ type Imposter struct {
 	// every stub. jlen is how much of it this version includes.
 	journal *journal
 	jlen    int
+	// edit is the run of tree Sets that makes this version: a command
+	// changes only versions it made itself (NewImposter, derive), so their
+	// Sets change in place the nodes the same command made before.
+	edit *ptree.Edit
 }
 
 // Key orders an imposter's stubs. A rebuilt imposter numbers its stubs
@@ -105,7 +109,7 @@ type journal struct {
 
 // NewImposter makes an imposter of stubs, in order.
 func NewImposter(port int, header []byte, stubs []Stub) *Imposter {
-	imp := &Imposter{Port: port, Header: header, list: &stubList{}, journal: &journal{},
+	imp := &Imposter{Port: port, Header: header, list: &stubList{}, journal: &journal{}, edit: &ptree.Edit{},
 		stubs: ptree.New[Key, *Stub](cmpOkey), ids: ptree.New[uint64, Key](cmpU), sigs: ptree.New[sigKey, uint64](cmpSig)}
 	for i := range stubs {
 		st := stubs[i]
@@ -116,10 +120,10 @@ func NewImposter(port int, header []byte, stubs []Stub) *Imposter {
 
 // put sets the stub at k; fresh says it is new to the imposter.
 func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
-	imp.stubs = imp.stubs.Set(k, st)
+	imp.stubs = imp.stubs.SetIn(imp.edit, k, st)
 	if fresh {
-		imp.ids = imp.ids.Set(st.ID, k)
-		imp.sigs = imp.sigs.Set(sigKey{xxhash.Sum64String(st.Signature), k}, st.ID)
+		imp.ids = imp.ids.SetIn(imp.edit, st.ID, k)
+		imp.sigs = imp.sigs.SetIn(imp.edit, sigKey{xxhash.Sum64String(st.Signature), k}, st.ID)
 	}
 }
 
@@ -127,7 +131,7 @@ func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
 // every tree, and the journal when imp is its newest version.
 func (imp *Imposter) derive() *Imposter {
 	d := *imp
-	d.list = &stubList{}
+	d.list, d.edit = &stubList{}, &ptree.Edit{}
 	imp.journal.mu.Lock()
 	if len(imp.journal.ids) != imp.jlen {
 		d.journal, d.jlen = &journal{}, 0

@@ -26,7 +26,17 @@ type node[K, V any] struct {
 	keys []K // a leaf's entries' keys; an inner node's children's smallest keys
 	vals []V // a leaf's values
 	kids []*node[K, V]
+	// edit made the node, which SetIn with it may change in place; its
+	// slices are then its own, shared with no other node.
+	edit *Edit
 }
+
+// Edit is one run of SetIn calls whose in-between versions nobody keeps
+// (a batch of recordings applied as one command): a node the run made is
+// changed in place by the run's later Sets instead of copied again, so a
+// batch of k adjacent keys copies each node once, not k times. A version
+// made before the run began is never changed.
+type Edit struct{ _ byte } // not zero-sized: each new Edit is distinct
 
 func (n *node[K, V]) leaf() bool { return n.kids == nil }
 
@@ -61,13 +71,18 @@ func (t Map[K, V]) child(n *node[K, V], k K) int {
 }
 
 // Set returns the map with v at k; t is unchanged.
-func (t Map[K, V]) Set(k K, v V) Map[K, V] {
+func (t Map[K, V]) Set(k K, v V) Map[K, V] { return t.SetIn(nil, k, v) }
+
+// SetIn is Set as part of the run e (nil: none): nodes e made are changed
+// in place, which changes every version made since e began. The caller
+// keeps only the last version of a run.
+func (t Map[K, V]) SetIn(e *Edit, k K, v V) Map[K, V] {
 	if t.root == nil {
-		return Map[K, V]{root: &node[K, V]{keys: []K{k}, vals: []V{v}}, n: 1, cmp: t.cmp}
+		return Map[K, V]{root: &node[K, V]{keys: []K{k}, vals: []V{v}, edit: e}, n: 1, cmp: t.cmp}
 	}
-	n, split, added := t.set(t.root, k, v)
+	n, split, added := t.set(e, t.root, k, v)
 	if split != nil {
-		n = &node[K, V]{keys: []K{n.keys[0], split.keys[0]}, kids: []*node[K, V]{n, split}}
+		n = &node[K, V]{keys: []K{n.keys[0], split.keys[0]}, kids: []*node[K, V]{n, split}, edit: e}
 	}
 	out := Map[K, V]{root: n, n: t.n, cmp: t.cmp}
 	if added {
@@ -76,17 +91,31 @@ func (t Map[K, V]) Set(k K, v V) Map[K, V] {
 	return out
 }
 
-func (t Map[K, V]) set(n *node[K, V], k K, v V) (*node[K, V], *node[K, V], bool) {
+// own returns n itself when e made it, else a copy e makes, whose slices
+// are its own, with room for the entry a Set may add.
+func own[K, V any](e *Edit, n *node[K, V]) *node[K, V] {
+	if e != nil && n.edit == e {
+		return n
+	}
+	c := &node[K, V]{keys: append(make([]K, 0, len(n.keys)+1), n.keys...), edit: e}
+	if n.leaf() {
+		c.vals = append(make([]V, 0, len(n.vals)+1), n.vals...)
+	} else {
+		c.kids = append(make([]*node[K, V], 0, len(n.kids)+1), n.kids...)
+	}
+	return c
+}
+
+func (t Map[K, V]) set(e *Edit, n *node[K, V], k K, v V) (*node[K, V], *node[K, V], bool) {
 	if n.leaf() {
 		i, ok := slices.BinarySearchFunc(n.keys, k, t.cmp)
-		c := &node[K, V]{}
+		c := own(e, n)
 		if ok {
-			c.keys, c.vals = n.keys, slices.Clone(n.vals)
 			c.vals[i] = v
 			return c, nil, false
 		}
-		c.keys = slices.Insert(slices.Clip(n.keys), i, k)
-		c.vals = slices.Insert(slices.Clip(n.vals), i, v)
+		c.keys = slices.Insert(c.keys, i, k)
+		c.vals = slices.Insert(c.vals, i, v)
 		if len(c.keys) <= leafWidth {
 			return c, nil, true
 		}
@@ -94,13 +123,13 @@ func (t Map[K, V]) set(n *node[K, V], k K, v V) (*node[K, V], *node[K, V], bool)
 		if i == len(c.keys)-1 {
 			h = len(c.keys) - 1 // appending: leave the left leaf full
 		}
-		right := &node[K, V]{keys: slices.Clone(c.keys[h:]), vals: slices.Clone(c.vals[h:])}
+		right := &node[K, V]{keys: slices.Clone(c.keys[h:]), vals: slices.Clone(c.vals[h:]), edit: e}
 		c.keys, c.vals = c.keys[:h:h], c.vals[:h:h]
 		return c, right, true
 	}
 	i := t.child(n, k)
-	kid, split, added := t.set(n.kids[i], k, v)
-	c := &node[K, V]{keys: slices.Clone(n.keys), kids: slices.Clone(n.kids)}
+	kid, split, added := t.set(e, n.kids[i], k, v)
+	c := own(e, n)
 	c.kids[i], c.keys[i] = kid, kid.keys[0]
 	if split == nil {
 		return c, nil, added
@@ -114,7 +143,7 @@ func (t Map[K, V]) set(n *node[K, V], k K, v V) (*node[K, V], *node[K, V], bool)
 	if i+1 == len(c.kids)-1 {
 		h = len(c.kids) - 1
 	}
-	right := &node[K, V]{keys: slices.Clone(c.keys[h:]), kids: slices.Clone(c.kids[h:])}
+	right := &node[K, V]{keys: slices.Clone(c.keys[h:]), kids: slices.Clone(c.kids[h:]), edit: e}
 	c.keys, c.kids = c.keys[:h:h], c.kids[:h:h]
 	return c, right, added
 }

@@ -75,3 +75,67 @@ func keysOf(m map[int]int) func(func(int) bool) {
 		}
 	}
 }
+
+// Runs of SetIn, each with an Edit of its own, keeping only each run's
+// last version: every kept version answers as the sorted map did when it
+// was kept, however later runs changed nodes in place.
+func TestEditsChangeOnlyTheirOwnRun(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tr := New[int, int](cmp.Compare[int])
+		model := map[int]int{}
+		type version struct {
+			tr    Map[int, int]
+			model map[int]int
+		}
+		var kept []version
+		for range rapid.IntRange(1, 12).Draw(t, "runs") {
+			e := &Edit{}
+			if rapid.Bool().Draw(t, "plain") {
+				e = nil // a run of plain Sets between edits
+			}
+			for i, k := range rapid.SliceOf(rapid.IntRange(0, 300)).Draw(t, "keys") {
+				tr = tr.SetIn(e, k, i)
+				model[k] = i
+			}
+			kept = append(kept, version{tr, cloneMap(model)})
+		}
+		for vi, v := range kept {
+			want := slices.Sorted(keysOf(v.model))
+			var got []int
+			v.tr.Each(func(k, val int) bool {
+				if v.model[k] != val {
+					t.Fatalf("version %d: %d holds %d, want %d", vi, k, val, v.model[k])
+				}
+				got = append(got, k)
+				return true
+			})
+			if !slices.Equal(got, want) || v.tr.Len() != len(want) {
+				t.Fatalf("version %d: keys %v, want %v", vi, got, want)
+			}
+		}
+	})
+}
+
+// A run of adjacent keys (a batch of proxyOnce recordings) copies each
+// node once under an Edit, where plain Sets copy a path per key.
+func TestEditCopiesANodeOnce(t *testing.T) {
+	base := New[int, int](cmp.Compare[int])
+	for k := range 100_000 {
+		base = base.SetIn(nil, 2*k, k)
+	}
+	run := func(edit bool) float64 {
+		return testing.AllocsPerRun(10, func() {
+			tr, e := base, (*Edit)(nil)
+			if edit {
+				e = &Edit{}
+			}
+			for k := range 64 {
+				tr = tr.SetIn(e, 100_001+2*k, k)
+			}
+		})
+	}
+	plain, edited := run(false), run(true)
+	if edited*4 > plain {
+		t.Errorf("64 adjacent Sets: %.0f allocations under an Edit, %.0f without: want a quarter at most", edited, plain)
+	}
+}

@@ -207,9 +207,10 @@ func storedStubs(t *testing.T, base string, port int, ports map[int]string) stri
 // TestCustomProtocolResponsesAsMountebank runs the responses of a custom
 // protocol that are not a plain is on mb and on riftgate: proxyOnce and
 // proxyAlways (the protocol's process proxies to an upstream line imposter
-// and posts the answer back to the callbackURL mb hands it), an inject,
-// and the behaviors (decorate, copy, shellTransform, wait, repeat). Both answer the same lines and store the
-// same stubs; without --allowInjection, both refuse the same stubs.
+// and posts the answer back to the callbackURL mb hands it), an inject, a
+// fault, and the behaviors (decorate, copy, shellTransform, wait, repeat).
+// Both answer the same lines and store the same stubs; without
+// --allowInjection, both refuse the same stubs.
 func TestCustomProtocolResponsesAsMountebank(t *testing.T) {
 	got := map[string]string{}
 	for _, name := range []string{"mb", "riftgate"} {
@@ -248,6 +249,7 @@ func TestCustomProtocolResponsesAsMountebank(t *testing.T) {
 				"behaviors":[{"decorate":"function (config, response) { return { reply: response.reply.toUpperCase() + ' ' + config.request.size, tags: config.request.tags }; }"}]}]},
 			{"predicates":[{"equals":{"verb":"SH"}}],"responses":[{"is":{"reply":"sh"},"behaviors":[{"shellTransform":"node %s"}]}]},
 			{"predicates":[{"equals":{"verb":"WAIT"}}],"responses":[{"is":{"reply":"waited"},"behaviors":[{"wait":400}]}]},
+			{"predicates":[{"equals":{"verb":"FLT"}}],"responses":[{"fault":"CONNECTION_RESET_BY_PEER","repeat":1}]},
 			{"predicates":[{"equals":{"verb":"REP"}}],"responses":[{"is":{"reply":"R1"},"repeat":2},{"is":{"reply":"R2"}}]}]}`, beh, shell))
 
 		var answers []string
@@ -260,7 +262,7 @@ func TestCustomProtocolResponsesAsMountebank(t *testing.T) {
 		for _, l := range []string{"GET x", "GET x", "GET y", "DEL x"} {
 			send(always, l)
 		}
-		for _, l := range []string{"INJ a b c", "COPY ab-cd", "DEC x", "SH q", "REP", "REP", "REP"} {
+		for _, l := range []string{"INJ a b c", "COPY ab-cd", "DEC x", "SH q", "FLT", "REP", "REP", "REP"} {
 			send(beh, l)
 		}
 		start := time.Now()

@@ -80,7 +80,7 @@ const server = net.createServer(socket => {
             catch (e) { /* not mb's error body */ }
             if (status === 200) {
                 const response = JSON.parse(body).response || {};
-                reply = response.reply || (config.defaultResponse && config.defaultResponse.reply) || 'NONE';
+                reply = response.reply || (response.fault && 'FAULT ' + JSON.stringify(response)) || (config.defaultResponse && config.defaultResponse.reply) || 'NONE';
             }
             socket.end(reply + '\n');
         }

@@ -40,6 +40,7 @@ func (g *gateway) adminHandler() http.Handler {
 	mux.HandleFunc("PUT /imposters/{id}/stubs/{index}", g.withImposter(g.putStub))
 	mux.HandleFunc("DELETE /imposters/{id}/stubs/{index}", g.withImposter(g.deleteStub))
 	mux.HandleFunc("POST /imposters/{id}/_requests", g.withImposter(g.customRequest))
+	mux.HandleFunc("POST /imposters/{id}/_requests/{key}", g.withImposter(g.customProxyResponse))
 	mux.HandleFunc("GET /config", g.getConfig)
 	mux.HandleFunc("GET /logs", g.withLogStream(g.getLogs))
 	mux.HandleFunc("GET /metrics", g.metrics)
@@ -270,6 +271,25 @@ func (g *gateway) customRequest(w http.ResponseWriter, r *http.Request, imp *imp
 		return
 	}
 	out, err := imp.RespondCustom(r.Context(), body)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeRaw(w, http.StatusOK, out)
+}
+
+// customProxyResponse is a custom protocol's process handing back the
+// answer to a proxy it was given (mb's postProxyResponse).
+func (g *gateway) customProxyResponse(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	if !imp.IsCustom() {
+		writeErr(w, mberr.New(mberr.NoSuchResource, config.MsgNoImposter))
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	out, err := imp.ResolveCustomProxy(r.Context(), r.PathValue("key"), body)
 	if err != nil {
 		writeErr(w, err)
 		return

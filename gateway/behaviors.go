@@ -21,7 +21,7 @@ type behaviors struct {
 	statusText string
 	jsonBody   bool
 	tcp        bool // a tcp imposter's: the body is its data
-	object     bool // the body is the protocol's response object (WebSocket's)
+	object     bool // the body is the protocol's response object (WebSocket's, grpc's, a custom protocol's)
 	// unset are the fields the stub's `is` left out, and defaults what
 	// mb fills them with after the behaviors ran.
 	unset    behavior.Fields
@@ -57,7 +57,7 @@ func (e *engine) compileBehaviors(response json.RawMessage, bd imposter.Build) (
 	if m, err := message.Members(response, "is"); err == nil && !message.Falsy(m[0]) {
 		is, _ = message.Members(m[0], "statusCode", "headers", "body")
 	}
-	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", object: bd.Imposter.Spec().IsWS() || bd.Imposter.Spec().IsGRPC(), reads: b.ReadsResponse()}
+	out := &behaviors{b: b, tcp: bd.Imposter.Spec().Protocol == "tcp", object: bd.Imposter.Spec().IsWS() || bd.Imposter.Spec().IsGRPC() || bd.Imposter.IsCustom(), reads: b.ReadsResponse()}
 	if out.object {
 		// The body is the whole response object, JSON: tokens are
 		// replaced in its strings, and nothing is left to defaults.

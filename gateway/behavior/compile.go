@@ -321,6 +321,9 @@ func requestValue(r *message.Request, f from) any {
 	if r.Kind == message.TCP {
 		return tcpValue(r, f)
 	}
+	if r.Kind == message.Custom {
+		return customValue(r, f)
+	}
 	if r.Kind == message.GRPC {
 		// {path, value, metadata, peer}: the message (JSON), the metadata
 		// as headers are, the client's address.
@@ -454,6 +457,60 @@ func tcpValue(r *message.Request, f from) any {
 		return scalar(r.IP(), f)
 	case "data":
 		return scalar(string(r.Body), f)
+	}
+	return nil
+}
+
+// customValue is mb's getFrom over a custom protocol's request, which is
+// the protocol's own object: the field by name ignoring case (an object
+// from names it exactly, and its one sub-field ignoring case), an array's
+// first element, and a value that is not a string as the text mb's
+// selectors see (String(value), an object as JSON for jsonpath).
+func customValue(r *message.Request, f from) any {
+	v := keyIgnoringCase(r.Raw, f.field, f.exact)
+	if f.name != "" {
+		v = keyIgnoringCase(v, f.name, false)
+	}
+	v = bytes.TrimSpace(v)
+	if len(v) > 0 && v[0] == '[' {
+		var elems []json.RawMessage
+		if json.Unmarshal(v, &elems) != nil || len(elems) == 0 {
+			return nil
+		}
+		v = bytes.TrimSpace(elems[0])
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	switch v[0] {
+	case '"':
+		var s string
+		_ = json.Unmarshal(v, &s)
+		return s
+	case '{':
+		return objectText(v)
+	case '[':
+		return "" // a nested array's String() joins its elements; mb users do not copy those
+	}
+	js, err := message.DecodeJS(v)
+	if err != nil {
+		return nil
+	}
+	return message.JSString(js)
+}
+
+// keyIgnoringCase is the member of the object obj named key (exactly, or
+// the first whose name is key ignoring case, in the object's order), nil
+// when obj is no object or has none.
+func keyIgnoringCase(obj json.RawMessage, key string, exact bool) json.RawMessage {
+	fields, err := message.ObjectFields(obj)
+	if err != nil {
+		return nil
+	}
+	for _, fl := range fields {
+		if fl.Key == key || !exact && strings.EqualFold(fl.Key, key) {
+			return fl.Value
+		}
 	}
 	return nil
 }

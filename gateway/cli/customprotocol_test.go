@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -146,6 +147,157 @@ func TestCustomProtocolAsMountebank(t *testing.T) {
 		}
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		p.exitCode(t)
+	}
+	t.Logf("mb:\n%s", got["mb"])
+	if got["mb"] != got["riftgate"] {
+		t.Fatalf("riftgate differs from mb:\nmb:\n%s\nriftgate:\n%s", got["mb"], got["riftgate"])
+	}
+}
+
+// customSystem starts bin (mb or riftgate) with testdata's line protocol
+// in its protofile, and returns its admin URL.
+func customSystem(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	script, err := filepath.Abs("testdata/lineproto.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "protocols.json"), []byte(fmt.Sprintf(`{"line":{"createCommand":"node %s"}}`, script)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := gatewaytest.FreePort(t)
+	p := startProc(t, dir, bin, append([]string{"start", "--port", strconv.Itoa(port), "--host", "127.0.0.1", "--nologfile", "--pidfile", "a.pid"}, args...)...)
+	waitForFile(t, p, filepath.Join(dir, "a.pid"))
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.exitCode(t)
+	})
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// proxyTimes are the proxy's response times, which differ by run.
+var proxyTimes = regexp.MustCompile(`"_proxyResponseTime":\s*\d+`)
+
+// storedStubs is an imposter's stubs as GET shows them, without what
+// differs by run (links, the proxy's times, the ports).
+func storedStubs(t *testing.T, base string, port int, ports map[int]string) string {
+	t.Helper()
+	code, body := gatewaytest.Do(t, http.MethodGet, fmt.Sprintf("%s/imposters/%d", base, port), nil, nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET imposter %d: %d %s", port, code, body)
+	}
+	var whole struct {
+		Stubs []map[string]any `json:"stubs"`
+	}
+	if err := json.Unmarshal(body, &whole); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range whole.Stubs {
+		delete(st, "_links")
+	}
+	b, _ := json.MarshalIndent(whole.Stubs, "", " ")
+	s := proxyTimes.ReplaceAllString(string(b), `"_proxyResponseTime":T`)
+	for p, name := range ports {
+		s = strings.ReplaceAll(s, strconv.Itoa(p), name)
+	}
+	return s
+}
+
+// TestCustomProtocolResponsesAsMountebank runs the responses of a custom
+// protocol that are not a plain is on mb and on riftgate: proxyOnce and
+// proxyAlways (the protocol's process proxies to an upstream line imposter
+// and posts the answer back to the callbackURL mb hands it), an inject, a
+// fault, and the behaviors (decorate, copy, shellTransform, wait, repeat).
+// Both answer the same lines and store the same stubs; without
+// --allowInjection, both refuse the same stubs.
+func TestCustomProtocolResponsesAsMountebank(t *testing.T) {
+	got := map[string]string{}
+	for _, name := range []string{"mb", "riftgate"} {
+		bin := mbBinary(t)
+		if name == "riftgate" {
+			bin = gatewaytest.Binary(t)
+		}
+		base := customSystem(t, bin, "--allowInjection")
+		up, once, always, beh := gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+		ports := map[int]string{up: "UP", once: "ONCE", always: "ALWAYS", beh: "BEH"}
+		create := func(def string) {
+			t.Helper()
+			if code, body := gatewaytest.Do(t, http.MethodPost, base+"/imposters", def, nil); code != http.StatusCreated {
+				t.Fatalf("%s POST %s: %d %s", name, def, code, body)
+			}
+		}
+		create(fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[
+			{"predicates":[{"equals":{"verb":"GET"}}],"responses":[{"is":{"reply":"UP-GET-1"}},{"is":{"reply":"UP-GET-2"}},{"is":{"reply":"UP-GET-3"}}]},
+			{"responses":[{"is":{"reply":"UP-OTHER"}}]}]}`, up))
+		// No mode: mb hands the process proxyOnce. The decorated answer
+		// is what is recorded.
+		create(fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[{"responses":[
+			{"proxy":{"to":"127.0.0.1:%d","predicateGenerators":[{"matches":{"verb":true}}]},
+			 "behaviors":[{"decorate":"function (config) { config.response.reply = config.response.reply + ' via ' + config.request.verb; }"}]}]}]}`, once, up))
+		create(fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[{"responses":[
+			{"proxy":{"to":"127.0.0.1:%d","mode":"proxyAlways","predicateGenerators":[{"matches":{"arg":true}}]}}]}]}`, always, up))
+		shell := filepath.Join(t.TempDir(), "shell.js")
+		if err := os.WriteFile(shell, []byte(`const r = JSON.parse(process.env.MB_RESPONSE); r.reply = 'SHELL ' + JSON.parse(process.env.MB_REQUEST).arg; console.log(JSON.stringify(r));`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		create(fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[
+			{"predicates":[{"equals":{"verb":"INJ"}}],"responses":[{"inject":"function (config) { return { reply: 'INJ ' + config.request.arg + ' ' + config.request.tags.length }; }"}]},
+			{"predicates":[{"equals":{"verb":"COPY"}}],"responses":[{"is":{"reply":"copied ${ARG} and ${ARG}[2]","tags":["${ARG}[1]"]},
+				"behaviors":[{"copy":{"from":"arg","into":"${ARG}","using":{"method":"regex","selector":"(\\w+)-(\\w+)"}}}]}]},
+			{"predicates":[{"equals":{"verb":"DEC"}}],"responses":[{"is":{"reply":"dec"},
+				"behaviors":[{"decorate":"function (config, response) { return { reply: response.reply.toUpperCase() + ' ' + config.request.size, tags: config.request.tags }; }"}]}]},
+			{"predicates":[{"equals":{"verb":"SH"}}],"responses":[{"is":{"reply":"sh"},"behaviors":[{"shellTransform":"node %s"}]}]},
+			{"predicates":[{"equals":{"verb":"WAIT"}}],"responses":[{"is":{"reply":"waited"},"behaviors":[{"wait":400}]}]},
+			{"predicates":[{"equals":{"verb":"FLT"}}],"responses":[{"fault":"CONNECTION_RESET_BY_PEER","repeat":1}]},
+			{"predicates":[{"equals":{"verb":"REP"}}],"responses":[{"is":{"reply":"R1"},"repeat":2},{"is":{"reply":"R2"}}]}]}`, beh, shell))
+
+		var answers []string
+		send := func(port int, line string) {
+			answers = append(answers, fmt.Sprintf("%s %s -> %s", ports[port], line, sendLine(t, port, line)))
+		}
+		for _, l := range []string{"GET a", "GET b", "PUT c", "PUT d"} {
+			send(once, l)
+		}
+		for _, l := range []string{"GET x", "GET x", "GET y", "DEL x"} {
+			send(always, l)
+		}
+		for _, l := range []string{"INJ a b c", "COPY ab-cd", "DEC x", "SH q", "FLT", "REP", "REP", "REP"} {
+			send(beh, l)
+		}
+		start := time.Now()
+		send(beh, "WAIT")
+		answers = append(answers, fmt.Sprintf("waited 400ms: %v", time.Since(start) >= 400*time.Millisecond))
+		if name == "riftgate" {
+			// A proxy resolution key no proxy was handed out under: mb
+			// crashes (an unhandled rejection ends its process),
+			// riftgate answers mb's error (docs/mountebank-differences.md).
+			code, body := gatewaytest.Do(t, http.MethodPost, fmt.Sprintf("%s/imposters/%d/_requests/99", base, once), `{"proxyResponse":{"reply":"late"}}`, nil)
+			if code != http.StatusNotFound || !strings.Contains(string(body), "invalid proxy resolution key") {
+				t.Errorf("unknown proxy resolution key: %d %s", code, body)
+			}
+		}
+		got[name] = strings.Join(answers, "\n") +
+			"\nproxyOnce stubs: " + storedStubs(t, base, once, ports) +
+			"\nproxyAlways stubs: " + storedStubs(t, base, always, ports)
+
+		// Without --allowInjection, what holds JavaScript or a shell
+		// command is refused.
+		plain := customSystem(t, bin)
+		for _, resp := range []string{
+			`{"inject":"function () { return {}; }"}`,
+			`{"is":{},"behaviors":[{"decorate":"function () {}"}]}`,
+			`{"is":{},"behaviors":[{"shellTransform":"cat"}]}`,
+			`{"is":{"reply":"W"},"behaviors":[{"wait":1}]}`,
+		} {
+			code, body := gatewaytest.Do(t, http.MethodPost, plain+"/imposters",
+				fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[{"responses":[%s]}]}`, gatewaytest.FreePort(t), resp), nil)
+			var e struct {
+				Errors []struct{ Code, Message string } `json:"errors"`
+			}
+			_ = json.Unmarshal(body, &e)
+			got[name] += fmt.Sprintf("\nno injection, %s: %d %+v", resp, code, e.Errors)
+		}
 	}
 	t.Logf("mb:\n%s", got["mb"])
 	if got["mb"] != got["riftgate"] {

@@ -109,6 +109,13 @@ type customServer struct {
 	closing  atomic.Bool
 	started  atomic.Bool // it printed its metadata: an exit now is a crash
 	metadata object
+
+	// The proxies handed to the process and not yet answered, by key, as
+	// mb's resolver keeps them for the process's lifetime (an answer that
+	// never comes keeps its entry, as in mb).
+	mu      sync.Mutex
+	nextKey int
+	proxies map[string]*pendingProxy
 }
 
 // customListener stands for the port a custom protocol's process binds:
@@ -340,29 +347,156 @@ func mustMarshal(v any) json.RawMessage {
 	return b
 }
 
+// CustomProxy is a custom protocol's proxy response: mb hands the proxy
+// to the protocol's process, which calls the upstream itself and posts
+// the answer back (Imposter.ResolveCustomProxy).
+type CustomProxy interface {
+	// CustomConfig is the proxy object as mb hands it to the process.
+	CustomConfig() json.RawMessage
+	// ResolveCustom applies the response's behaviors to the process's
+	// answer, records it as the proxy's mode says, and returns it.
+	ResolveCustom(ctx context.Context, call *Call, proxied json.RawMessage) (json.RawMessage, error)
+}
+
+// pendingProxy is a proxy handed to the process, waiting for its answer.
+type pendingProxy struct {
+	st    *Stub
+	r     *response
+	req   *message.Request
+	start time.Time
+}
+
+// callbackURL is the process's callback URL for this imposter.
+func (imp *Imposter) callbackURL() string {
+	return strings.Replace(imp.opts.CustomCallbackTemplate, ":port", strconv.Itoa(imp.Port()), 1)
+}
+
 // RespondCustom answers a custom protocol's callback: body is
-// {"request": {...}}, the answer {"response": {...}}.
+// {"request": {...}}, the answer {"response": {...}}, or, for a proxy,
+// {"proxy", "request", "callbackURL"} as mb answers an out-of-process
+// protocol.
 func (imp *Imposter) RespondCustom(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := message.ParseCustomCallback(body)
 	if err != nil {
 		return nil, mberr.New(mberr.InvalidJSON, err.Error())
 	}
 	req.Timestamp = time.Now()
-	_, r, err := imp.choose(ctx, req)
+	st, r, err := imp.choose(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	out := json.RawMessage(`{}`)
-	if r != nil && r.spec != nil && r.spec.Kind == "is" && len(r.spec.Value) > 0 {
-		out = r.spec.Value
-	} else if r != nil && r.spec != nil && r.spec.Kind != "is" {
-		return nil, mberr.New(mberr.BadData, fmt.Sprintf("riftgate answers a custom protocol's %s responses with is only", r.spec.Kind))
-	}
+	// Scripts, behaviors and the proxy see the request as the process
+	// sent it: mb stamps only the copy it records.
+	call := req.Clone()
+	call.Timestamp = time.Time{}
 	var b bytes.Buffer
-	b.WriteString(`{"response":`)
-	b.Write(out)
-	b.WriteByte('}')
+	switch {
+	case r == nil:
+		b.WriteString(`{"response":{}}`)
+	case r.spec != nil && r.spec.Kind == "fault":
+		// mb hands the process the response object itself.
+		b.WriteString(`{"response":`)
+		b.Write(mustJSON(r.spec.obj))
+		b.WriteByte('}')
+	case r.responder != nil && isCustomProxy(r.responder):
+		cs, ok := imp.srv.(*customServer)
+		if !ok {
+			return nil, mberr.New(mberr.NoSuchResource, "the imposter's process is not running")
+		}
+		key := cs.hold(&pendingProxy{st: st, r: r, req: call, start: time.Now()})
+		b.WriteString(`{"proxy":`)
+		b.Write(r.responder.(CustomProxy).CustomConfig())
+		b.WriteString(`,"request":`)
+		b.Write(compactJSON(call.Raw))
+		b.WriteString(`,"callbackURL":`)
+		b.Write(mustMarshal(imp.callbackURL() + "/" + key))
+		b.WriteByte('}')
+	default:
+		resp, err := imp.compute(ctx, &Call{Imposter: imp, Request: call, Stub: st}, r)
+		if err != nil {
+			return nil, err
+		}
+		out := []byte(`{}`)
+		if resp != nil && len(resp.Body) > 0 {
+			out = resp.Body
+		}
+		b.WriteString(`{"response":`)
+		b.Write(out)
+		b.WriteByte('}')
+	}
 	return b.Bytes(), nil
+}
+
+func isCustomProxy(r Responder) bool {
+	_, ok := r.(CustomProxy)
+	return ok
+}
+
+func compactJSON(raw []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// ResolveCustomProxy takes the process's answer to the proxy it was handed
+// under key, body {"proxyResponse": {...}}: as mb, it adds
+// _proxyResponseTime, runs the response's behaviors, records the result
+// as the proxy's mode says and answers it (not wrapped in a response).
+func (imp *Imposter) ResolveCustomProxy(ctx context.Context, key string, body []byte) ([]byte, error) {
+	cs, _ := imp.srv.(*customServer)
+	var p *pendingProxy
+	if cs != nil {
+		p = cs.pending(key)
+	}
+	if p == nil {
+		imp.log.Error("Invalid proxy resolution key: " + key)
+		return nil, mberr.New(mberr.NoSuchResource, "invalid proxy resolution key").WithSource(imp.callbackURL() + "/" + key)
+	}
+	var in struct {
+		ProxyResponse json.RawMessage `json:"proxyResponse"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, mberr.New(mberr.InvalidJSON, fmt.Sprintf("proxy resolution body: %v", err))
+	}
+	proxied, err := decodeObject(in.ProxyResponse)
+	if err != nil {
+		// mb fails setting _proxyResponseTime on what is not an object.
+		return nil, mberr.New(mberr.BadData, "proxyResponse must be an object").WithSource(string(in.ProxyResponse))
+	}
+	proxied = proxied.with("_proxyResponseTime", mustMarshal(time.Since(p.start).Milliseconds()))
+	out, err := p.r.responder.(CustomProxy).ResolveCustom(ctx, &Call{Imposter: imp, Request: p.req, Stub: p.st, behaviors: p.r.behaviors}, mustJSON(proxied))
+	if err != nil {
+		return nil, fmt.Errorf("custom proxy resolution %s: %w", key, err)
+	}
+	cs.release(key)
+	return out, nil
+}
+
+// hold keeps p until the process answers it, under a key of its own.
+func (s *customServer) hold(p *pendingProxy) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proxies == nil {
+		s.proxies = map[string]*pendingProxy{}
+	}
+	key := strconv.Itoa(s.nextKey)
+	s.nextKey++
+	s.proxies[key] = p
+	return key
+}
+
+func (s *customServer) pending(key string) *pendingProxy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proxies[key]
+}
+
+func (s *customServer) release(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.proxies, key)
 }
 
 // IsCustom reports whether the imposter's protocol is a custom one.

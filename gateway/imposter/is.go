@@ -113,6 +113,15 @@ func (imp *Imposter) buildIs(stubIs, defaults json.RawMessage) (*message.Respons
 		}
 		return &message.Response{Body: bytes.Clone(bytes.TrimSpace(stubIs))}, false, nil
 	}
+	if imp.spec.Custom != nil {
+		// A custom protocol's response is its process's object, as given;
+		// its process applies the defaultResponse itself, so no match is
+		// mb's empty is.
+		if stubIs == nil || isNull(stubIs) {
+			stubIs = json.RawMessage(`{}`)
+		}
+		return &message.Response{Body: bytes.Clone(bytes.TrimSpace(stubIs))}, false, nil
+	}
 	if imp.spec.Protocol == "tcp" {
 		// A tcp response is its own data; the defaultResponse's fills an
 		// empty one only when it is written, as mb's tcp server does. Its

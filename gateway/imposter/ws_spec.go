@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +102,12 @@ var wsOnlyIsFields = set("type", "messages", "close", "every", "times", "subprot
 // which mb's `is` has not: on a ws imposter, and in an http imposter's
 // `is` (an upgrade's).
 func (imp *Imposter) wsIgnored(fields []string) []string {
+	if imp.spec.Custom != nil {
+		// A custom protocol's responses are its process's objects: none
+		// of their fields is ignored (a stub added or recorded later
+		// comes here without customIgnored).
+		return slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return strings.Contains(f, ".is.") })
+	}
 	if imp.spec.IsGRPC() {
 		return grpcIgnored(fields)
 	}

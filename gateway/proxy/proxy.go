@@ -155,6 +155,9 @@ func (h httpUpstream) isJSON(r *message.Response, orig json.RawMessage) json.Raw
 // source, so that the stub names the stub, as mb's do.
 func (f *Factory) New(raw json.RawMessage, b imposter.Build) (imposter.Responder, error) {
 	imp := b.Imposter
+	if imp != nil && imp.IsCustom() {
+		return f.newCustom(raw)
+	}
 	s, err := parseSpec(raw)
 	if err != nil {
 		return nil, err
@@ -211,6 +214,13 @@ func parseSpec(raw json.RawMessage) (spec, error) {
 		}
 		s.To = message.JSString(v)
 	}
+	parseFields(fields, &s)
+	return s, nil
+}
+
+// parseFields reads the proxy's fields other than `to`, each as far as it
+// has the type mb expects.
+func parseFields(fields map[string]json.RawMessage, s *spec) {
 	for k, dst := range map[string]any{"mode": &s.Mode, "addWaitBehavior": &s.AddWaitBehavior,
 		"addDecorateBehavior": &s.AddDecorateBehavior, "cert": &s.Cert, "key": &s.Key, "ciphers": &s.Ciphers,
 		"secureProtocol": &s.SecureProtocol, "passphrase": &s.Passphrase, "keepalive": &s.Keepalive,
@@ -221,7 +231,6 @@ func parseSpec(raw json.RawMessage) (spec, error) {
 	}
 	_ = json.Unmarshal(fields["predicateGenerators"], &s.PredicateGenerators)
 	s.InjectHeaders = fields["injectHeaders"]
-	return s, nil
 }
 
 // hostHeader is the Host mb's proxy sends: the upstream's name, with its

@@ -78,6 +78,10 @@ type mirror struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// trash takes the folders of deleted imposters to the sweeper, which
+	// removes them in the background (swept closes when it is done).
+	trash chan string
+	swept chan struct{}
 }
 
 // mirrored is what the mirror knows of one imposter's folder: each stub's
@@ -128,7 +132,7 @@ func (m *mirror) writeHeader(port int, mp *mirrored) error {
 func newMirror(root string, log *slog.Logger, cycles *localCycles) *mirror {
 	return &mirror{root: root, log: log, cycles: cycles, ports: map[int]*mirrored{}, skip: map[int]bool{},
 		marks: map[int]string{}, base: map[int]int64{}, stale: map[int]bool{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), trash: make(chan string, 64), swept: make(chan struct{})}
 }
 
 // mirrorReconciler mirrors every committed change after the running
@@ -270,7 +274,43 @@ func (m *mirror) remove(port int) error {
 	delete(m.ports, port)
 	delete(m.marks, port)
 	delete(m.base, port)
-	return mbdatadir.Remove(m.root, port)
+	return m.discard(port)
+}
+
+// discard takes an imposter's folder away now and leaves its removal to
+// the sweeper, so that deleting 100,000 recorded stubs answers at once.
+func (m *mirror) discard(port int) error {
+	trash, err := mbdatadir.Remove(m.root, port)
+	if err != nil || trash == "" {
+		return err
+	}
+	select {
+	case m.trash <- trash:
+	default:
+		// The sweeper is behind: it finds this one at the next start.
+	}
+	return nil
+}
+
+// sweep removes the folders of deleted imposters, those a stop left
+// behind first, until close: a stop does not wait for a removal.
+func (m *mirror) sweep() {
+	defer close(m.swept)
+	for _, dir := range mbdatadir.Trash(m.root) {
+		if mbdatadir.RemoveAll(dir, m.stop) != nil {
+			return
+		}
+	}
+	for {
+		select {
+		case <-m.stop:
+			return
+		case dir := <-m.trash:
+			if err := mbdatadir.RemoveAll(dir, m.stop); err != nil {
+				m.log.Debug("a deleted imposter's folder is removed at the next start", "folder", dir, "err", err)
+			}
+		}
+	}
 }
 
 // write writes imp's folder whole. have, when set, is the folder as it is
@@ -563,6 +603,7 @@ func (m *mirror) close(state *config.State) {
 	}
 	close(m.stop)
 	<-m.done
+	<-m.swept
 	m.flushPositions(true)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -678,7 +719,7 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 			since = man.Requests[strconv.Itoa(port)]
 		case ours:
 			// The log deleted it; the folder's removal was lost.
-			if err := mbdatadir.Remove(m.root, port); err != nil {
+			if err := m.discard(port); err != nil {
 				g.log.Error("cannot remove the folder of a deleted imposter", "port", port, "err", err)
 			}
 			continue
@@ -721,6 +762,7 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 	m.writeManifest(false, nil)
 	m.mu.Unlock()
 	go m.run()
+	go m.sweep()
 	return nil
 }
 

@@ -230,3 +230,34 @@ func TestProxyKeepAliveOption(t *testing.T) {
 		t.Fatalf("a proxyKeepAlive that is no boolean: %d", status)
 	}
 }
+
+// The responses proxyAlways adds to a running stub are compiled where they
+// are first answered: a request the proxy stub lets by reaches the
+// recorded stub and cycles through every recording, in order, the later
+// ones (compiled late) as the first.
+func TestProxyAlwaysRecordingsAnswerWhileTheProxyRuns(t *testing.T) {
+	up := newUpstream(t, false, 0)
+	rg := gatewaytest.Start(t)
+	port := rg.PostImposter(fmt.Sprintf(`{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"headers":{"X-Live":"yes"}}}],
+		 "responses":[{"proxy":{"to":%q,"mode":"proxyAlways","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`, up.URL))
+	live := http.Header{"X-Live": {"yes"}}
+	for range 4 {
+		if status, body := gatewaytest.Do(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/a", port), nil, live); status != 200 {
+			t.Fatalf("through the proxy: %d %s", status, body)
+		}
+	}
+	if n := len(stubsOf(t, rg, port)[1]["responses"].([]any)); n != 4 {
+		t.Fatalf("the recorded stub holds %d responses, want 4", n)
+	}
+	for i := range 6 {
+		status, body := gatewaytest.Do(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/a", port), nil, nil)
+		want := fmt.Sprintf(`"hit": %d`, i%4+1)
+		if status != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("replay %d: %d %s, want the recording with %s", i, status, body, want)
+		}
+	}
+	if up.hits.Load() != 4 {
+		t.Fatalf("the upstream was called %d times, want 4", up.hits.Load())
+	}
+}

@@ -375,6 +375,54 @@ type response struct {
 	behaviors Behaviors
 	// handlesBehaviors: the responder applies behaviors itself.
 	handlesBehaviors bool
+	// lazy, when set, compiles the response where it is first answered
+	// (at): the rest of the struct is then unset.
+	lazy *lazyResponse
+}
+
+// lazyResponse is a response proxyAlways recorded, compiled where it is
+// first answered: a stub recording every answer holds hundreds of
+// thousands, most never answered (the proxy answers while it is there),
+// and a compiled `is` (its rendered header above all) costs several times
+// its JSON in memory and in the collector's time.
+type lazyResponse struct {
+	once sync.Once
+	c    *Compiler
+	b    Build // Config nil: an `is` names no module
+	r    *response
+}
+
+func (l *lazyResponse) get(spec *ResponseSpec) *response {
+	l.once.Do(func() {
+		r, err := l.c.compileResponse(spec, l.b)
+		if err != nil {
+			// Extend checked it, and the same JSON was answered when it
+			// was recorded: not expected, but not to fail every request.
+			l.b.Imposter.logger().Error("a recorded response does not compile; the default response answers instead", "err", err)
+			r, err = l.c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, l.b)
+			if err != nil {
+				r = &response{spec: spec, static: &message.Response{StatusCode: 500}}
+				r.header = RenderHeader(r.static)
+			}
+		}
+		l.r, l.c, l.b = r, nil, Build{}
+	})
+	return l.r
+}
+
+// deferrable reports whether rs can be compiled where it is first
+// answered: a plain `is` of an http imposter that is not a WebSocket
+// handshake (a stub that upgrades is known by its compiled responses).
+func deferrable(imp *Imposter, rs *ResponseSpec) bool {
+	if rs.Kind != "is" || rs.Behaviors != nil || imp == nil || !imp.spec.IsHTTP() {
+		return false
+	}
+	m, err := message.Members(rs.Value, "statusCode")
+	if err != nil {
+		return false
+	}
+	code, _ := message.StatusCode(m[0])
+	return code != 101
 }
 
 // maxCycle bounds the expanded response cycle; mb expands repeats the same way.
@@ -474,8 +522,10 @@ func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, cfg *config.State)
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.compileResponse(rs, Build{Imposter: imp, Stub: st.Spec, Config: cfg})
-		if err != nil {
+		var r *response
+		if deferrable(imp, rs) {
+			r = &response{spec: rs, lazy: &lazyResponse{c: c, b: Build{Imposter: imp, Stub: st.Spec}}}
+		} else if r, err = c.compileResponse(rs, Build{Imposter: imp, Stub: st.Spec, Config: cfg}); err != nil {
 			return nil, withStubSource(err, st.Spec)
 		}
 		x.rs, x.specs = append(x.rs, r), append(x.specs, rs)
@@ -677,10 +727,16 @@ func (s *Stub) next() *response { return s.at(s.pos.Add(1) - 1) }
 // at is the response at position pos of the cycle.
 func (s *Stub) at(pos uint64) *response {
 	rs := s.set.Load()
+	var r *response
 	if rs.cycle == nil {
-		return rs.responses[pos%uint64(len(rs.responses))]
+		r = rs.responses[pos%uint64(len(rs.responses))]
+	} else {
+		r = rs.responses[rs.cycle[pos%uint64(len(rs.cycle))]]
 	}
-	return rs.responses[rs.cycle[pos%uint64(len(rs.cycle))]]
+	if r.lazy != nil {
+		return r.lazy.get(r.spec)
+	}
+	return r
 }
 
 // object is the stub as stored: its spec, with the responses recordings

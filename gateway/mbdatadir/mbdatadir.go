@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -437,9 +438,71 @@ func RemoveStub(root string, port int, st *Stub) error {
 	return os.RemoveAll(filepath.Join(Folder(root, port), st.Dir))
 }
 
-// Remove removes the imposter's folder and nothing else, as mb's DELETE
-// does.
-func Remove(root string, port int) error { return os.RemoveAll(Folder(root, port)) }
+// Remove takes the imposter's folder away, and nothing else, as mb's
+// DELETE does, and returns where what was in it now is, for the caller to
+// remove at leisure (RemoveAll), or "" when there was none. A folder of
+// 100,000 recorded stubs takes seconds to remove: its imposter.json goes
+// first (mb, and riftgate's start, then skip what is left), and the
+// folder is renamed out of the way, named after the port and trashPrefix.
+func Remove(root string, port int) (string, error) {
+	dir := Folder(root, port)
+	if err := os.Remove(filepath.Join(dir, "imposter.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	trash := filepath.Join(root, fmt.Sprintf("%s%d-%d", trashPrefix, port, time.Now().UnixNano()))
+	switch err := os.Rename(dir, trash); {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	return trash, nil
+}
+
+// trashPrefix names the folders Remove took away.
+const trashPrefix = ".removed-"
+
+// Trash lists the folders Remove took away that are still there (a stop
+// came before they were removed).
+func Trash(root string) []string {
+	entries, _ := os.ReadDir(root)
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), trashPrefix) {
+			out = append(out, filepath.Join(root, e.Name()))
+		}
+	}
+	return out
+}
+
+// RemoveAll removes path and what it holds, one entry at a time, until
+// stop is closed: what is left is removed by a later call.
+func RemoveAll(path string, stop <-chan struct{}) error {
+	select {
+	case <-stop:
+		return errStopped
+	default:
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		// Not a folder (or gone): remove it as it is.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	for _, e := range entries {
+		if err := RemoveAll(filepath.Join(path, e.Name()), stop); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+var errStopped = errors.New("mbdatadir: stopped")
 
 // writeJSON writes raw indented as mb's JSON.stringify(obj, null, 2) does,
 // to a temporary file renamed into place (as mb's atomicWriteFile), so a

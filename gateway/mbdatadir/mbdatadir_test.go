@@ -282,3 +282,51 @@ func TestRequests(t *testing.T) {
 		t.Errorf("requests still there: %v", err)
 	}
 }
+
+// Remove takes the folder away at once, imposter.json first, and leaves
+// the rest for RemoveAll, which a stop interrupts and a later call ends.
+func TestRemoveLeavesTheRestToRemoveAll(t *testing.T) {
+	root := t.TempDir()
+	dir := Folder(root, 4545)
+	for i := range 50 {
+		sd := filepath.Join(dir, "stubs", "s"+strings.Repeat("x", i%3)+string(rune('a'+i%26))+string(rune('a'+i/26)))
+		if err := os.MkdirAll(filepath.Join(sd, "responses"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"meta.json", "responses/r.json"} {
+			if err := os.WriteFile(filepath.Join(sd, f), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "imposter.json"), []byte(`{"protocol":"http"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trash, err := Remove(root, 4545)
+	if err != nil || trash == "" {
+		t.Fatalf("Remove: %q, %v", trash, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the folder is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(trash, "imposter.json")); !os.IsNotExist(err) {
+		t.Fatalf("what was taken away still has an imposter.json (mb would load it): %v", err)
+	}
+	if got := Trash(root); len(got) != 1 || got[0] != trash {
+		t.Fatalf("Trash = %v, want [%s]", got, trash)
+	}
+	stopped := make(chan struct{})
+	close(stopped)
+	if err := RemoveAll(trash, stopped); err == nil {
+		t.Fatal("RemoveAll ran on after its stop")
+	}
+	if err := RemoveAll(trash, make(chan struct{})); err != nil {
+		t.Fatal(err)
+	}
+	if got := Trash(root); len(got) != 0 {
+		t.Fatalf("left behind: %v", got)
+	}
+	if trash, err := Remove(root, 4545); err != nil || trash != "" {
+		t.Fatalf("Remove of a folder that is not there: %q, %v", trash, err)
+	}
+}

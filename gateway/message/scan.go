@@ -278,73 +278,90 @@ func (s *jsonScan) literal(lit string) bool {
 	return true
 }
 
-// skip scans any value, at nesting depth depth.
+// object reads an object's members, s at its '{': for each it reads the
+// key (its bytes as written; escaped when they need unquoting) and calls
+// member with s at the value, which member reads. It reports false where
+// the grammar or member refuses.
+func (s *jsonScan) object(member func(key []byte, escaped bool) bool) bool {
+	s.pos++
+	s.ws()
+	if s.peek() == '}' {
+		s.pos++
+		return true
+	}
+	for {
+		if s.peek() != '"' {
+			return false
+		}
+		key, escaped, ok := s.str()
+		if !ok {
+			return false
+		}
+		s.ws()
+		if s.peek() != ':' {
+			return false
+		}
+		s.pos++
+		s.ws()
+		if !member(key, escaped) {
+			return false
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.pos++
+			s.ws()
+		case '}':
+			s.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// array reads an array's elements, s at its '[', calling elem with s at
+// each, which elem reads; false where the grammar or elem refuses.
+func (s *jsonScan) array(elem func() bool) bool {
+	s.pos++
+	s.ws()
+	if s.peek() == ']' {
+		s.pos++
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		s.ws()
+		switch s.peek() {
+		case ',':
+			s.pos++
+			s.ws()
+		case ']':
+			s.pos++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// keyString is an object key's value (see object).
+func (s *jsonScan) keyString(key []byte, escaped bool) string {
+	if escaped {
+		return unquoteBody(key)
+	}
+	return s.keep(key)
+}
+
+// skip reads a value, at nesting depth depth, and keeps nothing of it.
 func (s *jsonScan) skip(depth int) bool {
 	switch s.peek() {
 	case '{':
-		if depth >= fastDepth {
-			return false
-		}
-		s.pos++
-		s.ws()
-		if s.peek() == '}' {
-			s.pos++
-			return true
-		}
-		for {
-			if s.peek() != '"' {
-				return false
-			}
-			if _, _, ok := s.str(); !ok {
-				return false
-			}
-			s.ws()
-			if s.peek() != ':' {
-				return false
-			}
-			s.pos++
-			s.ws()
-			if !s.skip(depth + 1) {
-				return false
-			}
-			s.ws()
-			switch s.peek() {
-			case ',':
-				s.pos++
-				s.ws()
-			case '}':
-				s.pos++
-				return true
-			default:
-				return false
-			}
-		}
+		return depth < fastDepth && s.object(func([]byte, bool) bool { return s.skip(depth + 1) })
 	case '[':
-		if depth >= fastDepth {
-			return false
-		}
-		s.pos++
-		s.ws()
-		if s.peek() == ']' {
-			s.pos++
-			return true
-		}
-		for {
-			if !s.skip(depth + 1) {
-				return false
-			}
-			s.ws()
-			switch s.peek() {
-			case ',':
-				s.pos++
-				s.ws()
-			case ']':
-				s.pos++
-				return true
-			default:
-				return false
-			}
-		}
+		return depth < fastDepth && s.array(func() bool { return s.skip(depth + 1) })
 	case '"':
 		_, _, ok := s.str()
 		return ok
@@ -368,90 +385,48 @@ func (s *jsonScan) js(depth int) (any, bool) {
 	}
 	switch s.peek() {
 	case '{':
-		s.pos++
-		s.ws()
-		if s.peek() == '}' {
-			s.pos++
-			return &JSObject{Vals: map[string]any{}}, true
-		}
 		s.stacks()
 		// Members go on the stacks from here (arrays use vals alone, so
 		// the two differ).
 		kbase, vbase := len(s.keys), len(s.vals)
-		for {
-			if s.peek() != '"' {
-				return nil, false
-			}
-			key, ok := s.string()
-			if !ok {
-				return nil, false
-			}
-			s.ws()
-			if s.peek() != ':' {
-				return nil, false
-			}
-			s.pos++
-			s.ws()
+		ok := s.object(func(key []byte, escaped bool) bool {
+			k := s.keyString(key, escaped)
 			v, ok := s.js(depth + 1)
-			if !ok {
-				return nil, false
+			s.keys, s.vals = append(s.keys, k), append(s.vals, v)
+			return ok
+		})
+		keys, vals := s.keys[kbase:], s.vals[vbase:]
+		var o *JSObject
+		if ok {
+			o = &JSObject{Vals: make(map[string]any, len(keys))}
+			if len(keys) > 0 {
+				o.Keys = make([]string, 0, len(keys))
 			}
-			s.keys = append(s.keys, key)
-			s.vals = append(s.vals, v)
-			s.ws()
-			switch s.peek() {
-			case ',':
-				s.pos++
-				s.ws()
-				continue
-			case '}':
-				s.pos++
-			default:
-				return nil, false
-			}
-			keys, vals := s.keys[kbase:], s.vals[vbase:]
-			o := &JSObject{Keys: make([]string, 0, len(keys)), Vals: make(map[string]any, len(keys))}
 			for i, k := range keys {
 				if _, seen := o.Vals[k]; !seen {
 					o.Keys = append(o.Keys, k)
 				}
 				o.Vals[k] = vals[i]
 			}
-			clear(vals) // let the stack hold no values
-			s.keys, s.vals = s.keys[:kbase], s.vals[:vbase]
-			return o, true
 		}
+		clear(vals) // let the stack hold no values
+		s.keys, s.vals = s.keys[:kbase], s.vals[:vbase]
+		return o, ok
 	case '[':
-		s.pos++
-		s.ws()
-		if s.peek() == ']' {
-			s.pos++
-			return []any{}, true
-		}
 		s.stacks()
 		base := len(s.vals)
-		for {
+		ok := s.array(func() bool {
 			v, ok := s.js(depth + 1)
-			if !ok {
-				return nil, false
-			}
 			s.vals = append(s.vals, v)
-			s.ws()
-			switch s.peek() {
-			case ',':
-				s.pos++
-				s.ws()
-				continue
-			case ']':
-				s.pos++
-			default:
-				return nil, false
-			}
-			a := append([]any(nil), s.vals[base:]...)
-			clear(s.vals[base:])
-			s.vals = s.vals[:base]
-			return a, true
+			return ok
+		})
+		var a []any
+		if ok {
+			a = append([]any{}, s.vals[base:]...)
 		}
+		clear(s.vals[base:])
+		s.vals = s.vals[:base]
+		return a, ok
 	case '"':
 		v, ok := s.string()
 		return v, ok
@@ -484,73 +459,24 @@ func (s *jsonScan) generic(depth int) (any, bool) {
 		if depth >= fastDepth {
 			return nil, false
 		}
-		s.pos++
 		m := map[string]any{}
-		s.ws()
-		if s.peek() == '}' {
-			s.pos++
-			return m, true
-		}
-		for {
-			if s.peek() != '"' {
-				return nil, false
-			}
-			key, ok := s.string()
-			if !ok {
-				return nil, false
-			}
-			s.ws()
-			if s.peek() != ':' {
-				return nil, false
-			}
-			s.pos++
-			s.ws()
+		ok := s.object(func(key []byte, escaped bool) bool {
 			v, ok := s.generic(depth + 1)
-			if !ok {
-				return nil, false
-			}
-			m[key] = v
-			s.ws()
-			switch s.peek() {
-			case ',':
-				s.pos++
-				s.ws()
-			case '}':
-				s.pos++
-				return m, true
-			default:
-				return nil, false
-			}
-		}
+			m[s.keyString(key, escaped)] = v
+			return ok
+		})
+		return m, ok
 	case '[':
 		if depth >= fastDepth {
 			return nil, false
 		}
-		s.pos++
 		a := []any{}
-		s.ws()
-		if s.peek() == ']' {
-			s.pos++
-			return a, true
-		}
-		for {
+		ok := s.array(func() bool {
 			v, ok := s.generic(depth + 1)
-			if !ok {
-				return nil, false
-			}
 			a = append(a, v)
-			s.ws()
-			switch s.peek() {
-			case ',':
-				s.pos++
-				s.ws()
-			case ']':
-				s.pos++
-				return a, true
-			default:
-				return nil, false
-			}
-		}
+			return ok
+		})
+		return a, ok
 	case '"':
 		v, ok := s.string()
 		return v, ok
@@ -586,60 +512,32 @@ func objectFieldsFast(raw []byte) (out []Field, ok bool) {
 	if s.peek() != '{' {
 		return nil, false
 	}
-	s.pos++
-	s.ws()
 	size := 0 // bytes of the values kept
-	if s.peek() == '}' {
-		s.pos++
-	} else {
-		for {
-			if s.peek() != '"' {
-				return nil, false
-			}
-			// Not s.string: a few keys are not worth an arena chunk.
-			body, escaped, ok := s.str()
-			if !ok {
-				return nil, false
-			}
-			k := string(body)
-			if escaped {
-				k = unquoteBody(body)
-			}
-			s.ws()
-			if s.peek() != ':' {
-				return nil, false
-			}
-			s.pos++
-			s.ws()
-			start := s.pos
-			if !s.skip(1) {
-				return nil, false
-			}
-			// Point into raw for now; the values are copied at the end.
-			v := json.RawMessage(raw[start:s.pos])
-			dup := false
-			for i := range out {
-				if out[i].Key == k {
-					size += len(v) - len(out[i].Value)
-					out[i].Value, dup = v, true
-					break
-				}
-			}
-			if !dup {
-				out = append(out, Field{k, v})
-				size += len(v)
-			}
-			s.ws()
-			c := s.peek()
-			s.pos++
-			if c == '}' {
-				break
-			}
-			if c != ',' {
-				return nil, false
-			}
-			s.ws()
+	ok = s.object(func(key []byte, escaped bool) bool {
+		// Not keyString: a few keys are not worth an arena chunk.
+		k := string(key)
+		if escaped {
+			k = unquoteBody(key)
 		}
+		start := s.pos
+		if !s.skip(1) {
+			return false
+		}
+		// Point into raw for now; the values are copied at the end.
+		v := json.RawMessage(raw[start:s.pos])
+		for i := range out {
+			if out[i].Key == k {
+				size += len(v) - len(out[i].Value)
+				out[i].Value = v
+				return true
+			}
+		}
+		out = append(out, Field{k, v})
+		size += len(v)
+		return true
+	})
+	if !ok {
+		return nil, false
 	}
 	if !s.end() {
 		return nil, false
@@ -731,50 +629,25 @@ func membersFast(raw []byte, names []string) (out []json.RawMessage, ok bool) {
 	if s.peek() != '{' {
 		return nil, false
 	}
-	s.pos++
-	s.ws()
-	if s.peek() == '}' {
-		s.pos++
-		return out, s.end()
-	}
 	found := false
-	for {
-		if s.peek() != '"' {
-			return nil, false
-		}
-		body, escaped, ok := s.str()
-		if !ok {
-			return nil, false
-		}
+	ok = s.object(func(body []byte, escaped bool) bool {
 		key := unsafe.String(unsafe.SliceData(body), len(body)) // compared only
 		if escaped {
 			key = unquoteBody(body)
 		}
-		s.ws()
-		if s.peek() != ':' {
-			return nil, false
-		}
-		s.pos++
-		s.ws()
 		start := s.pos
 		if !s.skip(1) {
-			return nil, false
+			return false
 		}
 		for i, n := range names {
 			if n == key {
 				out[i], found = raw[start:s.pos], true // copied below
 			}
 		}
-		s.ws()
-		c := s.peek()
-		s.pos++
-		if c == '}' {
-			break
-		}
-		if c != ',' {
-			return nil, false
-		}
-		s.ws()
+		return true
+	})
+	if !ok {
+		return nil, false
 	}
 	if !s.end() {
 		return nil, false

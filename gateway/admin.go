@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,25 +263,20 @@ func (g *gateway) withImposter(h func(http.ResponseWriter, *http.Request, *impos
 // customRequest is a custom protocol's callback: its process's request,
 // answered through the imposter's stubs.
 func (g *gateway) customRequest(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
-	if !imp.IsCustom() {
-		writeErr(w, mberr.New(mberr.NoSuchResource, config.MsgNoImposter))
-		return
-	}
-	body, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	out, err := imp.RespondCustom(r.Context(), body)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeRaw(w, http.StatusOK, out)
+	customCallback(w, r, imp, imp.RespondCustom)
 }
 
 // customProxyResponse is a custom protocol's process handing back the
 // answer to a proxy it was given (mb's postProxyResponse).
 func (g *gateway) customProxyResponse(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) {
+	customCallback(w, r, imp, func(ctx context.Context, body []byte) ([]byte, error) {
+		return imp.ResolveCustomProxy(ctx, r.PathValue("key"), body)
+	})
+}
+
+// customCallback answers a custom protocol's process with what answer
+// makes of its body; an imposter of another protocol is not found.
+func customCallback(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter, answer func(context.Context, []byte) ([]byte, error)) {
 	if !imp.IsCustom() {
 		writeErr(w, mberr.New(mberr.NoSuchResource, config.MsgNoImposter))
 		return
@@ -289,7 +285,7 @@ func (g *gateway) customProxyResponse(w http.ResponseWriter, r *http.Request, im
 	if !ok {
 		return
 	}
-	out, err := imp.ResolveCustomProxy(r.Context(), r.PathValue("key"), body)
+	out, err := answer(r.Context(), body)
 	if err != nil {
 		writeErr(w, err)
 		return

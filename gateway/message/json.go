@@ -300,14 +300,7 @@ func readMultiMapSlow(raw json.RawMessage) ([]KV, error) {
 		if err := d.Decode(&v); err != nil {
 			return nil, err
 		}
-		switch v := v.(type) {
-		case []any:
-			for _, e := range v {
-				out = append(out, KV{name, scalarString(e)})
-			}
-		default:
-			out = append(out, KV{name, scalarString(v)})
-		}
+		out = appendValues(out, name, v)
 	}
 	return out, nil
 }
@@ -470,4 +463,16 @@ func WithArray(obj []byte, name string, items []json.RawMessage) []byte {
 	}
 	b.WriteString("]}")
 	return b.Bytes()
+}
+
+// appendValues adds a multimap member's value to out: each element of an
+// array under the name, anything else once.
+func appendValues(out []KV, name string, v any) []KV {
+	if l, ok := v.([]any); ok {
+		for _, e := range l {
+			out = append(out, KV{name, scalarString(e)})
+		}
+		return out
+	}
+	return append(out, KV{name, scalarString(v)})
 }

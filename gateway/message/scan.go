@@ -606,14 +606,7 @@ func readMultiMapFast(raw []byte) (out []KV, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		switch v := v.(type) {
-		case []any:
-			for _, e := range v {
-				out = append(out, KV{name, scalarString(e)})
-			}
-		default:
-			out = append(out, KV{name, scalarString(v)})
-		}
+		out = appendValues(out, name, v)
 	}
 }
 

@@ -299,7 +299,7 @@ func stubSpec(k config.Key, st *config.Stub) (*imposter.StubSpec, error) {
 			return nil, err
 		}
 	}
-	ss.ID, ss.Refs, ss.Key = st.ID, st.Refs, k
+	ss.ID, ss.Refs, ss.Key, ss.Recorded = st.ID, st.Refs, k, st.Recorded
 	return ss, nil
 }
 

@@ -307,6 +307,7 @@ func (s *State) record(derived map[int]*Imposter, r Record) Result {
 			anchor, _ = imp.ids.Get(r.Anchor)
 		}
 		st := s.stub(sd)
+		st.Recorded = true
 		imp.put(Key{anchor.major - 1, st.ID}, &st, true)
 		imp.changed(st.ID)
 		return Result{StubID: st.ID}
@@ -339,6 +340,7 @@ func (s *State) record(derived map[int]*Imposter, r Record) Result {
 	}
 	last, _, _ := imp.stubs.Last()
 	st := s.stub(sd)
+	st.Recorded = true
 	imp.put(Key{major: last.major | 1 + 1}, &st, true)
 	imp.changed(st.ID)
 	return Result{StubID: st.ID}

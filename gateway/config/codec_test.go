@@ -109,6 +109,18 @@ func TestParsedTravelsNoWire(t *testing.T) {
 	if st.Parsed() != parsed {
 		t.Errorf("the recorded stub's Parsed is %v, want the command's", st.Parsed())
 	}
+	// A recording is marked as one, in the snapshot too: the engine
+	// compiles its responses where they are first answered.
+	if !st.Recorded {
+		t.Error("a recorded stub is not marked Recorded")
+	}
+	if b, err := EncodeState(next); err != nil {
+		t.Fatal(err)
+	} else if back, err := DecodeState(b); err != nil {
+		t.Fatal(err)
+	} else if bst, _ := back.Imposters[4545].Stub(res.Results[0].StubID); bst == nil || !bst.Recorded {
+		t.Errorf("after a snapshot, the recorded stub is %+v", bst)
+	}
 	snap, _ := EncodeState(next)
 	plainNext, _ := Apply(s, &Command{Op: OpRecordStubs, Records: []Record{{Port: 4545, Anchor: anchor, Once: true, Stub: StubDoc{JSON: []byte(`{}`), Signature: "[]"}}}})
 	wantSnap, _ := EncodeState(plainNext)

@@ -74,7 +74,10 @@ type StubSpec struct {
 	Refs config.Refs
 	// Key is the stub's place in the configuration's order (zero for a
 	// stub not stored yet); recordings are added to a running table by it.
-	Key                   config.Key
+	Key config.Key
+	// Recorded marks a stub a proxy recorded: its `is` responses are
+	// compiled where they are first answered (lazyResponse).
+	Recorded              bool
 	Predicates            []json.RawMessage
 	Responses             []*ResponseSpec
 	ScenarioName          string

@@ -380,11 +380,12 @@ type response struct {
 	lazy *lazyResponse
 }
 
-// lazyResponse is a response proxyAlways recorded, compiled where it is
-// first answered: a stub recording every answer holds hundreds of
-// thousands, most never answered (the proxy answers while it is there),
-// and a compiled `is` (its rendered header above all) costs several times
-// its JSON in memory and in the collector's time.
+// lazyResponse is a response a proxy recorded, compiled where it is first
+// answered: a proxyAlways stub holds hundreds of thousands and proxyOnce
+// records a stub per request, most never answered while the proxy is
+// there, and a compiled `is` (its rendered header above all) costs
+// several times its JSON in memory and in the collector's time. The same
+// JSON compiled when the proxy answered with it.
 type lazyResponse struct {
 	once sync.Once
 	c    *Compiler
@@ -396,8 +397,8 @@ func (l *lazyResponse) get(spec *ResponseSpec) *response {
 	l.once.Do(func() {
 		r, err := l.c.compileResponse(spec, l.b)
 		if err != nil {
-			// Extend checked it, and the same JSON was answered when it
-			// was recorded: not expected, but not to fail every request.
+			// Its shape was checked, and the same JSON was answered when
+			// it was recorded: not expected, but not to fail every request.
 			l.b.Imposter.logger().Error("a recorded response does not compile; the default response answers instead", "err", err)
 			r, err = l.c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, l.b)
 			if err != nil {
@@ -408,6 +409,11 @@ func (l *lazyResponse) get(spec *ResponseSpec) *response {
 		l.r, l.c, l.b = r, nil, Build{}
 	})
 	return l.r
+}
+
+// deferred is rs, to be compiled where it is first answered.
+func (c *Compiler) deferred(rs *ResponseSpec, imp *Imposter, spec *StubSpec) *response {
+	return &response{spec: rs, lazy: &lazyResponse{c: c, b: Build{Imposter: imp, Stub: spec}}}
 }
 
 // deferrable reports whether rs can be compiled where it is first
@@ -451,9 +457,14 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 	}
 	identity := true
 	for _, rs := range spec.Responses {
-		r, err := c.compileResponse(rs, b)
-		if err != nil {
-			return nil, withStubSource(err, spec)
+		var r *response
+		if spec.Recorded && deferrable(b.Imposter, rs) {
+			r = c.deferred(rs, b.Imposter, spec)
+		} else {
+			var err error
+			if r, err = c.compileResponse(rs, b); err != nil {
+				return nil, withStubSource(err, spec)
+			}
 		}
 		set.responses = append(set.responses, r)
 		identity = identity && rs.Repeat == 1
@@ -524,7 +535,7 @@ func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, cfg *config.State)
 		}
 		var r *response
 		if deferrable(imp, rs) {
-			r = &response{spec: rs, lazy: &lazyResponse{c: c, b: Build{Imposter: imp, Stub: st.Spec}}}
+			r = c.deferred(rs, imp, st.Spec)
 		} else if r, err = c.compileResponse(rs, Build{Imposter: imp, Stub: st.Spec, Config: cfg}); err != nil {
 			return nil, withStubSource(err, st.Spec)
 		}

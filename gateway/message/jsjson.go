@@ -111,13 +111,18 @@ func EncodeJS(v any, indent string, sortKeys bool) []byte {
 
 // CanonicalJSON is JSON.stringify(JSON.parse(data)): the compact JSON mb
 // prints for a value it was given.
+//
+// Its callers ask only whether data is JSON (a proxied body often is not),
+// so it does not ask encoding/json to word why not.
 func CanonicalJSON(data []byte) ([]byte, error) {
-	v, err := DecodeJS(data)
-	if err != nil {
-		return nil, err
+	v, ok := decodeJSFast(data)
+	if !ok {
+		return nil, errNotJSON
 	}
 	return EncodeJS(v, "", false), nil
 }
+
+var errNotJSON = errors.New("not JSON")
 
 func encodeJS(b *bytes.Buffer, v any, indent string, sortKeys bool, prefix string) {
 	newline := func(p string) {

@@ -97,6 +97,9 @@ type mirrored struct {
 	// reading it at each write rather than at each flush keeps recording
 	// O(1) per stub however many the imposter has.
 	order *config.Imposter
+	// metas are the stubs whose meta.json lags the responses recordings
+	// added to them: the flusher writes it.
+	metas map[uint64]bool
 	// due is when the flusher may write imposter.json again: it lists
 	// every stub, so that its writes after recordings cost O(1)
 	// amortized per recording, the flusher waits after each write nine
@@ -109,6 +112,10 @@ type mirrored struct {
 type mstub struct {
 	*mbdatadir.Stub
 	more int
+	// metaDue is when the flusher may write meta.json again after
+	// recordings: it lists every response file, so it waits, as
+	// imposter.json does, nine times what its last write took.
+	metaDue time.Time
 }
 
 // writeHeader writes imposter.json from what the mirror knows.
@@ -326,7 +333,7 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 	if err != nil {
 		return err
 	}
-	mp := &mirrored{header: header, stubs: make(map[uint64]*mstub, imp.Len())}
+	mp := &mirrored{header: header, stubs: make(map[uint64]*mstub, imp.Len()), metas: map[uint64]bool{}}
 	used := map[string]bool{}
 	i := 0
 	var werr error
@@ -458,13 +465,39 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 		ms.Responses, ms.more = nil, cs.NumMore()
 		return err
 	}
+	// Responses proxyAlways added to a stub already written: its new
+	// response files now, from the ones the state added (the stub's whole
+	// JSON would cost O(n) each time), and its meta.json by the flusher.
+	extend := func(cs *config.Stub) (bool, error) {
+		ms := mp.stubs[cs.ID]
+		if ms == nil || cs.NumMore() <= ms.more {
+			return false, nil
+		}
+		add, err := mbdatadir.Compact(cs.More(ms.more))
+		if err != nil {
+			return false, err
+		}
+		from := len(ms.Files)
+		ms.Responses = make([]json.RawMessage, from, from+len(add))
+		ms.AddResponses(add)
+		err = mbdatadir.WriteResponses(m.root, port, ms.Stub, from)
+		ms.Responses, ms.more = nil, cs.NumMore()
+		mp.metas[cs.ID] = true
+		return true, err
+	}
 	ids, journaled := imp.Changes(prev)
 	if journaled {
 		for _, id := range ids {
-			if cs, ok := imp.Stub(id); ok {
-				if err := sync(cs); err != nil {
-					return err
-				}
+			cs, ok := imp.Stub(id)
+			if !ok {
+				continue
+			}
+			done, err := extend(cs)
+			if err == nil && !done {
+				err = sync(cs)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		if added {
@@ -543,6 +576,22 @@ func (m *mirror) flushPositions(all bool) {
 	}
 	keys := m.cycles.takeDirty()
 	for port, mp := range m.ports {
+		for id := range mp.metas {
+			ms, now := mp.stubs[id], time.Now()
+			if ms != nil && !all && now.Before(ms.metaDue) {
+				continue
+			}
+			delete(mp.metas, id)
+			if ms == nil {
+				continue
+			}
+			ms.NextIndex = m.position(port, id, ms.Stub)
+			if err := mbdatadir.WriteMeta(m.root, port, ms.Stub); err != nil {
+				m.stale[port] = true
+				m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
+			}
+			ms.metaDue = time.Now().Add(9 * time.Since(now))
+		}
 		if now := time.Now(); mp.dirty && (all || !now.Before(mp.due)) {
 			err := m.writeHeader(port, mp)
 			mp.due = time.Now().Add(9 * time.Since(now))

@@ -301,12 +301,8 @@ func SplitStub(stub json.RawMessage) (def json.RawMessage, rs []json.RawMessage,
 			return nil, nil, fmt.Errorf("stub: responses is not a list: %w", err)
 		}
 	}
-	for i, r := range rs {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, r); err != nil {
-			return nil, nil, err
-		}
-		rs[i] = buf.Bytes()
+	if rs, err = Compact(rs); err != nil {
+		return nil, nil, err
 	}
 	delete(m, "responses")
 	delete(m, "meta")
@@ -384,13 +380,37 @@ func (st *Stub) AddResponses(rs []json.RawMessage) {
 // WriteStub writes the stub's responses from the from-th on, and its
 // meta.json.
 func WriteStub(root string, port int, st *Stub, from int) error {
+	if err := WriteResponses(root, port, st, from); err != nil {
+		return err
+	}
+	return WriteMeta(root, port, st)
+}
+
+// WriteResponses writes the stub's responses from the from-th on.
+func WriteResponses(root string, port int, st *Stub, from int) error {
 	dir := filepath.Join(Folder(root, port), st.Dir)
 	for i := from; i < len(st.Files); i++ {
 		if err := writeJSON(filepath.Join(dir, st.Files[i]), st.Responses[i]); err != nil {
 			return err
 		}
 	}
-	return WriteMeta(root, port, st)
+	return nil
+}
+
+// Compact returns rs compacted, as SplitStub returns a stub's responses.
+func Compact(rs []json.RawMessage) ([]json.RawMessage, error) {
+	if len(rs) == 0 {
+		return rs, nil
+	}
+	out := make([]json.RawMessage, len(rs))
+	for i, r := range rs {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r); err != nil {
+			return nil, err
+		}
+		out[i] = buf.Bytes()
+	}
+	return out, nil
 }
 
 // WriteMeta writes the stub's meta.json.

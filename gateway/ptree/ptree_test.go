@@ -26,18 +26,7 @@ func TestPtreeMatchesASortedMap(t *testing.T) {
 			versions = append(versions, version{tr, cloneMap(model)})
 		}
 		for vi, v := range versions {
-			want := slices.Sorted(keysOf(v.model))
-			var got []int
-			v.tr.Each(func(k, val int) bool {
-				if v.model[k] != val {
-					t.Fatalf("version %d: %d holds %d, want %d", vi, k, val, v.model[k])
-				}
-				got = append(got, k)
-				return true
-			})
-			if !slices.Equal(got, want) || v.tr.Len() != len(want) {
-				t.Fatalf("version %d: keys %v, want %v", vi, got, want)
-			}
+			want := sameEntries(t, vi, v.tr, v.model)
 			from := rapid.IntRange(-1, 501).Draw(t, "from")
 			var asc []int
 			v.tr.Ascend(from, func(k, _ int) bool { asc = append(asc, k); return len(asc) < 3 })
@@ -56,6 +45,24 @@ func TestPtreeMatchesASortedMap(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sameEntries fails t unless version vi, tr, holds model's entries, in
+// order; it returns model's keys, sorted.
+func sameEntries(t *rapid.T, vi int, tr Map[int, int], model map[int]int) []int {
+	want := slices.Sorted(keysOf(model))
+	var got []int
+	tr.Each(func(k, val int) bool {
+		if model[k] != val {
+			t.Fatalf("version %d: %d holds %d, want %d", vi, k, val, model[k])
+		}
+		got = append(got, k)
+		return true
+	})
+	if !slices.Equal(got, want) || tr.Len() != len(want) {
+		t.Fatalf("version %d: keys %v, want %v", vi, got, want)
+	}
+	return want
 }
 
 func cloneMap(m map[int]int) map[int]int {
@@ -100,18 +107,7 @@ func TestEditsChangeOnlyTheirOwnRun(t *testing.T) {
 			kept = append(kept, version{tr, cloneMap(model)})
 		}
 		for vi, v := range kept {
-			want := slices.Sorted(keysOf(v.model))
-			var got []int
-			v.tr.Each(func(k, val int) bool {
-				if v.model[k] != val {
-					t.Fatalf("version %d: %d holds %d, want %d", vi, k, val, v.model[k])
-				}
-				got = append(got, k)
-				return true
-			})
-			if !slices.Equal(got, want) || v.tr.Len() != len(want) {
-				t.Fatalf("version %d: keys %v, want %v", vi, got, want)
-			}
+			sameEntries(t, vi, v.tr, v.model)
 		}
 	})
 }

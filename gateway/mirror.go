@@ -154,18 +154,18 @@ func (r mirrorReconciler) Prepare(ctx context.Context, prev, next *config.State,
 	if err != nil {
 		return nil, err
 	}
-	return mirrorPlan{p, r.m, prev, next}, nil
+	return thenPlan{p, func() { r.m.apply(prev, next) }}, nil
 }
 
-type mirrorPlan struct {
+// thenPlan is a plan that does then once the plan it wraps has committed.
+type thenPlan struct {
 	config.Plan
-	m          *mirror
-	prev, next *config.State
+	then func()
 }
 
-func (p mirrorPlan) Commit() {
+func (p thenPlan) Commit() {
 	p.Plan.Commit()
-	p.m.apply(p.prev, p.next)
+	p.then()
 }
 
 // apply writes what changed from prev to next. A change made by proxy

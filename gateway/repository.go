@@ -48,24 +48,13 @@ func newWriteThrough(inner config.Reconciler, repo Repository, log *slog.Logger)
 	return w
 }
 
-type writeThroughPlan struct {
-	config.Plan
-	w          *writeThrough
-	prev, next *config.State
-}
-
-func (p writeThroughPlan) Commit() {
-	p.Plan.Commit()
-	p.w.changed(p.prev, p.next)
-}
-
 // Prepare implements config.Reconciler.
 func (w *writeThrough) Prepare(ctx context.Context, prev, next *config.State, res config.Result) (config.Plan, error) {
 	p, err := w.Reconciler.Prepare(ctx, prev, next, res)
 	if err != nil {
 		return nil, err
 	}
-	return writeThroughPlan{p, w, prev, next}, nil
+	return thenPlan{p, func() { w.changed(prev, next) }}, nil
 }
 
 // Follow implements config.Reconciler.

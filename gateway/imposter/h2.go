@@ -301,16 +301,8 @@ func (h *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.recordMatch(imp, req, rsp, out)
 	}
 	imp.observe(st, err, start, matched)
-	if x.call.scratched {
-		x.resp = message.Response{}
-	}
-	if cap(x.body) > maxKeptBody {
-		x.body = nil
-	}
-	x.call = Call{}
-	req.Reset()
-	x.budget = budget{}
-	exchanges.Put(x)
+	x.endCall()
+	x.release()
 	if faulted != "" {
 		h.fault(faulted)
 	}

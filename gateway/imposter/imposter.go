@@ -395,6 +395,25 @@ type exchange struct {
 	budget budget
 }
 
+// endCall lets go of what the call's responder left in the exchange: a
+// scratch response it used, a body room grown past maxKeptBody.
+func (x *exchange) endCall() {
+	if x.call.scratched {
+		x.resp = message.Response{}
+	}
+	if cap(x.body) > maxKeptBody {
+		x.body = nil
+	}
+	x.call = Call{}
+}
+
+// release returns the exchange to the pool, its request reset.
+func (x *exchange) release() {
+	x.req.Reset()
+	x.budget = budget{}
+	exchanges.Put(x)
+}
+
 // maxKeptBody bounds the body room an idle exchange keeps.
 const maxKeptBody = 16 << 10
 
@@ -426,18 +445,10 @@ func (imp *Imposter) serve(ctx *fasthttp.RequestCtx) {
 		if st != nil && resp != nil && imp.opts.RecordMatches {
 			st.recordMatch(imp, req, r, resp)
 		}
-		if x.call.scratched {
-			x.resp = message.Response{}
-		}
-		if cap(x.body) > maxKeptBody {
-			x.body = nil
-		}
-		x.call = Call{}
+		x.endCall()
 	}
 	imp.observe(st, err, start, matched)
-	req.Reset()
-	x.budget = budget{}
-	exchanges.Put(x)
+	x.release()
 }
 
 // respondSlow builds a response that is not a plain `is`: faults, computed

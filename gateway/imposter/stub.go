@@ -400,7 +400,7 @@ func (l *lazyResponse) get(spec *ResponseSpec) *response {
 			// Its shape was checked, and the same JSON was answered when
 			// it was recorded: not expected, but not to fail every request.
 			l.b.Imposter.logger().Error("a recorded response does not compile; the default response answers instead", "err", err)
-			r, err = l.c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, l.b)
+			r, err = l.c.compileResponse(emptyIs(), l.b)
 			if err != nil {
 				r = &response{spec: spec, static: &message.Response{StatusCode: 500}}
 				r.header = RenderHeader(r.static)
@@ -409,6 +409,11 @@ func (l *lazyResponse) get(spec *ResponseSpec) *response {
 		l.r, l.c, l.b = r, nil, Build{}
 	})
 	return l.r
+}
+
+// emptyIs is an empty `is`, which answers with the imposter's defaults.
+func emptyIs() *ResponseSpec {
+	return &ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}
 }
 
 // deferred is rs, to be compiled where it is first answered.
@@ -482,7 +487,7 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 		if len(set.cycle) == 0 {
 			// Every response repeats zero times: mb then answers as a stub
 			// without responses does, with an empty `is`.
-			r, err := c.compileResponse(&ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}, b)
+			r, err := c.compileResponse(emptyIs(), b)
 			if err != nil {
 				return nil, err
 			}

@@ -327,16 +327,8 @@ func cryptoModule(rt *goja.Runtime, module *goja.Object) {
 func (v *vm) httpCall(c goja.FunctionCall) goja.Value {
 	rt := v.rt
 	method, target := c.Argument(0).String(), c.Argument(1).String()
-	ctx, cancel := context.WithCancel(v.ctx)
+	ctx, cancel := v.runCtx()
 	defer cancel()
-	expired := v.w.expired
-	go func() {
-		select {
-		case <-expired:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var body io.Reader
 	if b := c.Argument(3); !goja.IsUndefined(b) && !goja.IsNull(b) {
 		body = bytes.NewReader(toBytes(rt, b))

@@ -100,6 +100,9 @@ func (c *Call) ShowsResponse() bool {
 	return c.Imposter.opts.RecordMatches || ok && r.ReadsResponse()
 }
 
+// HasBehaviors reports whether the response has behaviors to apply.
+func (c *Call) HasBehaviors() bool { return c.behaviors != nil }
+
 // ApplyBehaviors runs the response's behaviors on resp now, for a responder
 // that must record what they produce (a proxy); a responder whose compiler
 // says it handles behaviors must call it. ran is false when the response

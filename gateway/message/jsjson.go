@@ -124,6 +124,40 @@ func CanonicalJSON(data []byte) ([]byte, error) {
 
 var errNotJSON = errors.New("not JSON")
 
+// ProxiedBody is BodyBytes of the body a proxy records for an upstream's
+// text body (CanonicalJSON's value, or else the text as a string), made
+// without rendering that JSON: an object or array printed as mb sends it,
+// other JSON as its text, any other text as it is, and nil for what is
+// falsy to JavaScript.
+func ProxiedBody(data []byte) (b []byte, isJSON bool) {
+	v, ok := decodeJSFast(data)
+	if !ok {
+		if len(data) == 0 {
+			return nil, false
+		}
+		return data, false
+	}
+	switch v := v.(type) {
+	case *JSObject, []any:
+		return EncodeJS(v, "    ", false), true
+	case nil:
+		return nil, false
+	case string:
+		if v == "" {
+			return nil, false
+		}
+	case bool:
+		if !v {
+			return nil, false
+		}
+	case float64:
+		if v == 0 {
+			return nil, false
+		}
+	}
+	return []byte(JSString(v)), false
+}
+
 func encodeJS(b *bytes.Buffer, v any, indent string, sortKeys bool, prefix string) {
 	newline := func(p string) {
 		if indent != "" {

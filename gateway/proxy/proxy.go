@@ -12,12 +12,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,14 +395,45 @@ func claimErr(err error) error {
 }
 
 // forward calls the upstream, applies behaviors, and for proxyAlways
-// records. It returns the response and its `is` form.
+// records. It returns the response and its `is` form, which is nil where
+// nothing reads it (a proxyTransparent's plain answer).
 func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.Response, json.RawMessage, error) {
-	is, err := p.up.call(ctx, call)
+	resp, is, err := p.answer(ctx, call)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := p.up.response(is)
-	if err != nil {
+	if p.spec.Mode == "proxyAlways" {
+		preds, err := generate(p.gens, call.Request, p.f.Inject)
+		if err != nil {
+			return nil, nil, err
+		}
+		// A recording that was not kept is not served; this answer stands.
+		_ = p.record(ctx, call, preds, is, false)
+	}
+	return resp, is, nil
+}
+
+// answer calls the upstream and applies behaviors.
+func (p *Responder) answer(ctx context.Context, call *imposter.Call) (resp *message.Response, is json.RawMessage, err error) {
+	if p.plain(call) {
+		// Nothing reads mb's object of this answer and nothing fills
+		// what it leaves out: the response is made from the answer as
+		// the `is` would build it, and the `is` only for a recording.
+		a, ms, err := p.fetch(ctx, call.Request)
+		if err != nil {
+			return nil, nil, unreachable(p.spec.To, err)
+		}
+		if resp, ok := plainResponse(a); ok {
+			if p.spec.Mode != "proxyTransparent" {
+				is = upstreamIs(a, ms)
+			}
+			return resp, is, nil
+		}
+		is = upstreamIs(a, ms)
+	} else if is, err = p.up.call(ctx, call); err != nil {
+		return nil, nil, err
+	}
+	if resp, err = p.up.response(is); err != nil {
 		return nil, nil, err
 	}
 	resp.MB = is // what a decorator sees: mb's object, the body as JSON.parse read it
@@ -414,15 +447,16 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 		is = p.up.isJSON(resp, is)
 		resp.MB = is
 	}
-	if p.spec.Mode == "proxyAlways" {
-		preds, err := generate(p.gens, call.Request, p.f.Inject)
-		if err != nil {
-			return nil, nil, err
-		}
-		// A recording that was not kept is not served; this answer stands.
-		_ = p.record(ctx, call, preds, is, false)
-	}
 	return resp, is, nil
+}
+
+// plain reports whether the call's answer may skip its `is` form: an http
+// upstream on an imposter without a defaultResponse, and no behaviors or
+// --debug match to read mb's object.
+func (p *Responder) plain(call *imposter.Call) bool {
+	h, ok := p.up.(httpUpstream)
+	return ok && h.imp != nil && len(h.imp.Spec().DefaultResponse) == 0 &&
+		!call.HasBehaviors() && !call.ShowsResponse()
 }
 
 var errBadURL = errors.New("not an http or https URL")
@@ -443,16 +477,26 @@ func unreachable(to string, err error) error {
 // call sends the request upstream and returns mb's `is` object for the
 // answer, with _proxyResponseTime.
 func (p *Responder) call(ctx context.Context, r *message.Request) (json.RawMessage, error) {
+	a, ms, err := p.fetch(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return upstreamIs(a, ms), nil
+}
+
+// fetch sends the request upstream and returns its answer and how long it
+// took in milliseconds.
+func (p *Responder) fetch(ctx context.Context, r *message.Request) (*answer, int64, error) {
 	if p.unreachable {
-		return nil, errBadURL
+		return nil, 0, errBadURL
 	}
 	req := writeRequest(r, p.host, p.inject)
 	start := time.Now()
 	a, err := p.pool.do(ctx, req, r.Method == "HEAD")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return upstreamIs(a, elapsedMs(time.Since(start))), nil
+	return a, elapsedMs(time.Since(start)), nil
 }
 
 // elapsedMs is a call's time in whole milliseconds, rounded up: a call
@@ -469,22 +513,10 @@ func elapsedMs(d time.Duration) int64 {
 func upstreamIs(a *answer, elapsedMs int64) json.RawMessage {
 	var headers bytes.Buffer
 	message.WriteMultiMap(&headers, a.headers)
-	encoding, contentType := "", ""
-	for _, h := range a.headers {
-		if encoding == "" && strings.EqualFold(h.Name, "content-encoding") {
-			encoding = h.Value
-		}
-		if contentType == "" && strings.EqualFold(h.Name, "content-type") {
-			contentType = h.Value
-		}
-	}
-	// A body that is not UTF-8 is kept as bytes (base64), where mb would
-	// replace what does not decode; docs/mountebank-differences.md.
-	binary := isBinary(encoding, contentType) || !utf8.Valid(a.body)
 	var bodyJSON []byte
 	mode := "text"
 	switch canonical, err := message.CanonicalJSON(a.body); {
-	case binary:
+	case a.binary():
 		mode = "binary"
 		bodyJSON, _ = json.Marshal(a.body) // base64
 	case err == nil:
@@ -496,6 +528,74 @@ func upstreamIs(a *answer, elapsedMs int64) json.RawMessage {
 	fmt.Fprintf(&b, `{"statusCode":%d,"headers":%s,"body":%s,"_mode":%q,"_proxyResponseTime":%d}`,
 		a.status, headers.Bytes(), bodyJSON, mode, elapsedMs)
 	return b.Bytes()
+}
+
+// binary reports whether mb records the answer's body as base64. A body
+// that is not UTF-8 is kept as bytes too, where mb would replace what
+// does not decode; docs/mountebank-differences.md.
+func (a *answer) binary() bool {
+	encoding, contentType := "", ""
+	for _, h := range a.headers {
+		if encoding == "" && strings.EqualFold(h.Name, "content-encoding") {
+			encoding = h.Value
+		}
+		if contentType == "" && strings.EqualFold(h.Name, "content-type") {
+			contentType = h.Value
+		}
+	}
+	return isBinary(encoding, contentType) || !utf8.Valid(a.body)
+}
+
+// plainResponse is the response that upstreamIs(a)'s `is` builds on an
+// http imposter without a defaultResponse, made without writing that JSON
+// and reading it back (TestPlainResponseIsTheIsResponse holds the two
+// alike). ok is false for a status mb would refuse to write, which the
+// `is` answers with mb's error.
+func plainResponse(a *answer) (r *message.Response, ok bool) {
+	if a.status < 100 || a.status > 999 {
+		return nil, false
+	}
+	r = &message.Response{StatusCode: a.status, Headers: groupHeaders(a.headers)}
+	if a.binary() {
+		// As a `_mode: "binary"` is: its base64 text, decoded.
+		r.Binary, r.BinaryText = true, base64.StdEncoding.EncodeToString(a.body)
+		r.Body = a.body
+		return r, true
+	}
+	r.Body, _ = message.ProxiedBody(a.body)
+	return r, true
+}
+
+// distinctNames reports whether no name comes twice in kvs.
+func distinctNames(kvs []message.KV) bool {
+	for i := range kvs {
+		for j := range i {
+			if kvs[i].Name == kvs[j].Name {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// groupHeaders orders an answer's header fields as its `is` object holds
+// them: a repeated name's values together, where the name first came.
+func groupHeaders(kvs []message.KV) []message.KV {
+	if distinctNames(kvs) {
+		return kvs
+	}
+	out := make([]message.KV, 0, len(kvs))
+	for i, kv := range kvs {
+		if slices.ContainsFunc(kvs[:i], func(o message.KV) bool { return o.Name == kv.Name }) {
+			continue
+		}
+		for _, o := range kvs[i:] {
+			if o.Name == kv.Name {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 var binaryEncodings = []string{"gzip", "br", "compress", "deflate"}

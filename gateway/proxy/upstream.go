@@ -128,9 +128,9 @@ func exchange(c *upstreamConn, req []byte, head bool, deadline time.Time) (a *an
 	if _, err := c.Write(req); err != nil {
 		return nil, false, false, err
 	}
-	raw, err := peekHeader(c.r)
+	header, err := peekHeader(c.r)
 	if err != nil {
-		return nil, false, len(raw) > 0, err
+		return nil, false, len(header) > 0, err
 	}
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
@@ -139,37 +139,39 @@ func exchange(c *upstreamConn, req []byte, head bool, deadline time.Time) (a *an
 	if err := resp.Read(c.r); err != nil {
 		return nil, false, true, err
 	}
-	a = &answer{status: resp.StatusCode(), headers: headerFields(raw), body: bytes.Clone(resp.Body())}
+	a = &answer{status: resp.StatusCode(), headers: headerFields(header), body: bytes.Clone(resp.Body())}
 	return a, !resp.ConnectionClose(), true, nil
 }
 
-// peekHeader returns a copy of the answer's status line and header, which
-// stay buffered in r for the parser.
-func peekHeader(r *bufio.Reader) ([]byte, error) {
+// peekHeader returns the answer's status line and header, which stay
+// buffered in r for the parser.
+func peekHeader(r *bufio.Reader) (string, error) {
 	for {
 		buf, _ := r.Peek(r.Buffered())
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
-			return bytes.Clone(buf[:i]), nil
+			return string(buf[:i]), nil
 		}
 		if r.Buffered() == r.Size() {
-			return buf, errors.New("upstream header larger than the read buffer")
+			return string(buf), errors.New("upstream header larger than the read buffer")
 		}
 		if _, err := r.Peek(r.Buffered() + 1); err != nil {
-			return buf, err
+			return string(buf), err
 		}
 	}
 }
 
-// headerFields are the header fields after the status line, as sent.
-func headerFields(head []byte) []message.KV {
-	var out []message.KV
-	for i, line := range strings.Split(string(head), "\n") {
+// headerFields are the header fields after the status line, as sent; their
+// names and values share head's memory.
+func headerFields(head string) []message.KV {
+	out := make([]message.KV, 0, strings.Count(head, "\n"))
+	_, head, _ = strings.Cut(head, "\n") // the status line
+	for head != "" {
+		var line string
+		line, head, _ = strings.Cut(head, "\n")
 		line = strings.TrimRight(line, "\r")
-		k, v, ok := strings.Cut(line, ":")
-		if i == 0 || !ok || k == "" {
-			continue
+		if k, v, ok := strings.Cut(line, ":"); ok && k != "" {
+			out = append(out, message.KV{Name: k, Value: strings.Trim(v, " \t")})
 		}
-		out = append(out, message.KV{Name: k, Value: strings.Trim(v, " \t")})
 	}
 	return out
 }
@@ -204,8 +206,16 @@ func writeRequest(r *message.Request, host string, inject []message.KV) []byte {
 	} else if target[0] != '/' {
 		target = string(rawPath([]byte(target))) + rawQuery(target)
 	}
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\n", r.Method, target)
 	headers := outgoing(r.Headers, host, inject)
+	size := len(r.Method) + len(target) + 64 + len(r.Body)
+	for _, h := range headers {
+		size += len(h.Name) + len(h.Value) + 4
+	}
+	b.Grow(size)
+	b.WriteString(r.Method)
+	b.WriteByte(' ')
+	b.WriteString(target)
+	b.WriteString(" HTTP/1.1\r\n")
 	hasLength := false
 	for _, h := range headers {
 		if strings.EqualFold(h.Name, "content-length") || strings.EqualFold(h.Name, "transfer-encoding") {
@@ -265,6 +275,14 @@ func bodyMethod(m string) bool {
 // last spelling and value; a name repeated with the same spelling keeps its
 // values, as mb's header map holds them in an array.
 func outgoing(client []message.KV, host string, inject []message.KV) []message.KV {
+	if out, ok := outgoingDistinct(client, host, inject); ok {
+		return out
+	}
+	return outgoingMerged(client, host, inject)
+}
+
+// outgoingMerged is outgoing for any fields.
+func outgoingMerged(client []message.KV, host string, inject []message.KV) []message.KV {
 	type field struct {
 		name   string
 		values []string
@@ -305,6 +323,36 @@ func outgoing(client []message.KV, host string, inject []message.KV) []message.K
 		}
 	}
 	return out
+}
+
+// outgoingDistinct is outgoing where no two of the client's and injected
+// names are alike regardless of case, so that nothing merges but the host
+// (the usual request): the client's fields and the injected ones, with the
+// host in place of the client's Host. ok is false otherwise, and for more
+// fields than are worth comparing pairwise.
+func outgoingDistinct(client []message.KV, host string, inject []message.KV) (out []message.KV, ok bool) {
+	n := len(client) + len(inject)
+	if n > 32 {
+		return nil, false
+	}
+	out = make([]message.KV, 0, n+1)
+	out = append(append(out, client...), inject...)
+	for i := range out {
+		for j := range i {
+			if strings.EqualFold(out[i].Name, out[j].Name) {
+				return nil, false
+			}
+		}
+	}
+	for i := range out {
+		if strings.EqualFold(out[i].Name, "host") {
+			if i < len(client) { // an injected Host stands
+				out[i] = message.KV{Name: "host", Value: host}
+			}
+			return out, true
+		}
+	}
+	return append(out, message.KV{Name: "host", Value: host}), true
 }
 
 func rawQuery(target string) string {

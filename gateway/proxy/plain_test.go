@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/riftgate/riftgate/gateway/imposter"
+	"github.com/riftgate/riftgate/gateway/message"
+	"pgregory.net/rapid"
+)
+
+// A plain answer's response, made straight from the upstream's answer,
+// is the one its `is` object builds on an http imposter without a
+// defaultResponse: the status, the headers in the `is` object's order,
+// the body as mb sends it, and the binary mode.
+func TestPlainResponseIsTheIsResponse(t *testing.T) {
+	imp, err := imposter.New(&imposter.Spec{Protocol: "http", Port: 1}, imposter.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := []string{
+		"", " ", "hello", `{"a":1,"a":2,"b":[1,2,{}]}`, ` {"x" : "y"} `, `[]`, `[1,"2",null]`,
+		`0`, `-0`, `0.0`, `1e-400`, `1e21`, `12.50`, `false`, `true`, `null`, `""`, `"s"`, `"\u2028"`,
+		`{"a":`, `nul`, "\xff\xfe", "{\"k\":\"\\ud800\"}", "line\nbreak",
+	}
+	names := []string{"Content-Type", "content-type", "X-A", "x-a", "123", "__proto__", "Set-Cookie", "Content-Encoding"}
+	values := []string{"", "text/plain", "application/json", "image/png", "gzip", "a, b", "1"}
+	rapid.Check(t, func(t *rapid.T) {
+		a := &answer{status: rapid.SampledFrom([]int{200, 201, 204, 302, 404, 500, 599, 999, 99, 1000}).Draw(t, "status")}
+		n := rapid.IntRange(0, 6).Draw(t, "headers")
+		for i := 0; i < n; i++ {
+			a.headers = append(a.headers, message.KV{
+				Name: rapid.SampledFrom(names).Draw(t, "name"), Value: rapid.SampledFrom(values).Draw(t, "value")})
+		}
+		body := rapid.SampledFrom(bodies).Draw(t, "body")
+		if rapid.Bool().Draw(t, "random body") {
+			body = rapid.String().Draw(t, "text")
+		}
+		a.body = []byte(body)
+
+		want, err := imp.BuildResponse(upstreamIs(a, 1))
+		if err != nil {
+			t.Fatalf("the is: %v", err)
+		}
+		got, ok := plainResponse(a)
+		if !ok {
+			if want.StatusCode != 500 {
+				t.Fatalf("no plain response for status %d, whose is answers %d", a.status, want.StatusCode)
+			}
+			return
+		}
+		if got.StatusCode != want.StatusCode || got.Binary != want.Binary || got.BinaryText != want.BinaryText ||
+			!bytes.Equal(got.Body, want.Body) || !equalKVs(got.Headers, want.Headers) {
+			t.Fatalf("plain %+v\nis    %+v", got, want)
+		}
+	})
+}
+
+func equalKVs(a, b []message.KV) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Where no names merge, outgoing's shortcut sends what merging would.
+func TestOutgoingDistinctIsOutgoingMerged(t *testing.T) {
+	names := []string{"Host", "host", "HOST", "Accept", "accept", "X-A", "Content-Length", "x-b"}
+	kvs := func(t *rapid.T, label string) []message.KV {
+		var out []message.KV
+		for range rapid.IntRange(0, 5).Draw(t, label) {
+			out = append(out, message.KV{Name: rapid.SampledFrom(names).Draw(t, "name"), Value: rapid.StringN(0, 3, 3).Draw(t, "value")})
+		}
+		return out
+	}
+	shortcuts := 0
+	rapid.Check(t, func(t *rapid.T) {
+		client, inject := kvs(t, "client"), kvs(t, "inject")
+		got, ok := outgoingDistinct(client, "up:1", inject)
+		if !ok {
+			return
+		}
+		shortcuts++
+		if want := outgoingMerged(client, "up:1", inject); !equalKVs(got, want) {
+			t.Fatalf("shortcut %v\nmerged   %v", got, want)
+		}
+	})
+	if shortcuts == 0 {
+		t.Fatal("the shortcut was never taken")
+	}
+}

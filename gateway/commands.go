@@ -80,7 +80,8 @@ func (m *maker) stub(ss *imposter.StubSpec) (config.StubDoc, error) {
 	if err != nil {
 		return config.StubDoc{}, err
 	}
-	return config.StubDoc{JSON: ss.JSON(), Refs: refs, Signature: config.Signature(ss.Predicates)}, nil
+	// Parsed: the reconciler compiles ss as it is, not parsed again.
+	return config.StubDoc{JSON: ss.JSON(), Refs: refs, Signature: config.Signature(ss.Predicates), Parsed: ss}, nil
 }
 
 // refs reads the modules a stub's wasm predicates, responses and

@@ -65,6 +65,17 @@ func (e *TemplateError) Error() string {
 // including file; stringify() paths are relative to the configfile's
 // directory. ctx bounds the run (scriptlets are arbitrary JavaScript).
 func RenderTemplate(ctx context.Context, path string, contents string) (string, error) {
+	if !strings.Contains(contents, "<%") && !strings.Contains(contents, "%>") { // every ejsToken has one
+		// Without a tag a template renders as itself: a saved file of
+		// 100,000 recorded stubs (tens of MB) need not go through the
+		// script engine (TestTextWithoutTagsRendersAsItself).
+		return validUTF8(contents), nil
+	}
+	return renderTemplate(ctx, path, contents)
+}
+
+// renderTemplate is RenderTemplate through EJS's engine.
+func renderTemplate(ctx context.Context, path string, contents string) (string, error) {
 	// Templates see Node's globals (process, Buffer, timers) as in mb; EJS
 	// compiles them with new Function, where require is out of scope.
 	script := inject.NewScript(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil)))

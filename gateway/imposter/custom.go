@@ -396,7 +396,7 @@ func (imp *Imposter) RespondCustom(ctx context.Context, body []byte) ([]byte, er
 	case r.spec != nil && r.spec.Kind == "fault":
 		// mb hands the process the response object itself.
 		b.WriteString(`{"response":`)
-		b.Write(mustJSON(r.spec.obj))
+		b.Write(r.spec.json)
 		b.WriteByte('}')
 	case r.responder != nil && isCustomProxy(r.responder):
 		cs, ok := imp.srv.(*customServer)

@@ -59,6 +59,12 @@ next:
 // MarshalJSON writes the fields in order, compactly.
 func (o object) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
+	// Sized up front: what is kept (a stub's JSON) has no room to spare.
+	size := 2
+	for _, f := range o {
+		size += len(f.Key) + len(f.Value) + 4
+	}
+	b.Grow(size)
 	b.WriteByte('{')
 	for i, f := range o {
 		if i > 0 {

@@ -86,7 +86,10 @@ type StubSpec struct {
 	// Ignored names the fields mb ignores, relative to the stub.
 	Ignored []string
 
-	obj object
+	// json is the stub as stored. Predicates and each response's JSON
+	// are parts of it: a stub's JSON is kept once, however many hold it
+	// (the configuration's StubDoc too).
+	json json.RawMessage
 }
 
 // ResponseSpec is one entry of a stub's responses.
@@ -98,7 +101,9 @@ type ResponseSpec struct {
 	Repeat    int
 	Behaviors json.RawMessage // the `behaviors` array
 
-	obj object
+	// json is the response as stored (upcast); Value and Behaviors are
+	// parts of it.
+	json json.RawMessage
 }
 
 // FlowSpec is `_rift.flowState`: where a request's flow id comes from and
@@ -153,14 +158,16 @@ func ParseSpec(data []byte) (*Spec, error) {
 		return nil, errs.Err()
 	}
 	if raw := obj.get("stubs"); raw != nil && !isNull(raw) {
-		var stubs []json.RawMessage
-		if err := json.Unmarshal(raw, &stubs); err != nil {
+		// Parts of obj, which is canonical already: each stub is read as
+		// it is, not made canonical again.
+		stubs, ok := message.Elements(raw)
+		if !ok {
 			// mb crashes on this; riftgate refuses it.
 			return nil, mberr.New(mberr.BadData, "'stubs' must be an array")
 		}
 		var errs mberr.List
 		for i, r := range stubs {
-			st, err := ParseStubFor(r, s.Protocol)
+			st, err := parseStub(r, s.Protocol, decodeObject)
 			if err != nil {
 				errs = append(errs, mberr.All(err)...)
 				continue
@@ -275,7 +282,7 @@ func parseHeader(s *Spec, obj object) mberr.List {
 func (s *Spec) HeaderJSON() json.RawMessage { return mustJSON(s.header.with("port", raw(s.Port))) }
 
 // JSON returns the stub as stored.
-func (s *StubSpec) JSON() json.RawMessage { return mustJSON(s.obj) }
+func (s *StubSpec) JSON() json.RawMessage { return s.json }
 
 // ParseStub decodes and validates one stub, as mb's dry run would.
 func ParseStub(data []byte) (*StubSpec, error) { return ParseStubFor(data, "") }
@@ -284,7 +291,13 @@ func ParseStub(data []byte) (*StubSpec, error) { return ParseStubFor(data, "") }
 // mb's upcasting needs: a tcp proxy's old `to: {host, port}` becomes the
 // tcp:// URL it stands for.
 func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
-	obj, err := canonicalObject(data)
+	return parseStub(data, protocol, canonicalObject)
+}
+
+// parseStub is ParseStubFor with data read by decode: canonicalObject,
+// or decodeObject for a part of what canonicalObject made.
+func parseStub(data []byte, protocol string, decode func([]byte) (object, error)) (*StubSpec, error) {
+	obj, err := decode(data)
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each stub must be a JSON object").WithSource(json.RawMessage(data))
 	}
@@ -322,7 +335,7 @@ func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
 			st.Ignored = append(st.Ignored, fmt.Sprintf("responses[%d].%s", i, f))
 		}
 		st.Responses = append(st.Responses, rs)
-		upcast = append(upcast, mustJSON(rs.obj))
+		upcast = append(upcast, rs.json)
 	}
 	if len(repeatErrs) > 0 {
 		return nil, repeatErrs.Err()
@@ -338,8 +351,42 @@ func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
 			st.Ignored = append(st.Ignored, f.Key)
 		}
 	}
-	st.obj = obj.with("responses", raw(upcast)).without("_links", "matches")
+	st.share(mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches")))
 	return st, nil
+}
+
+// share makes doc the stub's JSON and its predicates and responses parts
+// of it, in place of the copies they were parsed into.
+func (st *StubSpec) share(doc json.RawMessage) {
+	st.json = doc[:len(doc):len(doc)]
+	m, ok := message.Within(doc, "predicates", "responses")
+	if !ok {
+		return
+	}
+	if preds, ok := message.Elements(m[0]); ok && len(preds) == len(st.Predicates) {
+		st.Predicates = preds
+	}
+	if rs, ok := message.Elements(m[1]); ok && len(rs) == len(st.Responses) {
+		for i, r := range st.Responses {
+			r.share(rs[i])
+		}
+	}
+}
+
+// share makes j, the response's JSON as stored, the one its Value and
+// Behaviors are parts of.
+func (rs *ResponseSpec) share(j json.RawMessage) {
+	rs.json = j
+	kind := rs.Kind
+	if kind == "" || kind == "multiple" {
+		return
+	}
+	if m, ok := message.Within(j, kind, "behaviors"); ok && m[0] != nil {
+		rs.Value = m[0]
+		if rs.Behaviors != nil {
+			rs.Behaviors = m[1]
+		}
+	}
 }
 
 // parseResponse decodes one response, upcasting mb's legacy `_behaviors`
@@ -353,7 +400,7 @@ func parseResponse(data []byte, protocol string) (*ResponseSpec, []string, error
 	if protocol == "tcp" {
 		obj = upcastTCPProxy(obj)
 	}
-	rs := &ResponseSpec{obj: obj}
+	rs := &ResponseSpec{}
 	var kinds []string
 	for _, k := range responseKinds {
 		if v := obj.get(k); truthy(v) {
@@ -389,6 +436,7 @@ func parseResponse(data []byte, protocol string) (*ResponseSpec, []string, error
 			}
 		}
 	}
+	rs.share(mustJSON(obj))
 	return rs, ignored, nil
 }
 
@@ -396,9 +444,9 @@ func parseResponse(data []byte, protocol string) (*ResponseSpec, []string, error
 func (rs *ResponseSpec) check() error {
 	switch rs.Kind {
 	case "":
-		return mberr.New(mberr.BadData, "unrecognized response type").WithSource(mustJSON(rs.obj))
+		return mberr.New(mberr.BadData, "unrecognized response type").WithSource(rs.json)
 	case "multiple":
-		return mberr.New(mberr.BadData, "each response object must have only one response type").WithSource(mustJSON(rs.obj))
+		return mberr.New(mberr.BadData, "each response object must have only one response type").WithSource(rs.json)
 	}
 	return nil
 }

@@ -1,10 +1,12 @@
 package imposter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"go.uber.org/goleak"
@@ -60,7 +62,7 @@ func TestParseSpecAcceptsWhatMbSaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Port != 4545 || len(s.Stubs) != 1 || s.Stubs[0].obj.get("_links") != nil {
+	if s.Port != 4545 || len(s.Stubs) != 1 || bytes.Contains(s.Stubs[0].JSON(), []byte("_links")) {
 		t.Fatalf("parsed %+v", s)
 	}
 }
@@ -108,7 +110,7 @@ func TestLegacyBehaviorsAreUpcast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(mustJSON(st.Responses[0].obj)); got != tc.want {
+		if got := string(st.Responses[0].json); got != tc.want {
 			t.Errorf("%s became %s, want %s", tc.in, got, tc.want)
 		}
 	}
@@ -131,14 +133,14 @@ func TestOldTCPProxySyntaxIsUpcast(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := `{"proxy":{"to":` + tc.want + `}}`
-		if got := string(mustJSON(spec.Stubs[0].Responses[0].obj)); got != want {
+		if got := string(spec.Stubs[0].Responses[0].json); got != want {
 			t.Errorf("%s %s became %s, want %s", tc.protocol, tc.to, got, want)
 		}
 		st, err := ParseStubFor([]byte(`{"responses":[{"proxy":{"to":`+tc.to+`}}]}`), tc.protocol)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(mustJSON(st.Responses[0].obj)); got != want {
+		if got := string(st.Responses[0].json); got != want {
 			t.Errorf("stubs API: %s %s became %s, want %s", tc.protocol, tc.to, got, want)
 		}
 	}
@@ -176,4 +178,34 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("rendered invalid JSON: %s", out)
 		}
 	})
+}
+
+// A stub's predicates and responses are parts of its JSON, not copies: a
+// recorded stub's JSON is held once (issue 34's memory per stub).
+func TestAStubsJSONIsKeptOnce(t *testing.T) {
+	st, err := ParseStub([]byte(`{"predicates":[{"deepEquals":{"path":"/a"}},{"exists":{"body":true}}],
+		"responses":[{"is":{"body":"x"},"behaviors":[{"wait":1}]},{"_behaviors":{"wait":2},"proxy":{"to":"http://h:1"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := st.JSON()
+	within := func(what string, part []byte) {
+		t.Helper()
+		lo, hi := uintptr(unsafe.Pointer(unsafe.SliceData(doc))), uintptr(unsafe.Pointer(unsafe.SliceData(doc)))+uintptr(len(doc))
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(part)))
+		if len(part) == 0 || p < lo || p+uintptr(len(part)) > hi || !bytes.Contains(doc, part) {
+			t.Errorf("%s %s is not a part of the stub's JSON %s", what, part, doc)
+		}
+	}
+	for _, p := range st.Predicates {
+		within("predicate", p)
+	}
+	for _, rs := range st.Responses {
+		within("response", rs.json)
+		within("value", rs.Value)
+		within("behaviors", rs.Behaviors)
+	}
+	if got := string(st.Responses[1].Value); got != `{"to":"http://h:1"}` {
+		t.Errorf("proxy value %s", got)
+	}
 }

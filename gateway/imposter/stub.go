@@ -207,7 +207,7 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 	c.Timestamp = time.Time{} // mb's match shows its own timestamp, not the request's
 	rb, _ := c.MarshalJSON()
 	config := []byte("{}")
-	if r.spec != nil && r.spec.obj != nil {
+	if r.spec != nil && r.spec.json != nil {
 		config = matchConfig(r.spec)
 	}
 	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":%s,"responseConfig":%s,"processingTime":%d}`,
@@ -331,7 +331,7 @@ func postProcessHeaders(o, h *message.JSObject) {
 // matchConfig is the response's config as a match shows it: mb's resolver
 // has set a proxy's default mode on it by then.
 func matchConfig(rs *ResponseSpec) []byte {
-	config := mustJSON(rs.obj)
+	config := rs.json
 	if rs.Kind != "proxy" {
 		return config
 	}
@@ -416,7 +416,7 @@ func (l *lazyResponse) get(spec *ResponseSpec) *response {
 
 // emptyIs is an empty `is`, which answers with the imposter's defaults.
 func emptyIs() *ResponseSpec {
-	return &ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, obj: object{}}
+	return &ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, json: json.RawMessage(`{}`)}
 }
 
 // deferred is rs, to be compiled where it is first answered.
@@ -561,7 +561,7 @@ func (x *Extension) Commit() {
 	old := x.st.set.Load()
 	ns := &responseSet{responses: append(old.responses, x.rs...), cycle: old.cycle, added: old.added}
 	for _, rs := range x.specs {
-		ns.added = append(ns.added, mustJSON(rs.obj))
+		ns.added = append(ns.added, rs.json)
 		if ns.cycle == nil && rs.Repeat != 1 {
 			// The cycle is no longer the identity: spell it out, once.
 			ns.cycle = make([]uint32, len(old.responses), len(old.responses)+1)
@@ -671,19 +671,19 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 	case "is":
 		resp, isJSON, err := b.Imposter.buildIs(rs.Value, b.Imposter.spec.DefaultResponse)
 		if err != nil {
-			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+			return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.json)
 		}
 		if b.Imposter.spec.IsHTTP() {
 			resp.MB = rs.Value // mb's object is the is as given, defaults filled in only when it is written
 		}
 		if b.Imposter.spec.IsWS() {
 			if r.ws, err = wsAnswerOf(resp.Body); err != nil {
-				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.json)
 			}
 		}
 		if b.Imposter.spec.IsGRPC() {
 			if r.grpc, err = grpcAnswerOf(b.Imposter.spec.GRPC, resp.Body); err != nil {
-				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.json)
 			}
 		}
 		if b.Imposter.spec.IsHTTP() && resp.StatusCode == 101 {
@@ -691,7 +691,7 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 			// (subprotocol, headers, a greeting).
 			r.upgrade = true
 			if r.ws, err = wsAnswerOf(rs.Value); err != nil {
-				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.obj)
+				return nil, mberr.New(mberr.BadData, err.Error()).WithSource(rs.json)
 			}
 		}
 		r.static, r.jsonBody, r.header = resp, isJSON, RenderHeader(resp)
@@ -722,9 +722,9 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 	}
 	if rs.Behaviors != nil {
 		if c.Behaviors == nil {
-			return nil, mberr.New(mberr.BadData, "behaviors are not supported").WithSource(rs.obj)
+			return nil, mberr.New(mberr.BadData, "behaviors are not supported").WithSource(rs.json)
 		}
-		bs, err := c.Behaviors(mustJSON(rs.obj), b)
+		bs, err := c.Behaviors(rs.json, b)
 		if err != nil {
 			return nil, err
 		}
@@ -735,9 +735,9 @@ func (c *Compiler) compileResponse(rs *ResponseSpec, b Build) (*response, error)
 
 func unsupported(rs *ResponseSpec) error {
 	if rs.Kind == "inject" {
-		return mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(rs.obj)
+		return mberr.New(mberr.InvalidInjection, injectionDisabled).WithSource(rs.json)
 	}
-	return mberr.New(mberr.BadData, "the "+rs.Kind+" response type is not supported").WithSource(rs.obj)
+	return mberr.New(mberr.BadData, "the "+rs.Kind+" response type is not supported").WithSource(rs.json)
 }
 
 // next returns the stub's next response, advancing its cycle.
@@ -761,13 +761,14 @@ func (s *Stub) at(pos uint64) *response {
 // object is the stub as stored: its spec, with the responses recordings
 // added since.
 func (s *Stub) object() object {
+	obj, _ := decodeObject(s.Spec.json) // ParseStub made it
 	added := s.set.Load().added
 	if len(added) == 0 {
-		return s.Spec.obj
+		return obj
 	}
 	var rs []json.RawMessage
-	_ = json.Unmarshal(s.Spec.obj.get("responses"), &rs) // ParseStub made it a list
-	return s.Spec.obj.with("responses", raw(append(rs, added...)))
+	_ = json.Unmarshal(obj.get("responses"), &rs) // ParseStub made it a list
+	return obj.with("responses", raw(append(rs, added...)))
 }
 
 // cycleKey names the stub's cycle for Options.Cycles, or "".

@@ -613,39 +613,8 @@ func readMultiMapFast(raw []byte) (out []KV, ok bool) {
 // membersFast is Members on the scanner; ok is false when it leaves raw
 // to membersSlow.
 func membersFast(raw []byte, names []string) (out []json.RawMessage, ok bool) {
-	s := jsonScan{data: raw}
-	s.ws()
-	out = make([]json.RawMessage, len(names))
-	if s.peek() == 'n' {
-		return out, s.literal("null") && s.end()
-	}
-	if s.peek() != '{' {
-		return nil, false
-	}
-	found := false
-	ok = s.object(func(body []byte, escaped bool) bool {
-		key := unsafe.String(unsafe.SliceData(body), len(body)) // compared only
-		if escaped {
-			key = unquoteBody(body)
-		}
-		start := s.pos
-		if !s.skip(1) {
-			return false
-		}
-		for i, n := range names {
-			if n == key {
-				out[i], found = raw[start:s.pos], true // copied below
-			}
-		}
-		return true
-	})
-	if !ok {
-		return nil, false
-	}
-	if !s.end() {
-		return nil, false
-	}
-	if found {
+	out, found, ok := membersIn(raw, names)
+	if ok && found {
 		// As json.Unmarshal into json.RawMessage, the values are copies.
 		size := 0
 		for _, v := range out {
@@ -660,5 +629,65 @@ func membersFast(raw []byte, names []string) (out []json.RawMessage, ok bool) {
 			}
 		}
 	}
-	return out, true
+	return out, ok
+}
+
+// Within is Members for JSON the scanner reads, with the values left in
+// raw's memory, each capped so that appending to one copies it: for a
+// caller that keeps raw and its parts. ok is false for what the scanner
+// refuses.
+func Within(raw []byte, names ...string) (out []json.RawMessage, ok bool) {
+	out, _, ok = membersIn(raw, names)
+	return out, ok
+}
+
+// Elements are a JSON array's elements, in raw's memory as Within's are;
+// ok is false for what is not an array the scanner reads.
+func Elements(raw []byte) (out []json.RawMessage, ok bool) {
+	s := jsonScan{data: raw}
+	s.ws()
+	if s.peek() != '[' {
+		return nil, false
+	}
+	ok = s.array(func() bool {
+		start := s.pos
+		if !s.skip(1) {
+			return false
+		}
+		out = append(out, json.RawMessage(raw[start:s.pos:s.pos]))
+		return true
+	})
+	return out, ok && s.end()
+}
+
+func membersIn(raw []byte, names []string) (out []json.RawMessage, found, ok bool) {
+	s := jsonScan{data: raw}
+	s.ws()
+	out = make([]json.RawMessage, len(names))
+	if s.peek() == 'n' {
+		return out, false, s.literal("null") && s.end()
+	}
+	if s.peek() != '{' {
+		return nil, false, false
+	}
+	ok = s.object(func(body []byte, escaped bool) bool {
+		key := unsafe.String(unsafe.SliceData(body), len(body)) // compared only
+		if escaped {
+			key = unquoteBody(body)
+		}
+		start := s.pos
+		if !s.skip(1) {
+			return false
+		}
+		for i, n := range names {
+			if n == key {
+				out[i], found = raw[start:s.pos:s.pos], true
+			}
+		}
+		return true
+	})
+	if !ok || !s.end() {
+		return nil, false, false
+	}
+	return out, found, true
 }

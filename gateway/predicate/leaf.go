@@ -48,8 +48,8 @@ type leaf struct {
 	// regexes holds every matches pattern, compiled with mb's flags.
 	regexes map[string]*regex
 	// deep holds deepEquals' expected fields, stringified once, and
-	// deepKeys their names.
-	deep     map[string]string
+	// deepKeys their names, in the same order.
+	deep     []string
 	deepKeys []string
 	paths    []PathKey // PathKeys'
 	// fast is set when the allocation-free path applies.
@@ -108,10 +108,10 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	switch l.op {
 	case opDeepEquals:
 		l.expected = l.normalize(forceStrings(exp), true, true)
-		l.deep = map[string]string{}
 		l.deepKeys = keysOf(l.expected)
-		for _, k := range l.deepKeys {
-			l.deep[k], _ = stableStringify(getProp(l.expected, k))
+		l.deep = make([]string, len(l.deepKeys))
+		for i, k := range l.deepKeys {
+			l.deep[i], _ = stableStringify(getProp(l.expected, k))
 		}
 	case opMatches:
 		l.expected = l.normalizeKeysOnly(exp)
@@ -626,7 +626,7 @@ func bytesContains(s, sub string) bool { return strings.Contains(s, sub) }
 // matchDeep is mb's deepEquals: every expected field equal, as stable JSON
 // with arrays sorted, to the request's field with every value a string.
 func (l *leaf) matchDeep(r *message.Request) bool {
-	for _, k := range l.deepKeys {
+	for i, k := range l.deepKeys {
 		ef := getProp(l.expected, k)
 		af := undefined
 		f := l.fieldOf(k)
@@ -643,7 +643,7 @@ func (l *leaf) matchDeep(r *message.Request) bool {
 			af = l.normalize(forceStrings(doc), true, true)
 		}
 		got, ok := stableStringify(af)
-		if !ok || got != l.deep[k] {
+		if !ok || got != l.deep[i] {
 			return false
 		}
 	}

@@ -148,6 +148,34 @@ func checkMembers(t *testing.T, data []byte, names ...string) {
 	}
 }
 
+// checkWithin holds Within and Elements to encoding/json: what they take,
+// it takes, with the same values, and those values are parts of data.
+func checkWithin(t *testing.T, data []byte) {
+	t.Helper()
+	if got, ok := Within(data, memberNames...); ok {
+		want, err := membersSlow(data, memberNames...)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Within(%q) = %q, encoding/json %q (%v)", data, got, want, err)
+		}
+		for _, v := range got {
+			if v != nil && !bytes.Contains(data, v) {
+				t.Fatalf("Within(%q): %q is not a part of it", data, v)
+			}
+		}
+	}
+	if got, ok := Elements(data); ok {
+		var want []json.RawMessage
+		if err := json.Unmarshal(data, &want); err != nil || len(got) != len(want) {
+			t.Fatalf("Elements(%q) = %q, encoding/json %q (%v)", data, got, want, err)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("Elements(%q)[%d] = %q, encoding/json %q", data, i, got[i], want[i])
+			}
+		}
+	}
+}
+
 var memberNames = []string{"a", "A", "body", "statusCode", "headers", "_mode", "", "\ufffd", "\x00"}
 
 func TestJSONReadersMatchEncodingJSON(t *testing.T) {
@@ -157,6 +185,7 @@ func TestJSONReadersMatchEncodingJSON(t *testing.T) {
 			checkObjectFields(t, data)
 			checkReadMultiMap(t, data)
 			checkMembers(t, data, memberNames...)
+			checkWithin(t, data)
 		}
 	}
 }
@@ -251,6 +280,11 @@ func FuzzReadMultiMapFast(f *testing.F) {
 func FuzzMembersFast(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) { checkMembers(t, data, memberNames...) })
+}
+
+func FuzzWithinElements(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) { checkWithin(t, data) })
 }
 
 // benchStub is a recorded stub as the proxy writes one (about 700 bytes).

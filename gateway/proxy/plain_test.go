@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/imposter"
@@ -93,4 +94,23 @@ func TestOutgoingDistinctIsOutgoingMerged(t *testing.T) {
 	if shortcuts == 0 {
 		t.Fatal("the shortcut was never taken")
 	}
+}
+
+// headerFields reads every "name: value" line after the status line as
+// it was sent: a name holds no colon or line break, a value no line break
+// or surrounding blanks.
+func FuzzHeaderFields(f *testing.F) {
+	f.Add("HTTP/1.1 200 OK\r\nA: 1\r\nb:2\r\n\r\n")
+	f.Add("HTTP/1.1 200 OK\nX-Y:  a b \t\r\r\n:bad\r\nnocolon\r\n")
+	f.Fuzz(func(t *testing.T, head string) {
+		for _, kv := range headerFields(head) {
+			if kv.Name == "" || strings.ContainsAny(kv.Name, ":\n") || strings.ContainsAny(kv.Value, "\n") ||
+				strings.Trim(kv.Value, " \t") != kv.Value {
+				t.Fatalf("headerFields(%q) gave %q", head, kv)
+			}
+			if !strings.Contains(head, kv.Name+":") {
+				t.Fatalf("headerFields(%q): %q was not sent", head, kv.Name)
+			}
+		}
+	})
 }

@@ -304,7 +304,7 @@ func parseStub(data []byte, protocol string, decode func([]byte) (object, error)
 	src := func() json.RawMessage { return mustJSON(obj) } // for errors only
 	st := &StubSpec{}
 	if raw := obj.get("predicates"); raw != nil && !isNull(raw) {
-		if err := json.Unmarshal(raw, &st.Predicates); err != nil {
+		if err := elements(raw, &st.Predicates); err != nil {
 			return nil, mberr.New(mberr.BadData, "'predicates' must be an array").WithSource(src())
 		}
 	}
@@ -320,7 +320,7 @@ func parseStub(data []byte, protocol string, decode func([]byte) (object, error)
 		return nil, mberr.New(mberr.BadData, "'requiredScenarioState' and 'newScenarioState' need a 'scenarioName'").WithSource(src())
 	}
 	var responses []json.RawMessage
-	if json.Unmarshal(obj.get("responses"), &responses) != nil || len(responses) == 0 {
+	if elements(obj.get("responses"), &responses) != nil || len(responses) == 0 {
 		return nil, mberr.New(mberr.BadData, "'responses' must be a non-empty array").WithSource(src())
 	}
 	var upcast []json.RawMessage
@@ -353,6 +353,16 @@ func parseStub(data []byte, protocol string, decode func([]byte) (object, error)
 	}
 	st.share(mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches")))
 	return st, nil
+}
+
+// elements reads a JSON array's elements into dst, as parts of raw where
+// the scanner reads it, else as json.Unmarshal does (and errs).
+func elements(raw json.RawMessage, dst *[]json.RawMessage) error {
+	if es, ok := message.Elements(raw); ok {
+		*dst = es
+		return nil
+	}
+	return json.Unmarshal(raw, dst)
 }
 
 // share makes doc the stub's JSON and its predicates and responses parts

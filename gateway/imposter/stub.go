@@ -608,7 +608,9 @@ func injectionProblems(spec *StubSpec) mberr.List {
 			js = true
 		}
 		var behaviors []map[string]json.RawMessage
-		_ = json.Unmarshal(rs.Behaviors, &behaviors)
+		if rs.Behaviors != nil {
+			_ = json.Unmarshal(rs.Behaviors, &behaviors)
+		}
 		for _, b := range behaviors {
 			if d := b["decorate"]; d != nil && !isWasm(d) {
 				js = true
@@ -633,8 +635,7 @@ func injectionProblems(spec *StubSpec) mberr.List {
 		}
 	}
 	for _, p := range spec.Predicates {
-		var pred map[string]json.RawMessage
-		if json.Unmarshal(p, &pred) == nil && truthy(pred["inject"]) {
+		if m, err := message.Members(p, "inject"); err == nil && truthy(m[0]) {
 			js = true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/imposter"
 	"github.com/riftgate/riftgate/gateway/message"
 )
@@ -97,7 +98,7 @@ func (p *customProxy) ResolveCustom(ctx context.Context, call *imposter.Call, pr
 	if err != nil {
 		return nil, err
 	}
-	if err := p.record(ctx, call, preds, is, p.spec.Mode == "proxyOnce"); err != nil {
+	if err := p.record(ctx, call, preds, config.Signature(preds), is, p.spec.Mode == "proxyOnce"); err != nil {
 		// The recorder said why; the process still gets its answer.
 		slog.Debug("custom proxy recording not kept", "port", call.Imposter.Port(), "err", err)
 	}

@@ -346,7 +346,8 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 	if err != nil {
 		return nil, err
 	}
-	key := ClaimKey(call.Imposter.Port(), config.Signature(preds))
+	sig := config.Signature(preds)
+	key := ClaimKey(call.Imposter.Port(), sig)
 	for {
 		token, won, err := p.f.Claims.Acquire(ctx, key)
 		if err != nil {
@@ -370,7 +371,7 @@ func (p *Responder) Respond(ctx context.Context, call *imposter.Call) (*message.
 			_ = p.f.Claims.Release(ctx, key, token)
 			return nil, err
 		}
-		if err := p.record(ctx, call, preds, is, true); err != nil {
+		if err := p.record(ctx, call, preds, sig, is, true); err != nil {
 			// Not kept, so not served: the next request calls the
 			// upstream again. This one has its answer.
 			_ = p.f.Claims.Release(ctx, key, token)
@@ -408,7 +409,7 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 			return nil, nil, err
 		}
 		// A recording that was not kept is not served; this answer stands.
-		_ = p.record(ctx, call, preds, is, false)
+		_ = p.record(ctx, call, preds, config.Signature(preds), is, false)
 	}
 	return resp, is, nil
 }
@@ -686,12 +687,12 @@ func isJSON(r *message.Response, orig json.RawMessage, again *message.Response, 
 		r.StatusCode, headers.Bytes(), body, mode, f.T))
 }
 
-// record stores the recording as a configuration change: for proxyOnce,
-// just before the proxy stub; for proxyAlways, as another response of the
-// first later stub with the same predicates, or a new last stub (the
-// command's Apply places it). It returns once the recorded stub is durable
-// and in the imposter's table.
-func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []json.RawMessage, is json.RawMessage, once bool) error {
+// record stores the recording (its predicates and their config.Signature)
+// as a configuration change: for proxyOnce, just before the proxy stub;
+// for proxyAlways, as another response of the first later stub with the
+// same predicates, or a new last stub (the command's Apply places it). It
+// returns once the recorded stub is durable and in the imposter's table.
+func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []json.RawMessage, sig string, is json.RawMessage, once bool) error {
 	response := p.recordedResponse(is)
 	if preds == nil {
 		preds = []json.RawMessage{}
@@ -702,7 +703,7 @@ func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []jso
 	}
 	return p.f.Recorder.Record(ctx, Recording{
 		Port: call.Imposter.Port(), Anchor: call.Stub.Spec.ID, Once: once,
-		Stub: stub, Signature: config.Signature(preds),
+		Stub: stub, Signature: sig,
 	})
 }
 

@@ -304,3 +304,47 @@ func TestCustomProtocolResponsesAsMountebank(t *testing.T) {
 		t.Fatalf("riftgate differs from mb:\nmb:\n%s\nriftgate:\n%s", got["mb"], got["riftgate"])
 	}
 }
+
+// TestJSProtofileAsMountebank: mb requires --protofile, so a protofile in
+// JavaScript works there; riftgate reads one on node and serves its
+// protocols as mb does. One that node cannot read defines none, on both.
+func TestJSProtofileAsMountebank(t *testing.T) {
+	script, err := filepath.Abs("testdata/lineproto.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for name, bin := range map[string]string{"mb": mbBinary(t), "riftgate": gatewaytest.Binary(t)} {
+		dir := t.TempDir()
+		js := fmt.Sprintf("const path = %q;\nmodule.exports = { ['li' + 'ne']: { createCommand: ['node', path].join(' ') } };\n", script)
+		if err := os.WriteFile(filepath.Join(dir, "protocols.js"), []byte(js), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "broken.js"), []byte("module.exports = {"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var answers []string
+		for _, protofile := range []string{"protocols.js", "broken.js"} {
+			port, imp := gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+			p := startProc(t, dir, bin, "start", "--port", strconv.Itoa(port), "--host", "127.0.0.1", "--nologfile",
+				"--pidfile", protofile+".pid", "--protofile", protofile)
+			waitForFile(t, p, filepath.Join(dir, protofile+".pid"))
+			base := fmt.Sprintf("http://127.0.0.1:%d", port)
+			code, _ := gatewaytest.Do(t, http.MethodPost, base+"/imposters",
+				fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[{"responses":[{"is":{"reply":"JS"}}]}]}`, imp), nil)
+			answers = append(answers, fmt.Sprintf("%s: POST %d", protofile, code))
+			if code == http.StatusCreated {
+				answers = append(answers, "GET a -> "+sendLine(t, imp, "GET a"))
+			}
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			p.exitCode(t)
+		}
+		got[name] = strings.Join(answers, "\n")
+	}
+	want := "protocols.js: POST 201\nGET a -> JS\nbroken.js: POST 400"
+	for name, g := range got {
+		if g != want {
+			t.Errorf("%s:\n%s\nwant\n%s", name, g, want)
+		}
+	}
+}

@@ -279,9 +279,10 @@ func openRepository(s *settings, path string, logger *slog.Logger, stderr io.Wri
 }
 
 // loadProtofile installs the custom protocols of --protofile, as mb's
-// loadCustomProtocols: a missing file defines none, one that is not JSON
-// is logged and defines none. A built-in protocol's name is not taken
-// over (see docs/mountebank-differences.md).
+// loadCustomProtocols: a missing file defines none; one that is not JSON
+// is required on node, as mb requires it (a protofile in JavaScript), and
+// one that node cannot read either is logged and defines none. A built-in
+// protocol's name is not taken over (see docs/mountebank-differences.md).
 func loadProtofile(path string, logger *slog.Logger) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -289,8 +290,10 @@ func loadProtofile(path string, logger *slog.Logger) {
 	}
 	var protos map[string]imposter.CustomProtocol
 	if err := json.Unmarshal(b, &protos); err != nil {
-		logger.Error(path + " contains invalid JSON -- no custom protocols loaded")
-		return
+		if protos, err = requireProtofile(path, logger); err != nil {
+			logger.Error(path + " contains invalid JSON -- no custom protocols loaded")
+			return
+		}
 	}
 	for name := range protos {
 		switch name {
@@ -302,6 +305,30 @@ func loadProtofile(path string, logger *slog.Logger) {
 		}
 	}
 	imposter.SetCustomProtocols(protos)
+}
+
+// protofileTimeout bounds node's require of a protofile.
+const protofileTimeout = 30 * time.Second
+
+// requireProtofile reads a protofile that is not JSON as node's require
+// does.
+func requireProtofile(path string, logger *slog.Logger) (map[string]imposter.CustomProtocol, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), protofileTimeout)
+	defer cancel()
+	out, err := nodehost.Require(ctx, abs, io.Discard)
+	if err != nil {
+		logger.Error("--protofile "+path+": "+err.Error(), "err", err)
+		return nil, err
+	}
+	var protos map[string]imposter.CustomProtocol
+	if err := json.Unmarshal(out, &protos); err != nil {
+		return nil, fmt.Errorf("protofile %s exports no object: %w", path, err)
+	}
+	return protos, nil
 }
 
 func hostOrLocalhost(host string) string {

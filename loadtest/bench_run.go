@@ -196,15 +196,15 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	// its own, without --datadir), and on --datadir beside it.
 	var memRG *process
 	var memAdmin string
+	var memArgs []string
+	if b.cfg.profileDir != "" {
+		memArgs = append(memArgs, "--pprof")
+	}
 	if b.wantsLong() && rg != nil {
-		var memArgs []string
-		if b.cfg.profileDir != "" {
-			memArgs = append(memArgs, "--pprof")
-		}
 		if memRG, memAdmin, err = b.startMountebankLike(ctx, "riftgate-memory", b.cfg.riftgate, memArgs...); err != nil {
 			down[sysRift] = err.Error()
 		} else {
-			defer memRG.stop()
+			defer func() { memRG.stop() }()
 		}
 	}
 	if anyCase {
@@ -268,6 +268,13 @@ func (b *bench) run(ctx context.Context) (string, error) {
 				}
 				adm, restore := admins, func() {}
 				if c.long && memRG != nil {
+					// Each recording case gets a fresh process: what the
+					// one before recorded (hundreds of MB, freed by the
+					// collector at its own pace) must not weigh on it.
+					memRG.stop()
+					if memRG, memAdmin, err = b.startMountebankLike(ctx, "riftgate-memory", b.cfg.riftgate, memArgs...); err != nil {
+						return "", fmt.Errorf("restart the in-memory riftgate: %w", err)
+					}
 					adm, restore = b.inMemory(admins, memRG, memAdmin)
 				}
 				var removes []func()
@@ -1045,7 +1052,7 @@ func (b *bench) recordingReport(p func(string, ...any)) {
 	}
 	win := b.cfg.recordWindow
 	p("\n## Recording (issue 34)\n\n")
-	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
+	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`, started afresh for each of these cases); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
 	p("| case | system | req/s | first %v req/s | last %v req/s | last/first | stubs at the end | note |\n|---|---|---|---|---|---|---|---|\n", win, win)
 	for _, c := range cases {
 		for _, sys := range c.systems {

@@ -348,3 +348,68 @@ func TestJSProtofileAsMountebank(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomProtocolMatchesAsMountebank: under --debug, a custom
+// protocol's stubs keep what they matched as mb's do: the request the
+// process sent, the response object it was handed (a proxy's once
+// resolved) and the response's config.
+func TestCustomProtocolMatchesAsMountebank(t *testing.T) {
+	got := map[string]string{}
+	for _, name := range []string{"mb", "riftgate"} {
+		bin := mbBinary(t)
+		if name == "riftgate" {
+			bin = gatewaytest.Binary(t)
+		}
+		base := customSystem(t, bin, "--debug")
+		up, imp := gatewaytest.FreePort(t), gatewaytest.FreePort(t)
+		ports := map[int]string{up: "UP", imp: "IMP"}
+		for _, def := range []string{
+			fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[{"responses":[{"is":{"reply":"UPSTREAM"}}]}]}`, up),
+			fmt.Sprintf(`{"protocol":"line","port":%d,"stubs":[
+				{"predicates":[{"equals":{"verb":"GET"}}],"responses":[{"is":{"reply":"ONE"}},{"is":{"reply":"TWO"}}]},
+				{"predicates":[{"equals":{"verb":"PUT"}}],"responses":[{"proxy":{"to":"127.0.0.1:%d","mode":"proxyTransparent"}}]},
+				{"predicates":[{"equals":{"verb":"NONE"}}],"responses":[{"is":{"reply":"never"}}]}]}`, imp, up),
+		} {
+			if code, body := gatewaytest.Do(t, http.MethodPost, base+"/imposters", def, nil); code != http.StatusCreated {
+				t.Fatalf("%s POST: %d %s", name, code, body)
+			}
+		}
+		var answers []string
+		for _, l := range []string{"GET a", "GET b", "PUT x", "DEL y"} {
+			answers = append(answers, l+" -> "+sendLine(t, imp, l))
+		}
+		code, body := gatewaytest.Do(t, http.MethodGet, fmt.Sprintf("%s/imposters/%d", base, imp), nil, nil)
+		if code != http.StatusOK {
+			t.Fatalf("%s GET: %d %s", name, code, body)
+		}
+		var whole struct {
+			Stubs []struct {
+				Matches []map[string]any `json:"matches"`
+			} `json:"stubs"`
+		}
+		if err := json.Unmarshal(body, &whole); err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range whole.Stubs {
+			for _, m := range st.Matches {
+				for _, k := range []string{"timestamp", "processingTime"} {
+					if _, ok := m[k]; !ok {
+						t.Errorf("%s: stub %d's match has no %s: %v", name, i, k, m)
+					}
+					delete(m, k)
+				}
+			}
+			b, _ := json.Marshal(st.Matches)
+			s := proxyTimes.ReplaceAllString(string(b), `"_proxyResponseTime":T`)
+			for p, n := range ports {
+				s = strings.ReplaceAll(s, strconv.Itoa(p), n)
+			}
+			answers = append(answers, fmt.Sprintf("stub %d matches %s", i, s))
+		}
+		got[name] = strings.Join(answers, "\n")
+	}
+	t.Logf("mb:\n%s", got["mb"])
+	if got["mb"] != got["riftgate"] {
+		t.Fatalf("riftgate differs from mb:\nmb:\n%s\nriftgate:\n%s", got["mb"], got["riftgate"])
+	}
+}

@@ -398,6 +398,7 @@ func (imp *Imposter) RespondCustom(ctx context.Context, body []byte) ([]byte, er
 		b.WriteString(`{"response":`)
 		b.Write(r.spec.json)
 		b.WriteByte('}')
+		imp.recordCustomMatch(st, req, r, r.spec.json)
 	case r.responder != nil && isCustomProxy(r.responder):
 		cs, ok := imp.srv.(*customServer)
 		if !ok {
@@ -423,8 +424,18 @@ func (imp *Imposter) RespondCustom(ctx context.Context, body []byte) ([]byte, er
 		b.WriteString(`{"response":`)
 		b.Write(out)
 		b.WriteByte('}')
+		imp.recordCustomMatch(st, req, r, out)
 	}
 	return b.Bytes(), nil
+}
+
+// recordCustomMatch is --debug's match of a custom protocol's stub: the
+// response object the process is handed (a proxy's, once resolved), as
+// mb records an out-of-process answer.
+func (imp *Imposter) recordCustomMatch(st *Stub, req *message.Request, r *response, answer []byte) {
+	if st != nil && imp.opts.RecordMatches {
+		st.recordMatch(imp, req, r, &message.Response{Body: answer})
+	}
 }
 
 func isCustomProxy(r Responder) bool {
@@ -471,6 +482,9 @@ func (imp *Imposter) ResolveCustomProxy(ctx context.Context, key string, body []
 		return nil, fmt.Errorf("custom proxy resolution %s: %w", key, err)
 	}
 	cs.release(key)
+	m := p.req.Clone()
+	m.Timestamp = p.start // the match's time: when the proxy was handed out
+	imp.recordCustomMatch(p.st, m, p.r, out)
 	return out, nil
 }
 

@@ -203,12 +203,16 @@ func (imp *Imposter) compute(ctx context.Context, call *Call, r *response) (*mes
 // matches: http's status, headers and body, or tcp's data.
 func (imp *Imposter) responseJSON(resp *message.Response) []byte {
 	var b bytes.Buffer
-	switch imp.spec.Protocol {
+	protocol := imp.spec.Protocol
+	if imp.spec.Custom != nil {
+		protocol = "custom" // its process's response object, as ws's
+	}
+	switch protocol {
 	case "tcp":
 		return resp.TCPObject()
 	case "smtp":
 		b.WriteString(`{}`)
-	case "ws", "wss", "grpc":
+	case "ws", "wss", "grpc", "custom":
 		if len(resp.Body) == 0 {
 			return []byte(`{}`)
 		}

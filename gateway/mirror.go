@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,6 +113,9 @@ type mirrored struct {
 type mstub struct {
 	*mbdatadir.Stub
 	more int
+	// sum is what the folder holds (contentSum of the stub's JSON when it
+	// was written whole), zero once responses were added to it since.
+	sum contentSum
 	// metaDue is when the flusher may write meta.json again after
 	// recordings: it lists every response file, so it waits, as
 	// imposter.json does, nine times what its last write took.
@@ -373,7 +377,7 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 		}
 		c := *st
 		c.Responses = nil // the state keeps them
-		mp.stubs[cs.ID] = &mstub{Stub: &c, more: cs.NumMore()}
+		mp.stubs[cs.ID] = &mstub{Stub: &c, more: cs.NumMore(), sum: sumOf(cs)}
 		mp.ids = append(mp.ids, cs.ID)
 		i++
 		return true
@@ -434,10 +438,20 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 		return m.write(port, imp, nil)
 	}
 	added := false
+	// gone are the stubs this change removes, by what their folders hold:
+	// a new stub with the same content takes one over (a replay, or a
+	// PUT of what is there), and nothing is written or removed for it.
+	var gone map[contentSum][]uint64
 	sync := func(cs *config.Stub) error {
 		ms := mp.stubs[cs.ID]
 		if ms != nil && ms.more == cs.NumMore() {
 			return nil
+		}
+		if ms == nil && len(gone) > 0 {
+			if ok, err := m.takeOver(port, mp, cs, gone); ok || err != nil {
+				added = added || ok
+				return err
+			}
 		}
 		def, rs, err := mbdatadir.SplitStub(cs.Doc())
 		if err != nil {
@@ -449,10 +463,11 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 				return err
 			}
 			st.Responses = nil
-			mp.stubs[cs.ID] = &mstub{Stub: st, more: cs.NumMore()}
+			mp.stubs[cs.ID] = &mstub{Stub: st, more: cs.NumMore(), sum: sumOf(cs)}
 			added = true
 			return nil
 		}
+		ms.sum = contentSum{}
 		from := len(ms.Files)
 		if len(rs) < from {
 			from = 0 // cannot happen while ids change with definitions; write it whole
@@ -509,6 +524,7 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 	}
 	mp.order = nil
 	order := make([]uint64, 0, imp.Len())
+	gone = m.goneBySum(mp, imp)
 	var err error
 	imp.Each(func(cs *config.Stub) bool {
 		order = append(order, cs.ID)
@@ -536,6 +552,55 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 	}
 	mp.ids = order
 	return m.writeHeader(port, mp)
+}
+
+// contentSum identifies a stub's JSON (SHA-256's first 16 bytes).
+type contentSum [16]byte
+
+func sumOf(cs *config.Stub) contentSum {
+	h := sha256.Sum256(cs.Doc())
+	return contentSum(h[:16])
+}
+
+// goneBySum are the written stubs of mp that imp no longer has, by sum.
+func (m *mirror) goneBySum(mp *mirrored, imp *config.Imposter) map[contentSum][]uint64 {
+	var gone map[contentSum][]uint64
+	for id, ms := range mp.stubs {
+		if ms.sum == (contentSum{}) {
+			continue
+		}
+		if _, kept := imp.Stub(id); !kept {
+			if gone == nil {
+				gone = map[contentSum][]uint64{}
+			}
+			gone[ms.sum] = append(gone[ms.sum], id)
+		}
+	}
+	return gone
+}
+
+// takeOver gives cs, a new stub, the folder of a gone one holding the
+// same content, if there is one: its cycle starts again, as a new stub's.
+func (m *mirror) takeOver(port int, mp *mirrored, cs *config.Stub, gone map[contentSum][]uint64) (bool, error) {
+	sum := sumOf(cs)
+	ids := gone[sum]
+	if len(ids) == 0 {
+		return false, nil
+	}
+	old := ids[0]
+	gone[sum] = ids[1:]
+	ms := mp.stubs[old]
+	moved := ms.NextIndex != 0 || m.position(port, old, ms.Stub) != 0
+	delete(mp.stubs, old)
+	delete(mp.metas, old)
+	m.cycles.forget(cycleName(port, old))
+	ms.more = cs.NumMore()
+	mp.stubs[cs.ID] = ms
+	if moved {
+		ms.NextIndex = 0
+		return true, mbdatadir.WriteMeta(m.root, port, ms.Stub)
+	}
+	return true, nil
 }
 
 // position is where the stub's cycle is, as mb's nextIndex.

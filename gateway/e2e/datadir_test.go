@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -629,4 +630,65 @@ func TestDatadirBackAndForth(t *testing.T) {
 		t.Errorf("the imposter's requests folder is still there: %v", err)
 	}
 	rg.Stop()
+}
+
+// stubFolders lists the stub folders of port's imposter in the datadir.
+func stubFolders(t *testing.T, dd string, port int) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dd, strconv.Itoa(port), "stubs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// A PUT of what the datadir already holds (what `riftgate replay` sends)
+// keeps the stubs' folders, as their content is the same: nothing is
+// rewritten or removed, and yet each stub is a new one whose cycle starts
+// again, on riftgate, after a restart and on mb reading the folder.
+func TestDatadirReplayKeepsFolders(t *testing.T) {
+	dd := filepath.Join(t.TempDir(), "db")
+	port := gatewaytest.FreePort(t)
+	imp := cycleImposter(port, "one", "two", "three")
+	imp["stubs"] = append([]any{map[string]any{
+		"predicates": []any{map[string]any{"equals": map[string]any{"path": "/other"}}},
+		"responses":  []any{map[string]any{"is": map[string]any{"body": "other"}}},
+	}}, imp["stubs"].([]any)...)
+	rg := gatewaytest.Start(t, "--datadir", dd)
+	rg.PostImposter(imp)
+	httpStep("http", port, "/")(t)     // the cycle moves on to "two"
+	time.Sleep(500 * time.Millisecond) // positions are written every 100 ms
+	before := stubFolders(t, dd, port)
+	if len(before) != 2 {
+		t.Fatalf("stub folders %v, want 2", before)
+	}
+	if status, body := rg.Do("PUT", "/imposters", map[string]any{"imposters": []any{imp}}); status != 200 {
+		t.Fatalf("PUT /imposters: %d %s", status, body)
+	}
+	if after := stubFolders(t, dd, port); !slices.Equal(before, after) {
+		t.Errorf("stub folders after the PUT %v, want the same as before %v", after, before)
+	}
+	if got := httpStep("http", port, "/")(t); !strings.Contains(got, `"one"`) {
+		t.Errorf("after the PUT: %s, want the first response (a new stub)", got)
+	}
+	time.Sleep(500 * time.Millisecond)
+	rg.Stop()
+	rg.Restart()
+	if got := httpStep("http", port, "/")(t); !strings.Contains(got, `"two"`) {
+		t.Errorf("after a restart: %s, want the second response", got)
+	}
+	if got := httpStep("http", port, "/other")(t); !strings.Contains(got, `"other"`) {
+		t.Errorf("the other stub after a restart: %s", got)
+	}
+	time.Sleep(500 * time.Millisecond)
+	rg.Stop()
+	mb := gatewaytest.StartMountebank(t, "--datadir", dd)
+	if got := httpStep("http", port, "/")(t); !strings.Contains(got, `"three"`) {
+		t.Errorf("mb after riftgate: %s, want the third response", got)
+	}
+	mb.Stop()
 }

@@ -194,14 +194,15 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	// The recording cases compare riftgate with mb, which keeps what it
 	// records in memory: riftgate runs them in memory too (a process of
 	// its own, without --datadir), and on --datadir beside it.
+	// memRG is started here to learn whether it can run at all, and again
+	// for each recording case.
 	var memRG *process
-	var memAdmin string
 	var memArgs []string
 	if b.cfg.profileDir != "" {
 		memArgs = append(memArgs, "--pprof")
 	}
 	if b.wantsLong() && rg != nil {
-		if memRG, memAdmin, err = b.startMountebankLike(ctx, "riftgate-memory", b.cfg.riftgate, memArgs...); err != nil {
+		if memRG, _, err = b.startMountebankLike(ctx, "riftgate-memory", b.cfg.riftgate, memArgs...); err != nil {
 			down[sysRift] = err.Error()
 		} else {
 			defer func() { memRG.stop() }()
@@ -272,6 +273,7 @@ func (b *bench) run(ctx context.Context) (string, error) {
 					// one before recorded (hundreds of MB, freed by the
 					// collector at its own pace) must not weigh on it.
 					memRG.stop()
+					var memAdmin string
 					if memRG, memAdmin, err = b.startMountebankLike(ctx, "riftgate-memory", b.cfg.riftgate, memArgs...); err != nil {
 						return "", fmt.Errorf("restart the in-memory riftgate: %w", err)
 					}

@@ -15,7 +15,15 @@ import (
 // defaultResponse: the status, the headers in the `is` object's order,
 // the body as mb sends it, and the binary mode.
 func TestPlainResponseIsTheIsResponse(t *testing.T) {
-	imp, err := imposter.New(&imposter.Spec{Protocol: "http", Port: 1}, imposter.Options{}, nil)
+	plainImp, err := imposter.New(&imposter.Spec{Protocol: "http", Port: 1}, imposter.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dflt, err := imposter.ParseSpec([]byte(`{"protocol":"http","port":2,"defaultResponse":{"statusCode":404,"headers":{"X-D":"d"},"body":{"d":1},"_mode":"text"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dfltImp, err := imposter.New(dflt, imposter.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +47,20 @@ func TestPlainResponseIsTheIsResponse(t *testing.T) {
 		}
 		a.body = []byte(body)
 
+		hasDefault := rapid.Bool().Draw(t, "defaultResponse")
+		imp := plainImp
+		if hasDefault {
+			imp = dfltImp
+		}
 		want, err := imp.BuildResponse(upstreamIs(a, 1))
 		if err != nil {
 			t.Fatalf("the is: %v", err)
 		}
-		got, ok := plainResponse(a)
+		got, ok := plainResponse(a, hasDefault)
 		if !ok {
-			if want.StatusCode != 500 {
-				t.Fatalf("no plain response for status %d, whose is answers %d", a.status, want.StatusCode)
+			// Only a status mb refuses, or a body the defaultResponse fills.
+			if bare, _ := plainResponse(a, false); want.StatusCode != 500 && (!hasDefault || len(bare.Body) > 0) {
+				t.Fatalf("no plain response for status %d, body %q, whose is answers %d %q", a.status, a.body, want.StatusCode, want.Body)
 			}
 			return
 		}

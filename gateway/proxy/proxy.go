@@ -424,7 +424,7 @@ func (p *Responder) answer(ctx context.Context, call *imposter.Call) (resp *mess
 		if err != nil {
 			return nil, nil, unreachable(p.spec.To, err)
 		}
-		if resp, ok := plainResponse(a); ok {
+		if resp, ok := plainResponse(a, len(call.Imposter.Spec().DefaultResponse) > 0); ok {
 			if p.spec.Mode != "proxyTransparent" {
 				is = upstreamIs(a, ms)
 			}
@@ -452,12 +452,10 @@ func (p *Responder) answer(ctx context.Context, call *imposter.Call) (resp *mess
 }
 
 // plain reports whether the call's answer may skip its `is` form: an http
-// upstream on an imposter without a defaultResponse, and no behaviors or
-// --debug match to read mb's object.
+// upstream, and no behaviors or --debug match to read mb's object.
 func (p *Responder) plain(call *imposter.Call) bool {
 	h, ok := p.up.(httpUpstream)
-	return ok && h.imp != nil && len(h.imp.Spec().DefaultResponse) == 0 &&
-		!call.HasBehaviors() && !call.ShowsResponse()
+	return ok && h.imp != nil && !call.HasBehaviors() && !call.ShowsResponse()
 }
 
 var errBadURL = errors.New("not an http or https URL")
@@ -548,11 +546,14 @@ func (a *answer) binary() bool {
 }
 
 // plainResponse is the response that upstreamIs(a)'s `is` builds on an
-// http imposter without a defaultResponse, made without writing that JSON
-// and reading it back (TestPlainResponseIsTheIsResponse holds the two
-// alike). ok is false for a status mb would refuse to write, which the
+// http imposter, made without writing that JSON and reading it back
+// (TestPlainResponseIsTheIsResponse holds the two alike). The `is` always
+// has its status, headers and mode, so an imposter's defaultResponse
+// (dflt) fills only a body the answer lacks (empty, or JSON JavaScript
+// finds falsy). ok is false for such a body when there is a
+// defaultResponse, and for a status mb would refuse to write, which the
 // `is` answers with mb's error.
-func plainResponse(a *answer) (r *message.Response, ok bool) {
+func plainResponse(a *answer, dflt bool) (r *message.Response, ok bool) {
 	if a.status < 100 || a.status > 999 {
 		return nil, false
 	}
@@ -561,10 +562,10 @@ func plainResponse(a *answer) (r *message.Response, ok bool) {
 		// As a `_mode: "binary"` is: its base64 text, decoded.
 		r.Binary, r.BinaryText = true, base64.StdEncoding.EncodeToString(a.body)
 		r.Body = a.body
-		return r, true
+		return r, len(a.body) > 0 || !dflt
 	}
 	r.Body, _ = message.ProxiedBody(a.body)
-	return r, true
+	return r, r.Body != nil || !dflt
 }
 
 // distinctNames reports whether no name comes twice in kvs.

@@ -447,8 +447,10 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 		if ms != nil && ms.more == cs.NumMore() {
 			return nil
 		}
-		if ms == nil && len(gone) > 0 {
-			if ok, err := m.takeOver(port, mp, cs, gone); ok || err != nil {
+		var sum contentSum
+		if ms == nil {
+			sum = sumOf(cs)
+			if ok, err := m.takeOver(port, mp, cs, sum, gone); ok || err != nil {
 				added = added || ok
 				return err
 			}
@@ -463,7 +465,7 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 				return err
 			}
 			st.Responses = nil
-			mp.stubs[cs.ID] = &mstub{Stub: st, more: cs.NumMore(), sum: sumOf(cs)}
+			mp.stubs[cs.ID] = &mstub{Stub: st, more: cs.NumMore(), sum: sum}
 			added = true
 			return nil
 		}
@@ -579,10 +581,9 @@ func (m *mirror) goneBySum(mp *mirrored, imp *config.Imposter) map[contentSum][]
 	return gone
 }
 
-// takeOver gives cs, a new stub, the folder of a gone one holding the
-// same content, if there is one: its cycle starts again, as a new stub's.
-func (m *mirror) takeOver(port int, mp *mirrored, cs *config.Stub, gone map[contentSum][]uint64) (bool, error) {
-	sum := sumOf(cs)
+// takeOver gives cs, a new stub whose content is sum, the folder of a
+// gone one holding the same content, if there is one: its cycle starts again, as a new stub's.
+func (m *mirror) takeOver(port int, mp *mirrored, cs *config.Stub, sum contentSum, gone map[contentSum][]uint64) (bool, error) {
 	ids := gone[sum]
 	if len(ids) == 0 {
 		return false, nil

@@ -417,9 +417,10 @@ func (p *Responder) forward(ctx context.Context, call *imposter.Call) (*message.
 // answer calls the upstream and applies behaviors.
 func (p *Responder) answer(ctx context.Context, call *imposter.Call) (resp *message.Response, is json.RawMessage, err error) {
 	if p.plain(call) {
-		// Nothing reads mb's object of this answer and nothing fills
-		// what it leaves out: the response is made from the answer as
-		// the `is` would build it, and the `is` only for a recording.
+		// Nothing reads mb's object of this answer: the response is
+		// made from the answer as the `is` would build it (a body the
+		// defaultResponse would fill takes the `is` path below), and
+		// the `is` only for a recording.
 		a, ms, err := p.fetch(ctx, call.Request)
 		if err != nil {
 			return nil, nil, unreachable(p.spec.To, err)

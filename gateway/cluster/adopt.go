@@ -26,6 +26,14 @@ import (
 //
 // Changes that leave the voters as they are (a learner joins or leaves)
 // move no flow and are adopted at once.
+//
+// A member that cannot be reached holds copies nobody else may have: a
+// `sync` write is on two of its flow's three holders (owner and successors
+// at the membership before), so a flow two of whose holders were not
+// reached may have lost an acknowledged write to this node's view. Such a
+// flow stays held (statusAdopting) while the other flows are served, and
+// the loop asks the missing members again until one answers, or until they
+// are removed: an operator who removes both declares their copies gone.
 
 // adoptPage bounds one adoption answer.
 const adoptPage = 4 << 20
@@ -37,7 +45,7 @@ func (f *Flows) adoptLoop() {
 		if f.adopted.Load() != v.idx {
 			switch {
 			case last != nil && slices.Equal(last.voters, v.voters) && f.floor.Load() <= last.idx:
-				f.adopted.Store(v.idx)
+				f.adopted.Store(v.idx) // held flows stay held
 				last = v
 			case f.adopt(v, last):
 				last = v
@@ -51,11 +59,16 @@ func (f *Flows) adoptLoop() {
 				continue
 			}
 		}
+		wait := time.Second // a missed signal costs a second at most
+		if f.held.Load() != nil {
+			f.settle(v, last)
+			wait = 200 * time.Millisecond
+		}
 		select {
 		case <-f.ctx.Done():
 			return
 		case <-f.changed:
-		case <-time.After(time.Second): // a missed signal costs a second at most
+		case <-time.After(wait):
 		}
 	}
 }
@@ -75,29 +88,36 @@ func (f *Flows) adopt(v, last *view) bool {
 			}
 		}
 	}
-	reached, merged := 0, 0
+	merged := 0
+	var missing, reached []uint64
 	for _, id := range from {
 		n, err := f.adoptFrom(v, last, id, urls)
 		if err != nil {
-			f.log.Info("cluster: adoption could not reach a member; taking what the others hold", "member", formatID(id), "err", err)
+			f.log.Info("cluster: adoption could not reach a member; flows it may hold the only copies of wait for it", "member", formatID(id), "err", err)
+			missing = append(missing, id)
 			continue
 		}
-		reached++
+		reached = append(reached, id)
 		merged += n
 		if f.currentView().idx != v.idx {
 			return false
 		}
 	}
-	if reached == 0 && len(v.voters) > 1 && slices.Contains(v.voters, f.self) {
+	if len(reached) == 0 && len(v.voters) > 1 && slices.Contains(v.voters, f.self) {
 		return false
 	}
 	if f.currentView().idx != v.idx {
 		return false
 	}
+	prev := v.ring // at boot, the best guess of where the copies are
+	if last != nil {
+		prev = last.ring
+	}
+	f.held.Store(newHeldFlows(v, prev, missing, reached, f.held.Load()))
 	f.adopted.Store(v.idx)
 	f.adoptions.Add(1)
 	f.adoptNanos.Add(uint64(time.Since(start)))
-	f.log.Info("cluster: flows adopted", "membershipIndex", v.idx, "members", reached, "records", merged, "took", time.Since(start))
+	f.log.Info("cluster: flows adopted", "membershipIndex", v.idx, "members", len(reached), "missing", len(missing), "records", merged, "took", time.Since(start))
 	return true
 }
 
@@ -183,5 +203,99 @@ func (f *Flows) serveAdopt(ctx context.Context, r *request, a *answer) {
 			size += uint64(len(rec.Key) + len(rec.Value) + 32)
 		}
 		a.sets = append(a.sets, set)
+	}
+}
+
+// heldFlows are the flows adoption could not settle: two of their holders
+// at the membership before (owner and successors on prev) were not
+// reached. before chains the flows an earlier adoption held, whose missing
+// members are still missing.
+type heldFlows struct {
+	prev    *ring.Ring
+	missing []uint64
+	before  *heldFlows
+}
+
+// newHeldFlows is what an adoption at v leaves held, given the members it
+// missed and reached and the flows held until then; nil when none can be.
+func newHeldFlows(v *view, prev *ring.Ring, missing, reached []uint64, old *heldFlows) *heldFlows {
+	h := &heldFlows{prev: prev, missing: missing}
+	h.before = old.without(func(id uint64) bool { return slices.Contains(reached, id) })
+	return h.trim(v)
+}
+
+// trim drops the levels that can hold no flow at v: none of their missing
+// members is still a member, whose copies could yet be read.
+func (h *heldFlows) trim(v *view) *heldFlows {
+	if h == nil {
+		return nil
+	}
+	h.before = h.before.trim(v)
+	if !slices.ContainsFunc(h.missing, func(id uint64) bool { _, ok := v.urls[id]; return ok }) {
+		return h.before
+	}
+	return h
+}
+
+// without returns a copy of h whose missing lists drop the members reached.
+func (h *heldFlows) without(reached func(uint64) bool) *heldFlows {
+	if h == nil {
+		return nil
+	}
+	return &heldFlows{
+		prev:    h.prev,
+		missing: slices.DeleteFunc(slices.Clone(h.missing), reached),
+		before:  h.before.without(reached),
+	}
+}
+
+// holds reports whether flowID waits for a missing member at v: fewer of
+// its holders were reached than every sync write is sure to be on, and a
+// holder not reached is still a member.
+func (h *heldFlows) holds(v *view, flowID string) bool {
+	for ; h != nil; h = h.before {
+		var room [1 + ring.ReplicaSuccessors]uint64
+		hs := h.prev.AppendSuccessors(append(room[:0], h.prev.Owner(ring.ClassFlow, flowID)), ring.ClassFlow, flowID, ring.ReplicaSuccessors)
+		// A sync write is on its owner and one successor when it has one.
+		need := len(hs) - min(2, len(hs)) + 1
+		reached, awaited := 0, 0
+		for _, id := range hs {
+			if !slices.Contains(h.missing, id) {
+				reached++
+			} else if _, ok := v.urls[id]; ok {
+				awaited++
+			}
+		}
+		if reached < need && awaited > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// settle asks the missing members that are still members again; each that
+// answers no longer holds any flow.
+func (f *Flows) settle(v, last *view) {
+	h := f.held.Load()
+	var ids []uint64
+	for l := h; l != nil; l = l.before {
+		for _, id := range l.missing {
+			if _, ok := v.urls[id]; ok && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	var reached []uint64
+	for _, id := range ids {
+		if _, err := f.adoptFrom(v, last, id, v.urls); err == nil {
+			reached = append(reached, id)
+		}
+	}
+	if f.currentView().idx != v.idx {
+		return // the next adoption starts from h
+	}
+	next := h.without(func(id uint64) bool { return slices.Contains(reached, id) }).trim(v)
+	if f.held.CompareAndSwap(h, next) && len(reached) > 0 {
+		f.log.Info("cluster: held flows settled by members that answered again", "members", len(reached), "stillHeld", next != nil)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/riftgate/riftgate/flowshard"
 	"github.com/riftgate/riftgate/gateway/flow"
 	"github.com/riftgate/riftgate/raftnode"
 	"github.com/riftgate/riftgate/ring"
@@ -215,4 +218,72 @@ func TestRestartedOwnerAdopts(t *testing.T) {
 			t.Fatalf("%s after n1 restarted: %q %v", id, got, err)
 		}
 	}
+}
+
+// A flow two of whose three holders cannot be reached when its owner
+// changes is held, not served from the copy that is left: here a sync write
+// reaches the owner and its second successor only (the first is cut off
+// from the owner), then the owner dies and is removed while the second
+// successor is cut off. The new owner, the first successor, lacks the
+// write; it answers unavailable for that flow, serves its others, and
+// serves the write once the second successor is back.
+func TestFlowWithTwoHoldersMissingIsHeld(t *testing.T) {
+	c := threeNodes(t, nil)
+	c.grow("n4")
+	c.grow("n5")
+	c.settled(5)
+	l := c.leader()
+	v := l.f.currentView()
+	byID := map[uint64]*tnode{}
+	for _, n := range c.running() {
+		byID[n.node.Self()] = n
+	}
+	// A flow none of whose holders leads, so that the group keeps a
+	// quorum and a leader through what follows.
+	var flowID string
+	var o, s1, s2 *tnode
+	for i := 0; flowID == ""; i++ {
+		id := "i7:" + strconv.Itoa(i)
+		hs := append([]uint64{v.ring.Owner(ring.ClassFlow, id)}, v.ring.Successors(ring.ClassFlow, id, ring.ReplicaSuccessors)...)
+		if !slices.Contains(hs, l.node.Self()) {
+			flowID, o, s1, s2 = id, byID[hs[0]], byID[hs[1]], byID[hs[2]]
+		}
+	}
+	var other string // a flow the new owner takes that o did not hold
+	for i := 0; other == ""; i++ {
+		id := "i8:" + strconv.Itoa(i)
+		if v.ring.Owner(ring.ClassFlow, id) == s1.node.Self() && !slices.Contains(v.ring.Successors(ring.ClassFlow, id, 2), o.node.Self()) {
+			other = id
+		}
+	}
+	put(t, l, other, "k", "served")
+	c.net.Partition([]string{o.name}, []string{s1.name})
+	put(t, l, flowID, "k", "acknowledged")
+	if _, err := s1.f.shard.Get(context.Background(), flowID, "k", nil); !errors.Is(err, flowshard.ErrNotFound) {
+		t.Fatalf("%s holds the write through the cut: %v", s1.name, err)
+	}
+	c.stop(o.name)
+	c.net.Heal()
+	c.net.Isolate(s2.name)
+	c.remove(o.name)
+	eventually(t, s1.name+" to adopt at 4 voters", func() bool {
+		nv := s1.f.currentView()
+		return len(nv.voters) == 4 && s1.f.adopted.Load() == nv.idx
+	})
+	for range 5 {
+		for _, n := range []*tnode{l, s1} {
+			if got, err := getKey(n, flowID, "k"); !errors.Is(err, flow.ErrUnavailable) || !strings.Contains(err.Error(), flow.CauseAdopting) {
+				t.Fatalf("%s answered %s with two of its holders missing: %q, %v", n.name, flowID, got, err)
+			}
+		}
+		if got, err := getKey(l, other, "k"); err != nil || got != "served" {
+			t.Fatalf("%s, settled, answered %q, %v", other, got, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.net.Heal()
+	eventually(t, flowID+" to serve its write once "+s2.name+" is back", func() bool {
+		got, err := getKey(l, flowID, "k")
+		return err == nil && got == "acknowledged"
+	})
 }

@@ -91,6 +91,9 @@ type Flows struct {
 	// from this one: owner operations under an older view are refused.
 	floor   atomic.Uint64
 	adopted atomic.Uint64 // the view index whose adoption is done
+	// held: flows that adoption could not settle (adopt.go); nil when
+	// none.
+	held atomic.Pointer[heldFlows]
 
 	peerMu sync.RWMutex
 	peers  map[uint64]*peer

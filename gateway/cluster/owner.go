@@ -307,6 +307,11 @@ func (f *Flows) serveOwner(ctx *opCtx, r *request, a *answer) bool {
 		refuse(a, statusAdopting, "owner %s is still adopting its flows at membership index %d", formatID(f.self), v.idx)
 		return true
 	}
+	if h := f.held.Load(); h != nil && class == ring.ClassFlow && h.holds(v, r.flow) {
+		f.adopting.Add(1)
+		refuse(a, statusAdopting, "owner %s has not adopted %q: two of its copies are on members it cannot reach", formatID(f.self), r.flow)
+		return true
+	}
 	if class == ring.ClassClaim {
 		f.serveClaim(ctx, v, r, a)
 		return true

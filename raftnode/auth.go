@@ -162,6 +162,7 @@ type Peer struct {
 	ID    uint64
 	URL   string
 	Nonce string
+	Sent  time.Time // the sender's clock when it signed
 }
 
 // Sign sets the headers that authenticate a request to path from the
@@ -196,7 +197,7 @@ func (a *PeerAuth) Verify(h http.Header, path string, body []byte, arrived time.
 	if err := a.replays.admit(st, arrived); err != nil {
 		return Peer{ID: from, URL: url}, err
 	}
-	return Peer{ID: from, URL: url, Nonce: st.nonce}, nil
+	return Peer{ID: from, URL: url, Nonce: st.nonce, Sent: time.UnixMilli(st.ms)}, nil
 }
 
 // SignAnswer sets the header that binds an answer from member self to the

@@ -239,6 +239,7 @@ func Bootstrap[S, C, R any](ctx context.Context, cfg Config, app AppStateMachine
 	g.tr = &transport{
 		auth: NewPeerAuth(cfg.GroupID, cfg.Secret), self: id, selfURL: cfg.AdvertiseURL,
 		client: cfg.HTTPClient, msgCap: cfg.MaxMessageBytes, snapCap: cfg.MaxSnapshotBytes, log: log,
+		staleAfter: cfg.electionTimeout() / 2,
 		resolve: func(id uint64) string {
 			mb, _ := g.members.Load().Member(id)
 			return mb.URL

@@ -80,17 +80,21 @@ func decodeFrame(b []byte) ([]*pb.Message, error) {
 // transport carries Raft messages, forwarded proposals and admin calls
 // between members over HTTP, authenticated with the cluster secret.
 type transport struct {
-	auth     *PeerAuth
-	self     uint64
-	selfURL  string
-	client   *http.Client
-	msgCap   int64
-	snapCap  int64
-	log      *slog.Logger
-	resolve  func(id uint64) string // membership lookup
-	step     func(ctx context.Context, m *pb.Message) error
-	reportUR func(id uint64)
-	reportSS func(id uint64, st raft.SnapshotStatus)
+	auth    *PeerAuth
+	self    uint64
+	selfURL string
+	client  *http.Client
+	msgCap  int64
+	snapCap int64
+	// staleAfter: a queued message older than this when its batch is
+	// posted is dropped (raft resends what matters), so that no message
+	// reaches a peer long after it was made: see heardAt.
+	staleAfter time.Duration
+	log        *slog.Logger
+	resolve    func(id uint64) string // membership lookup
+	step       func(ctx context.Context, m *pb.Message) error
+	reportUR   func(id uint64)
+	reportSS   func(id uint64, st raft.SnapshotStatus)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -99,12 +103,54 @@ type transport struct {
 	mu      sync.Mutex
 	peers   map[uint64]*peer
 	learned map[uint64]string // URLs announced by authenticated senders
-	heard   map[uint64]time.Time
+	heard   map[uint64]*heard
 }
 
 type peer struct {
 	id uint64
-	q  chan *pb.Message
+	q  chan queued
+}
+
+type queued struct {
+	m  *pb.Message
+	at time.Time
+}
+
+// heard is what IsIsolated knows of one sender: when its latest message
+// was sent, on this node's clock. A message can arrive long after it was
+// sent: a partition heals and TCP delivers a segment it has been
+// retransmitting, or a batch that waited behind one lost in the partition.
+// Counted at its arrival, an old heartbeat of a leader would make a node
+// that was cut off, and perhaps removed meanwhile, believe it follows a
+// live leader and serve as an owner. So a message counts at arrival less
+// its excess delay: arrival minus the sender's stamp, less the least such
+// difference seen from that sender in the last minute (which holds the
+// clock skew between the two, and the network's own delay). Only the
+// sender's clock's drift within a minute enters, not its skew.
+type heard struct {
+	at    time.Time
+	least [2]time.Duration // the least delay of this half-minute and the last
+	since time.Time        // when least[0] started
+}
+
+// heardHalf is how long least[0] gathers before it becomes least[1].
+const heardHalf = 30 * time.Second
+
+// note counts a message stamped sent that arrived at arrived.
+func (h *heard) note(sent, arrived time.Time) {
+	d := arrived.Sub(sent)
+	switch {
+	case h.since.IsZero():
+		h.least, h.since = [2]time.Duration{d, d}, arrived
+	case arrived.Sub(h.since) >= heardHalf:
+		h.least, h.since = [2]time.Duration{d, h.least[0]}, arrived
+	case d < h.least[0]:
+		h.least[0] = d
+	}
+	excess := d - min(h.least[0], h.least[1])
+	if at := arrived.Add(-excess); at.After(h.at) {
+		h.at = at
+	}
 }
 
 // peerQueue bounds what waits for one slow peer; beyond it messages are
@@ -115,7 +161,7 @@ func (t *transport) start(parent context.Context) {
 	t.ctx, t.cancel = context.WithCancel(parent)
 	t.peers = map[uint64]*peer{}
 	t.learned = map[uint64]string{}
-	t.heard = map[uint64]time.Time{}
+	t.heard = map[uint64]*heard{}
 }
 
 func (t *transport) stop() {
@@ -134,11 +180,15 @@ func (t *transport) url(id uint64) string {
 	return t.learned[id]
 }
 
-// lastHeard is when an authenticated message from id last arrived.
+// lastHeard is when the latest authenticated message from id was sent, on
+// this node's clock (see heard).
 func (t *transport) lastHeard(id uint64) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.heard[id]
+	if h := t.heard[id]; h != nil {
+		return h.at
+	}
+	return time.Time{}
 }
 
 // send queues msgs; it never blocks the Ready loop.
@@ -150,7 +200,7 @@ func (t *transport) send(msgs []*pb.Message) {
 		}
 		p := t.peer(m.GetTo())
 		select {
-		case p.q <- m:
+		case p.q <- queued{m, time.Now()}:
 		default:
 			t.reportUR(m.GetTo())
 		}
@@ -163,7 +213,7 @@ func (t *transport) peer(id uint64) *peer {
 	if p, ok := t.peers[id]; ok {
 		return p
 	}
-	p := &peer{id: id, q: make(chan *pb.Message, peerQueue)}
+	p := &peer{id: id, q: make(chan queued, peerQueue)}
 	t.peers[id] = p
 	t.wg.Add(1)
 	go t.runPeer(p)
@@ -180,26 +230,37 @@ func (t *transport) runPeer(p *peer) {
 		select {
 		case <-t.ctx.Done():
 			return
-		case m := <-p.q:
-			batch = append(batch[:0], m)
-			size := proto.Size(m)
+		case q := <-p.q:
+			batch, size, stale := batch[:0], 0, false
+			add := func(q queued) {
+				if t.staleAfter > 0 && time.Since(q.at) > t.staleAfter {
+					stale = true
+					return
+				}
+				s := proto.Size(q.m)
+				if len(batch) > 0 && int64(size+s+64) > t.msgCap {
+					// Over the cap: put it in its own next batch.
+					t.post(p.id, batch)
+					batch, size = batch[:0], 0
+				}
+				batch, size = append(batch, q.m), size+s
+			}
+			add(q)
 		drain:
 			for len(batch) < maxBatch {
 				select {
-				case m := <-p.q:
-					s := proto.Size(m)
-					if int64(size+s+64) > t.msgCap {
-						// Over the cap: put it in its own next batch.
-						t.post(p.id, batch)
-						batch, size = append(batch[:0], m), s
-						continue
-					}
-					batch, size = append(batch, m), size+s
+				case q := <-p.q:
+					add(q)
 				default:
 					break drain
 				}
 			}
-			t.post(p.id, batch)
+			if stale {
+				t.reportUR(p.id) // raft probes the peer and resends
+			}
+			if len(batch) > 0 {
+				t.post(p.id, batch)
+			}
 		}
 	}
 }
@@ -364,7 +425,12 @@ func (t *transport) authenticated(w http.ResponseWriter, r *http.Request, path s
 	}
 	from, url := p.ID, p.URL
 	t.mu.Lock()
-	t.heard[from] = time.Now()
+	h := t.heard[from]
+	if h == nil {
+		h = new(heard)
+		t.heard[from] = h
+	}
+	h.note(p.Sent, arrived)
 	if url != "" {
 		t.learned[from] = url
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -223,4 +226,82 @@ func (o *readBackObserver) OnApply(fx *Effects, s *counterState, _ counterCmd, _
 		o.seen = append(o.seen, v)
 		o.mu.Unlock()
 	})
+}
+
+// A message counts as heard when it was sent, not when it arrived: one
+// that arrives long after its stamp (a segment TCP retransmitted across a
+// healed partition) does not make its sender look alive now, whatever the
+// skew between the two clocks.
+func TestLateMessagesAreHeardWhenSent(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, skew := range []time.Duration{0, 2 * time.Second, -40 * time.Second} {
+		var h heard
+		// Sender clock = receiver clock - skew; 1 ms on the wire.
+		msg := func(sentAt, arrivesAt time.Duration) time.Time {
+			h.note(t0.Add(sentAt-skew), t0.Add(arrivesAt))
+			return h.at
+		}
+		for i := range 10 {
+			at := time.Duration(i) * 100 * time.Millisecond
+			if got := msg(at, at+time.Millisecond); !got.Equal(t0.Add(at + time.Millisecond)) {
+				t.Fatalf("skew %v: a message on time counted at %v, want its arrival", skew, got.Sub(t0))
+			}
+		}
+		// Sent at 1 s, delivered at 4 s: heard when sent.
+		if got := msg(time.Second, 4*time.Second); got.Sub(t0) != 1001*time.Millisecond {
+			t.Fatalf("skew %v: a message 3 s late counted at %v", skew, got.Sub(t0))
+		}
+		// Sent at 0.5 s, delivered at 4.01 s: older than what was heard.
+		if got := msg(500*time.Millisecond, 4010*time.Millisecond); got.Sub(t0) != 1001*time.Millisecond {
+			t.Fatalf("skew %v: an older late message moved heard to %v", skew, got.Sub(t0))
+		}
+		// The least delay renews itself: a lasting change of the skew is
+		// learned within a minute.
+		for i := range 70 {
+			at := 5*time.Second + time.Duration(i)*time.Second
+			msg(at, at+501*time.Millisecond)
+		}
+		if got := msg(80*time.Second, 80*time.Second+501*time.Millisecond); got.Sub(t0) != 80*time.Second+501*time.Millisecond {
+			t.Fatalf("skew %v: after a lasting 0.5 s change, heard at %v", skew, got.Sub(t0))
+		}
+	}
+}
+
+// A message that waited in a peer's queue longer than staleAfter is not
+// sent: its batch goes without it, and raft is told the peer is
+// unreachable so that it resends what mattered.
+func TestStaleQueuedMessagesAreDropped(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		msgs, err := decodeFrame(body)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, m := range msgs {
+			got.Add(int64(m.GetCommit()))
+		}
+		st, _ := readStamp(r.Header)
+		NewPeerAuth("g", testSecret).SignAnswer(w.Header(), pathMessage, 2, st.nonce, nil)
+	}))
+	defer srv.Close()
+	var unreachable atomic.Int64
+	tr := &transport{auth: NewPeerAuth("g", testSecret), self: 1, client: srv.Client(), msgCap: 1 << 20,
+		staleAfter: 500 * time.Millisecond, log: slog.New(slog.DiscardHandler),
+		resolve:  func(uint64) string { return srv.URL },
+		reportUR: func(uint64) { unreachable.Add(1) }}
+	tr.start(context.Background())
+	defer tr.stop()
+	p := &peer{id: 2, q: make(chan queued, 4)}
+	p.q <- queued{&pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(uint64(2)), Commit: new(uint64(1))}, time.Now().Add(-time.Second)}
+	p.q <- queued{&pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(uint64(2)), Commit: new(uint64(10))}, time.Now()}
+	tr.wg.Add(1)
+	go tr.runPeer(p)
+	deadline := time.Now().Add(5 * time.Second)
+	for got.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got.Load() != 10 || unreachable.Load() != 1 {
+		t.Fatalf("delivered commits summing to %d (want 10: the fresh one only), %d unreachable reports", got.Load(), unreachable.Load())
+	}
 }

@@ -351,7 +351,7 @@ func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.S
 				return nil, nil
 			}
 			if st.NumMore() > old.doc.NumMore() {
-				x, err := run.imp.Extend(old.st, st.More(old.doc.NumMore()), next)
+				x, err := run.imp.Extend(old.st, st.More(old.doc.NumMore()), st.MoreParsed(old.doc.NumMore()), next)
 				if err != nil {
 					if strict {
 						return nil, err
@@ -395,7 +395,7 @@ func (r *reconciler) restub(run *running, doc *config.Imposter, prev, next *conf
 		if had && same(old.doc, st) && !stubPluginsMoved(st, prev, next) {
 			if st.NumMore() > old.doc.NumMore() {
 				var x *imposter.Extension
-				if x, err = run.imp.Extend(old.st, st.More(old.doc.NumMore()), next); err != nil {
+				if x, err = run.imp.Extend(old.st, st.More(old.doc.NumMore()), st.MoreParsed(old.doc.NumMore()), next); err != nil {
 					return false
 				}
 				sw.extends = append(sw.extends, x)

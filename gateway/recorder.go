@@ -50,7 +50,7 @@ type recording struct {
 
 // Record implements proxy.Recorder.
 func (r *recorder) Record(ctx context.Context, rec proxy.Recording) error {
-	ss, err := imposter.ParseStub(rec.Stub)
+	ss, err := imposter.ParseStubFor(rec.Stub, rec.Protocol)
 	if err != nil {
 		return fmt.Errorf("proxy recording: %w", err)
 	}

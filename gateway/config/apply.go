@@ -330,11 +330,14 @@ func (s *State) record(derived map[int]*Imposter, r Record) Result {
 		return true
 	})
 	if into != nil {
-		rs, ok := responsesOf(sd.JSON)
-		if !ok {
+		var rs []json.RawMessage
+		var parsed []any
+		if p, ok := sd.Parsed.(ResponseParts); ok {
+			rs, parsed = p.ResponseParts()
+		} else if rs, ok = responsesOf(sd.JSON); !ok {
 			return refuse(mberr.BadData, "cannot add a recorded response to stub %d", into.ID)
 		}
-		imp.put(at, into.withMore(rs), false)
+		imp.put(at, into.withMore(rs, parsed), false)
 		imp.changed(into.ID)
 		return Result{StubID: into.ID}
 	}
@@ -344,6 +347,13 @@ func (s *State) record(derived map[int]*Imposter, r Record) Result {
 	imp.put(Key{major: last.major | 1 + 1}, &st, true)
 	imp.changed(st.ID)
 	return Result{StubID: st.ID}
+}
+
+// ResponseParts is what a StubDoc's Parsed offers when it knows its
+// responses: each as a part of the StubDoc's JSON (what responsesOf would
+// read from it), and what each parses into.
+type ResponseParts interface {
+	ResponseParts() ([]json.RawMessage, []any)
 }
 
 // renumber gives imp's stubs fresh keys, in their order (O(n)).

@@ -2,7 +2,9 @@ package config
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -126,5 +128,56 @@ func TestParsedTravelsNoWire(t *testing.T) {
 	wantSnap, _ := EncodeState(plainNext)
 	if hex.EncodeToString(snap) != hex.EncodeToString(wantSnap) {
 		t.Error("Parsed changed the snapshot's bytes")
+	}
+}
+
+// parts is a Parsed that knows its responses, as the engine's does.
+type parts struct {
+	raws []json.RawMessage
+	tag  string
+}
+
+func (p parts) ResponseParts() ([]json.RawMessage, []any) { return p.raws, []any{p.tag} }
+
+// A proxyAlways recording whose Parsed knows its responses is added from
+// them: the state, its snapshot and Doc are as without it, and MoreParsed
+// hands the parsed form on (nil where a command had none).
+func TestAlwaysRecordingTakesItsParsedResponses(t *testing.T) {
+	s, _ := Apply(Empty(), &Command{Op: OpCreateImposter, Imposters: []ImposterDoc{{Port: 4545, Header: []byte(`{"protocol":"http"}`), Stubs: []StubDoc{{JSON: []byte(`{"responses":[{"proxy":{}}]}`)}}}}})
+	anchor := s.Imposters[4545].Stubs()[0].ID
+	rec := func(body string, parsed any) *Command {
+		stub := `{"predicates":[{"deepEquals":{"path":"/a"}}],"responses":[{"is":{"body":"` + body + `"}}]}`
+		return &Command{Op: OpRecordStubs, Records: []Record{{Port: 4545, Anchor: anchor, Stub: StubDoc{JSON: []byte(stub), Signature: `[{"deepEquals":{"path":"/a"}}]`, Parsed: parsed}}}}
+	}
+	withParsed, plain := s, s
+	for i, body := range []string{"1", "2", "3"} {
+		var p any
+		if i > 0 {
+			p = parts{raws: []json.RawMessage{[]byte(`{"is":{"body":"` + body + `"}}`)}, tag: body}
+		}
+		var res Result
+		if withParsed, res = Apply(withParsed, rec(body, p)); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if plain, res = Apply(plain, rec(body, nil)); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	a, _ := EncodeState(withParsed)
+	b, _ := EncodeState(plain)
+	if hex.EncodeToString(a) != hex.EncodeToString(b) {
+		t.Fatal("Parsed changed the snapshot's bytes")
+	}
+	id := withParsed.Imposters[4545].Stubs()[1].ID
+	st, _ := withParsed.Imposters[4545].Stub(id)
+	ps, _ := plain.Imposters[4545].Stub(id)
+	if string(st.Doc()) != string(ps.Doc()) || !strings.Contains(string(st.Doc()), `{"is":{"body":"3"}}]`) {
+		t.Fatalf("Doc:\n%s\nwant\n%s", st.Doc(), ps.Doc())
+	}
+	if got := st.MoreParsed(0); len(got) != 2 || got[0] != "2" || got[1] != "3" {
+		t.Fatalf("MoreParsed: %v", got)
+	}
+	if got := ps.MoreParsed(0); len(got) != 2 || got[0] != nil || got[1] != nil {
+		t.Fatalf("MoreParsed without Parsed: %v", got)
 	}
 }

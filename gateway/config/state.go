@@ -247,10 +247,14 @@ type Stub struct {
 type moreList struct {
 	mu sync.Mutex
 	rs []json.RawMessage
+	// parsed holds, beside each of rs, what the recording's StubDoc said
+	// it parses into, or nil.
+	parsed []any
 }
 
-// withMore returns a copy of st with rs added to its responses.
-func (st *Stub) withMore(rs []json.RawMessage) *Stub {
+// withMore returns a copy of st with rs added to its responses, parsed
+// into parsed (nil, or one per response, each possibly nil).
+func (st *Stub) withMore(rs []json.RawMessage, parsed []any) *Stub {
 	c := *st
 	l := st.more
 	if l == nil {
@@ -259,12 +263,16 @@ func (st *Stub) withMore(rs []json.RawMessage) *Stub {
 	l.mu.Lock()
 	if len(l.rs) != st.nmore {
 		// A version made from st already added to the list: copy.
-		nl := &moreList{rs: slices.Clone(l.rs[:st.nmore])}
+		nl := &moreList{rs: slices.Clone(l.rs[:st.nmore]), parsed: slices.Clone(l.parsed[:st.nmore])}
 		l.mu.Unlock()
 		l = nl
 		l.mu.Lock()
 	}
 	l.rs = append(l.rs, rs...)
+	if parsed == nil {
+		parsed = make([]any, len(rs))
+	}
+	l.parsed = append(l.parsed, parsed...)
 	c.more, c.nmore = l, len(l.rs)
 	l.mu.Unlock()
 	return &c
@@ -279,6 +287,17 @@ func (st *Stub) More(from int) []json.RawMessage {
 	st.more.mu.Lock()
 	defer st.more.mu.Unlock()
 	return st.more.rs[from:st.nmore:st.nmore]
+}
+
+// MoreParsed returns, beside More(from), what the commands that added
+// those responses said each parses into (nil where they did not say).
+func (st *Stub) MoreParsed(from int) []any {
+	if st.more == nil || from >= st.nmore {
+		return nil
+	}
+	st.more.mu.Lock()
+	defer st.more.mu.Unlock()
+	return st.more.parsed[from:st.nmore:st.nmore]
 }
 
 // Parsed is what the command that made the stub said JSON parses into,

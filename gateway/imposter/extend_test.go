@@ -7,8 +7,15 @@ import (
 )
 
 // Responses added to a running stub join its cycle where it is, and show
-// in the imposter's JSON after the stub's own.
+// in the imposter's JSON after the stub's own; the same whether Extend
+// parses them or is handed what a recording's stub parsed them into.
 func TestExtendAddsToTheCycle(t *testing.T) {
+	for _, preParsed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "raw", true: "parsed"}[preParsed], func(t *testing.T) { testExtend(t, preParsed) })
+	}
+}
+
+func testExtend(t *testing.T, preParsed bool) {
 	spec, err := ParseSpec([]byte(`{"protocol":"http","port":1,"stubs":[{"responses":[{"is":{"body":"0"}}]}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +32,18 @@ func TestExtendAddsToTheCycle(t *testing.T) {
 	if b := st.next().static.Body; string(b) != "0" {
 		t.Fatalf("first: %s", b)
 	}
-	x, err := imp.Extend(st, []json.RawMessage{[]byte(`{"is":{"body":"1"}}`), []byte(`{"is":{"body":"2"},"repeat":2}`)}, nil)
+	raws := []json.RawMessage{[]byte(`{"is":{"body":"1"}}`), []byte(`{"is":{"body":"2"},"repeat":2}`)}
+	var parsed []any
+	if preParsed {
+		rec, err := ParseStubFor([]byte(`{"predicates":[],"responses":[{"is":{"body":"1"}},{"is":{"body":"2"},"repeat":2}]}`), "http")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raws, parsed = rec.ResponseParts(); string(raws[1]) != `{"is":{"body":"2"},"repeat":2}` {
+			t.Fatalf("ResponseParts: %s", raws[1])
+		}
+	}
+	x, err := imp.Extend(st, raws, parsed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +66,7 @@ func TestExtendAddsToTheCycle(t *testing.T) {
 	if !strings.Contains(out, `"stubs":[{"responses":[{"is":{"body":"0"}},{"is":{"body":"1"}},{"is":{"body":"2"},"repeat":2}]}]`) {
 		t.Fatalf("JSON:\n%s", out)
 	}
-	if _, err := imp.Extend(st, []json.RawMessage{[]byte(`{"is":{},"repeat":-1}`)}, nil); err == nil {
+	if _, err := imp.Extend(st, []json.RawMessage{[]byte(`{"is":{},"repeat":-1}`)}, nil, nil); err == nil {
 		t.Fatalf("a response that does not compile is refused")
 	}
 }

@@ -383,6 +383,16 @@ func (st *StubSpec) share(doc json.RawMessage) {
 	}
 }
 
+// ResponseParts implements config.ResponseParts: each response as a part
+// of the stub's JSON, and its *ResponseSpec.
+func (st *StubSpec) ResponseParts() ([]json.RawMessage, []any) {
+	raws, parsed := make([]json.RawMessage, len(st.Responses)), make([]any, len(st.Responses))
+	for i, rs := range st.Responses {
+		raws[i], parsed[i] = rs.json, rs
+	}
+	return raws, parsed
+}
+
 // share makes j, the response's JSON as stored, the one its Value and
 // Behaviors are parts of.
 func (rs *ResponseSpec) share(j json.RawMessage) {

@@ -526,17 +526,25 @@ type Extension struct {
 }
 
 // Extend compiles raws, responses to add to st, taking the modules they
-// name from cfg. Nothing changes until Commit.
-func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, cfg *config.State) (*Extension, error) {
+// name from cfg; parsed, when not nil, holds beside each what it was
+// already parsed into (a *ResponseSpec, parsed for this imposter's
+// protocol), or nil. Nothing changes until Commit.
+func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, parsed []any, cfg *config.State) (*Extension, error) {
 	c := imp.opts.Compiler
 	if c == nil {
 		c = &Compiler{}
 	}
 	x := &Extension{imp: imp, st: st}
-	for _, raw := range raws {
-		rs, _, err := parseResponse(raw, imp.spec.Protocol)
-		if err == nil {
-			err = rs.check()
+	for i, raw := range raws {
+		var rs *ResponseSpec
+		var err error
+		if i < len(parsed) {
+			rs, _ = parsed[i].(*ResponseSpec)
+		}
+		if rs == nil {
+			if rs, _, err = parseResponse(raw, imp.spec.Protocol); err == nil {
+				err = rs.check()
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -115,6 +115,9 @@ func EncodeJS(v any, indent string, sortKeys bool) []byte {
 // Its callers ask only whether data is JSON (a proxied body often is not),
 // so it does not ask encoding/json to word why not.
 func CanonicalJSON(data []byte) ([]byte, error) {
+	if isCanonicalJS(data) {
+		return append([]byte(nil), data...), nil // a copy, as before: callers keep it
+	}
 	v, ok := decodeJSFast(data)
 	if !ok {
 		return nil, errNotJSON

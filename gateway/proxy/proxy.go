@@ -49,9 +49,10 @@ type Recorder interface {
 
 // Recording is one upstream answer to record.
 type Recording struct {
-	Port   int
-	Anchor uint64 // the proxy stub's id
-	Once   bool   // proxyOnce: before the anchor; else proxyAlways
+	Port     int
+	Protocol string // the imposter's
+	Anchor   uint64 // the proxy stub's id
+	Once     bool   // proxyOnce: before the anchor; else proxyAlways
 	// Stub is `{"predicates": [...], "responses": [the recorded one]}`.
 	Stub []byte
 	// Signature is config.Signature of the predicates.
@@ -695,16 +696,19 @@ func isJSON(r *message.Response, orig json.RawMessage, again *message.Response, 
 // same predicates, or a new last stub (the command's Apply places it). It
 // returns once the recorded stub is durable and in the imposter's table.
 func (p *Responder) record(ctx context.Context, call *imposter.Call, preds []json.RawMessage, sig string, is json.RawMessage, once bool) error {
-	response := p.recordedResponse(is)
-	if preds == nil {
-		preds = []json.RawMessage{}
+	// Put together, not marshalled: the recorder reads it as JSON.parse
+	// would (and refuses it if a part is not JSON), so encoding/json's
+	// compaction and escaping would be work undone.
+	stub := append(make([]byte, 0, 40+len(is)+64*len(preds)), `{"predicates":[`...)
+	for i, p := range preds {
+		if i > 0 {
+			stub = append(stub, ',')
+		}
+		stub = append(stub, p...)
 	}
-	stub, err := json.Marshal(map[string]any{"predicates": preds, "responses": []any{response}})
-	if err != nil {
-		return err
-	}
+	stub = append(append(append(stub, `],"responses":[`...), p.recordedResponse(is)...), "]}"...)
 	return p.f.Recorder.Record(ctx, Recording{
-		Port: call.Imposter.Port(), Anchor: call.Stub.Spec.ID, Once: once,
+		Port: call.Imposter.Port(), Protocol: call.Imposter.Spec().Protocol, Anchor: call.Stub.Spec.ID, Once: once,
 		Stub: stub, Signature: sig,
 	})
 }

@@ -313,6 +313,48 @@ func probe(base string, steps []probeStep, checkBody bool) error {
 	return nil
 }
 
+// quiesce waits, at most quietMax, until the servers of systems use less
+// than quietShare of a core over quietSlice, and logs what it waited.
+func (b *bench) quiesce(ctx context.Context, systems []string) {
+	var procs []*process
+	for _, sys := range systems {
+		if f := b.servers[sys]; f != nil {
+			procs = append(procs, f()...)
+		}
+	}
+	start := time.Now()
+	for time.Since(start) < quietMax && ctx.Err() == nil {
+		before := cpuOf(procs)
+		select {
+		case <-ctx.Done():
+		case <-time.After(quietSlice):
+		}
+		if used := cpuOf(procs) - before; used < time.Duration(quietShare*float64(quietSlice)) {
+			break
+		}
+	}
+	if waited := time.Since(start); waited > 2*quietSlice {
+		b.log.Info("waited for the servers to go quiet", "systems", systems, "waited", waited.Round(time.Second))
+	}
+}
+
+// What quiesce calls quiet.
+const (
+	quietSlice = time.Second
+	quietShare = 0.05
+	quietMax   = 3 * time.Minute
+)
+
+func cpuOf(procs []*process) time.Duration {
+	var sum time.Duration
+	for _, p := range procs {
+		if d, ok := p.cpuTime(); ok {
+			sum += d
+		}
+	}
+	return sum
+}
+
 // clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, which
 // Linux fixes at 100 for user space whatever the kernel's tick).
 const clockTicks = 100

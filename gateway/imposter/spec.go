@@ -167,7 +167,7 @@ func ParseSpec(data []byte) (*Spec, error) {
 		}
 		var errs mberr.List
 		for i, r := range stubs {
-			st, err := parseStub(r, s.Protocol, decodeObject)
+			st, err := parseStub(r, s.Protocol, true)
 			if err != nil {
 				errs = append(errs, mberr.All(err)...)
 				continue
@@ -291,13 +291,20 @@ func ParseStub(data []byte) (*StubSpec, error) { return ParseStubFor(data, "") }
 // mb's upcasting needs: a tcp proxy's old `to: {host, port}` becomes the
 // tcp:// URL it stands for.
 func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
-	return parseStub(data, protocol, canonicalObject)
+	return parseStub(data, protocol, false)
 }
 
-// parseStub is ParseStubFor with data read by decode: canonicalObject,
-// or decodeObject for a part of what canonicalObject made.
-func parseStub(data []byte, protocol string, decode func([]byte) (object, error)) (*StubSpec, error) {
-	obj, err := decode(data)
+// parseStub is ParseStubFor; canonical says data is canonical JSON
+// already (a part of what canonicalObject made).
+func parseStub(data []byte, protocol string, canonical bool) (*StubSpec, error) {
+	var err error
+	if !canonical {
+		data, err = message.CanonicalJSON(bytes.TrimSpace(data))
+	}
+	var obj object
+	if err == nil {
+		obj, err = decodeObject(data)
+	}
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each stub must be a JSON object").WithSource(json.RawMessage(data))
 	}
@@ -351,8 +358,24 @@ func parseStub(data []byte, protocol string, decode func([]byte) (object, error)
 			st.Ignored = append(st.Ignored, f.Key)
 		}
 	}
-	st.share(mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches")))
+	st.share(stubDoc(data, obj, responses, upcast))
 	return st, nil
+}
+
+// stubDoc is the stub's JSON as stored: obj (decoded from data, which is
+// canonical) with its responses upcast and without `_links` and `matches`.
+// Where that changes nothing it is a copy of data (which may be a part of
+// a whole imposter's JSON, not to be kept alive by one stub), as
+// re-encoding would make it.
+func stubDoc(data []byte, obj object, responses, upcast []json.RawMessage) json.RawMessage {
+	same := obj.get("_links") == nil && obj.get("matches") == nil
+	for i := 0; same && i < len(responses); i++ {
+		same = bytes.Equal(responses[i], upcast[i])
+	}
+	if same {
+		return bytes.Clone(data)
+	}
+	return mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches"))
 }
 
 // elements reads a JSON array's elements into dst, as parts of raw where

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/riftgate/riftgate/gateway/mberr"
+	"github.com/riftgate/riftgate/gateway/message"
 	"go.uber.org/goleak"
 )
 
@@ -207,5 +208,40 @@ func TestAStubsJSONIsKeptOnce(t *testing.T) {
 	}
 	if got := string(st.Responses[1].Value); got != `{"to":"http://h:1"}` {
 		t.Errorf("proxy value %s", got)
+	}
+}
+
+// stubDoc's short way gives what re-encoding gives: for stubs whose
+// responses upcasting leaves as they are, with and without the fields it
+// drops.
+func TestStubDocIsTheReencodedStub(t *testing.T) {
+	for _, in := range []string{
+		`{"responses":[{"is":{"body":"a"}}]}`,
+		`{"predicates":[{"equals":{"path":"/\u001f\"é"}}],"responses":[{"is":{"statusCode":201}},{"proxy":{"to":"http://x"}}],"_rift":{"k":1}}`,
+		`{"responses":[{"is":{}}],"_links":{"self":{"href":"/x"}}}`,
+		`{"matches":[],"responses":[{"is":{}}]}`,
+		`{"responses":[{"is":{"body":"a"},"_behaviors":{"wait":5}}]}`,
+	} {
+		data, err := message.CanonicalJSON([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := decodeObject(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		responses, _ := message.Elements(obj.get("responses"))
+		var upcast []json.RawMessage
+		for _, r := range responses {
+			rs, _, err := parseResponse(r, "http")
+			if err != nil {
+				t.Fatal(err)
+			}
+			upcast = append(upcast, rs.json)
+		}
+		want := mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches"))
+		if got := stubDoc(data, obj, responses, upcast); string(got) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		}
 	}
 }

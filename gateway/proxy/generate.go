@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
@@ -105,10 +106,58 @@ func (g *generator) selector(f message.Field) error {
 	return nil
 }
 
-// requestObject is the request as mb's generators see it: a JavaScript
-// object, fields and keys in mb's order (no timestamp: mb generates before
-// it saves the request).
-func requestObject(r *message.Request) *message.JSObject {
+// requestObject is the request as gens see it: plainRequestObject where
+// it can, else the whole of fullRequestObject.
+func requestObject(r *message.Request, gens []*generator) *message.JSObject {
+	if o, ok := plainRequestObject(r, gens); ok {
+		return o
+	}
+	return fullRequestObject(r)
+}
+
+// plainRequestObject is fullRequestObject's fields that gens read, where
+// they read only an http request's method, path or body by name (no
+// inject, no predicateOperator, which see the whole request): those are
+// strings, which the JSON round trip gives back as they are when they are
+// valid UTF-8. A proxyAlways recording generates on every request, and
+// the round trip was most of its cost.
+func plainRequestObject(r *message.Request, gens []*generator) (*message.JSObject, bool) {
+	if r.Kind != message.HTTP {
+		return nil, false
+	}
+	o := &message.JSObject{Vals: make(map[string]any, 2)}
+	for _, g := range gens {
+		if g.inject != "" || g.operator != "" {
+			return nil, false
+		}
+		for _, f := range g.order {
+			if _, done := o.Vals[f]; done {
+				continue
+			}
+			var s string
+			switch f {
+			case "method":
+				s = r.Method
+			case "path":
+				s = r.Path
+			case "body":
+				s = string(r.Body)
+			default:
+				return nil, false
+			}
+			if !utf8.ValidString(s) {
+				return nil, false
+			}
+			o.Keys, o.Vals[f] = append(o.Keys, f), s
+		}
+	}
+	return o, true
+}
+
+// fullRequestObject is the request as mb's generators see it: a
+// JavaScript object, fields and keys in mb's order (no timestamp: mb
+// generates before it saves the request).
+func fullRequestObject(r *message.Request) *message.JSObject {
 	b, _ := r.MarshalJSON()
 	v, _ := message.DecodeJS(b)
 	o, _ := v.(*message.JSObject)
@@ -129,7 +178,11 @@ func requestObject(r *message.Request) *message.JSObject {
 // predicatesFor does: each predicate holds the generator's other fields in
 // their order, then its operator.
 func generate(gens []*generator, r *message.Request, inject InjectGenerator) ([]json.RawMessage, error) {
-	req := requestObject(r)
+	return generateFrom(gens, requestObject(r, gens), inject)
+}
+
+// generateFrom is generate from the request's object.
+func generateFrom(gens []*generator, req *message.JSObject, inject InjectGenerator) ([]json.RawMessage, error) {
 	var preds []json.RawMessage
 	for _, g := range gens {
 		if g.inject != "" {

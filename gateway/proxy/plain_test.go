@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -127,4 +128,63 @@ func FuzzHeaderFields(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Generating from plainRequestObject gives what generating from the whole
+// request gives, for any http request and generators on its string
+// fields; it declines the others.
+func TestPlainRequestObjectIsTheFullOne(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		str := rapid.OneOf(rapid.String(), rapid.SampledFrom([]string{"", "/a b", "\xff", "é\u2028", `{"a":1}`, "<x/>"}))
+		r := &message.Request{Kind: message.HTTP, Method: str.Draw(t, "method"), Path: str.Draw(t, "path"), Body: []byte(str.Draw(t, "body"))}
+		var raws []string
+		for range rapid.IntRange(1, 3).Draw(t, "generators") {
+			var ms []string
+			for _, f := range rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"method", "path", "body", "query", "headers"}), 1, 3, rapid.ID[string]).Draw(t, "fields") {
+				ms = append(ms, `"`+f+`":`+rapid.SampledFrom([]string{"true", `{"a":true}`}).Draw(t, "how"))
+			}
+			g := `{"matches":{` + strings.Join(ms, ",") + `}`
+			if rapid.Bool().Draw(t, "caseSensitive") {
+				g += `,"caseSensitive":true`
+			}
+			if rapid.Bool().Draw(t, "operator") {
+				g += `,"predicateOperator":"equals"`
+			}
+			raws = append(raws, g+"}")
+		}
+		gens, err := parseGenerators(rawJSON(raws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, err := generate(gens, r, nil)
+		plain, ok := plainRequestObject(r, gens)
+		full := fullRequestObject(r)
+		if ok {
+			for _, k := range plain.Keys {
+				if plain.Vals[k] != full.Vals[k] {
+					t.Fatalf("%s: %q, the whole request's %q", k, plain.Vals[k], full.Vals[k])
+				}
+			}
+		}
+		slow, err2 := generateFrom(gens, full, nil)
+		if (err == nil) != (err2 == nil) || string(bytes.Join(rawBytes(fast), []byte(","))) != string(bytes.Join(rawBytes(slow), []byte(","))) {
+			t.Fatalf("generated %s (%v), from the whole request %s (%v)", rawBytes(fast), err, rawBytes(slow), err2)
+		}
+	})
+}
+
+func rawJSON(ss []string) []json.RawMessage {
+	out := make([]json.RawMessage, len(ss))
+	for i, s := range ss {
+		out[i] = json.RawMessage(s)
+	}
+	return out
+}
+
+func rawBytes(rs []json.RawMessage) [][]byte {
+	out := make([][]byte, len(rs))
+	for i, r := range rs {
+		out[i] = r
+	}
+	return out
 }

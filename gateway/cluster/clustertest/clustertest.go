@@ -289,6 +289,11 @@ func (c *Cluster) WaitVoters(voters int, names ...string) {
 	c.t.Helper()
 	nodes := c.pick(names)
 	var last []string
+	defer func() {
+		if c.t.Failed() && len(last) > 0 {
+			c.t.Logf("clustertest: last seen waiting for %d voters: %s", voters, strings.Join(last, "; "))
+		}
+	}()
 	Eventually(c.t, formTimeout, fmt.Sprintf("%d voters and one leader on %d nodes", voters, len(nodes)), func() bool {
 		last = last[:0]
 		leader := ""

@@ -2,6 +2,7 @@ package message
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -81,4 +82,25 @@ func BenchmarkCanonicalJSON(b *testing.B) {
 			_ = EncodeJS(v, "", false)
 		}
 	})
+}
+
+// checkGeneric: DecodeGeneric answers what encoding/json's Decode does.
+func checkGeneric(t *testing.T, data []byte) {
+	t.Helper()
+	got, err := DecodeGeneric(data)
+	want, werr := decodeGenericSlow(data)
+	if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeGeneric(%q) = %#v, %v; encoding/json %#v, %v", data, got, err, want, werr)
+	}
+}
+
+func TestDecodeGeneric(t *testing.T) {
+	for _, s := range append(jsonSeeds, `{"a":1} x`, ` 12.50 `, `"\xff"`, `{"a":1,"a":{"b":[true,null]}}`, `1e400`, ``) {
+		checkGeneric(t, []byte(s))
+	}
+}
+
+func FuzzDecodeGeneric(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) { checkGeneric(t, data) })
 }

@@ -384,6 +384,11 @@ func ObjectFields(raw []byte) ([]Field, error) {
 	if fields, ok := objectFieldsFast(raw); ok {
 		return fields, nil
 	}
+	if len(raw) == 0 {
+		// A field that is not there, asked for often (a response without
+		// `_behaviors`): encoding/json's answer, without its decoder.
+		return nil, io.EOF
+	}
 	return objectFieldsSlow(raw)
 }
 

@@ -492,6 +492,27 @@ func (s *jsonScan) generic(depth int) (any, bool) {
 	}
 }
 
+// DecodeGeneric is encoding/json's Decoder.Decode of data's first value
+// into an any with UseNumber: on the scanner when data is that value
+// alone, else on encoding/json (trailing data included, as Decode ignores
+// it).
+func DecodeGeneric(data []byte) (any, error) {
+	s := jsonScan{data: data}
+	s.ws()
+	if v, ok := s.generic(0); ok && s.end() {
+		return v, nil
+	}
+	return decodeGenericSlow(data)
+}
+
+func decodeGenericSlow(data []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}
+
 // decodeJSFast is DecodeJS on the scanner; ok is false when it leaves the
 // input to decodeJSSlow.
 func decodeJSFast(data []byte) (v any, ok bool) {

@@ -1,7 +1,6 @@
 package predicate
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -200,10 +199,12 @@ func (l *leaf) compileSelectors(params map[string]any, cs bool, kcs any, kcsSet 
 	return nil
 }
 
+// unmarshalNumber reads raw as encoding/json would into an any, numbers as
+// json.Number.
 func unmarshalNumber(raw json.RawMessage, v *any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	return d.Decode(v)
+	var err error
+	*v, err = message.DecodeGeneric(raw)
+	return err
 }
 
 // str applies mb's value transforms to one string: lower case, then the

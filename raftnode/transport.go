@@ -88,7 +88,7 @@ type transport struct {
 	snapCap int64
 	// staleAfter: a queued message older than this when its batch is
 	// posted is dropped (raft resends what matters), so that no message
-	// reaches a peer long after it was made: see heardAt.
+	// reaches a peer long after it was made: see heard.
 	staleAfter time.Duration
 	log        *slog.Logger
 	resolve    func(id uint64) string // membership lookup
@@ -232,8 +232,9 @@ func (t *transport) runPeer(p *peer) {
 			return
 		case q := <-p.q:
 			batch, size, stale := batch[:0], 0, false
+			cutoff := time.Now().Add(-t.staleAfter)
 			add := func(q queued) {
-				if t.staleAfter > 0 && time.Since(q.at) > t.staleAfter {
+				if t.staleAfter > 0 && q.at.Before(cutoff) {
 					stale = true
 					return
 				}

@@ -148,7 +148,7 @@ func set(keys ...string) map[string]bool {
 // ParseSpec decodes and validates one imposter definition. Every error is
 // an *mberr.Error, or an mberr.List when mb would name several.
 func ParseSpec(data []byte) (*Spec, error) {
-	obj, err := canonicalObject(data)
+	obj, _, err := canonicalObject(data)
 	if err != nil {
 		// An array or a scalar has no protocol, as mb sees it.
 		return nil, mberr.New(mberr.BadData, "'protocol' is a required field")
@@ -195,13 +195,15 @@ func ParseSpec(data []byte) (*Spec, error) {
 
 // canonicalObject reads data as JSON.parse would, and re-encodes each value
 // as JSON.stringify prints it: a stored definition shows what mb would show
-// (escapes, numbers, a repeated key's last value).
-func canonicalObject(data []byte) (object, error) {
+// (escapes, numbers, a repeated key's last value). It returns the
+// canonical bytes too, a buffer of its own that obj's values are parts of.
+func canonicalObject(data []byte) (object, []byte, error) {
 	canon, err := message.CanonicalJSON(bytes.TrimSpace(data))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return decodeObject(canon)
+	obj, err := decodeObject(canon)
+	return obj, canon, err
 }
 
 func parseHeader(s *Spec, obj object) mberr.List {
@@ -297,13 +299,13 @@ func ParseStubFor(data []byte, protocol string) (*StubSpec, error) {
 // parseStub is ParseStubFor; canonical says data is canonical JSON
 // already (a part of what canonicalObject made).
 func parseStub(data []byte, protocol string, canonical bool) (*StubSpec, error) {
-	var err error
-	if !canonical {
-		data, err = message.CanonicalJSON(bytes.TrimSpace(data))
-	}
 	var obj object
-	if err == nil {
+	var canon []byte
+	var err error
+	if canonical {
 		obj, err = decodeObject(data)
+	} else {
+		obj, canon, err = canonicalObject(data)
 	}
 	if err != nil {
 		return nil, mberr.New(mberr.BadData, "each stub must be a JSON object").WithSource(json.RawMessage(data))
@@ -358,21 +360,28 @@ func parseStub(data []byte, protocol string, canonical bool) (*StubSpec, error) 
 			st.Ignored = append(st.Ignored, f.Key)
 		}
 	}
-	st.share(stubDoc(data, obj, responses, upcast))
+	if canon == nil {
+		canon = data
+	}
+	st.share(stubDoc(canon, obj, responses, upcast, !canonical))
 	return st, nil
 }
 
 // stubDoc is the stub's JSON as stored: obj (decoded from data, which is
 // canonical) with its responses upcast and without `_links` and `matches`.
-// Where that changes nothing it is a copy of data (which may be a part of
-// a whole imposter's JSON, not to be kept alive by one stub), as
-// re-encoding would make it.
-func stubDoc(data []byte, obj object, responses, upcast []json.RawMessage) json.RawMessage {
+// Where that changes nothing it is data itself when owned (a buffer of
+// its own with little room to spare: the stub keeps it), else a copy of it
+// (a part of a whole imposter's JSON, not to be kept alive by one stub),
+// as re-encoding would make it.
+func stubDoc(data []byte, obj object, responses, upcast []json.RawMessage, owned bool) json.RawMessage {
 	same := obj.get("_links") == nil && obj.get("matches") == nil
 	for i := 0; same && i < len(responses); i++ {
 		same = bytes.Equal(responses[i], upcast[i])
 	}
-	if same {
+	switch {
+	case same && owned && cap(data)-len(data) <= len(data)/8:
+		return data
+	case same:
 		return bytes.Clone(data)
 	}
 	return mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches"))

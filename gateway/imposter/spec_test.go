@@ -240,8 +240,10 @@ func TestStubDocIsTheReencodedStub(t *testing.T) {
 			upcast = append(upcast, rs.json)
 		}
 		want := mustJSON(obj.with("responses", raw(upcast)).without("_links", "matches"))
-		if got := stubDoc(data, obj, responses, upcast); string(got) != string(want) {
-			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		for _, owned := range []bool{false, true} {
+			if got := stubDoc(data, obj, responses, upcast, owned); string(got) != string(want) {
+				t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+			}
 		}
 	}
 }

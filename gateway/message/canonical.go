@@ -33,28 +33,7 @@ func (c *canonScan) value(depth int) bool {
 	case b == '{':
 		return c.object(depth)
 	case b == '[':
-		c.pos++
-		if c.pos < len(c.data) && c.data[c.pos] == ']' {
-			c.pos++
-			return true
-		}
-		for {
-			if !c.value(depth + 1) {
-				return false
-			}
-			if c.pos >= len(c.data) {
-				return false
-			}
-			switch c.data[c.pos] {
-			case ',':
-				c.pos++
-			case ']':
-				c.pos++
-				return true
-			default:
-				return false
-			}
-		}
+		return c.list(']', func() bool { return c.value(depth + 1) })
 	case b == '"':
 		_, ok := c.str()
 		return ok
@@ -71,14 +50,9 @@ func (c *canonScan) value(depth int) bool {
 }
 
 func (c *canonScan) object(depth int) bool {
-	c.pos++ // '{'
-	if c.pos < len(c.data) && c.data[c.pos] == '}' {
-		c.pos++
-		return true
-	}
 	var room [8][]byte
 	keys := room[:0]
-	for {
+	return c.list('}', func() bool {
 		if c.pos >= len(c.data) || c.data[c.pos] != '"' {
 			return false
 		}
@@ -92,17 +66,26 @@ func (c *canonScan) object(depth int) bool {
 			}
 		}
 		keys = append(keys, k)
-		if c.pos >= len(c.data) || c.data[c.pos] != ':' {
-			return false
-		}
+		return c.lit(":") && c.value(depth+1)
+	})
+}
+
+// list reads an array or object from its opening byte to close: no
+// element, or elements read by elem with a comma and nothing else between.
+func (c *canonScan) list(close byte, elem func() bool) bool {
+	c.pos++ // '[' or '{'
+	if c.pos < len(c.data) && c.data[c.pos] == close {
 		c.pos++
-		if !c.value(depth+1) || c.pos >= len(c.data) {
+		return true
+	}
+	for {
+		if !elem() || c.pos >= len(c.data) {
 			return false
 		}
 		switch c.data[c.pos] {
 		case ',':
 			c.pos++
-		case '}':
+		case close:
 			c.pos++
 			return true
 		default:

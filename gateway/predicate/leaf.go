@@ -100,8 +100,8 @@ func compileLeaf(opName string, obj map[string]json.RawMessage, raw json.RawMess
 	if msg := l.binaryRefusal(); l.base64 && msg != "" {
 		return nil, badData(msg, raw)
 	}
-	var exp any
-	if err := unmarshalNumber(obj[opName], &exp); err != nil {
+	exp, err := message.DecodeGeneric(obj[opName])
+	if err != nil {
 		return nil, badData("malformed predicate value", raw)
 	}
 	switch l.op {
@@ -137,8 +137,8 @@ func decodeParams(obj map[string]json.RawMessage) (map[string]any, error) {
 	params := map[string]any{}
 	for _, k := range []string{"caseSensitive", "keyCaseSensitive", "except", "exists", "jsonpath", "xpath"} {
 		if raw, ok := obj[k]; ok {
-			var v any
-			if err := unmarshalNumber(raw, &v); err != nil {
+			v, err := message.DecodeGeneric(raw)
+			if err != nil {
 				return nil, fmt.Errorf("malformed %s", k)
 			}
 			params[k] = v
@@ -197,14 +197,6 @@ func (l *leaf) compileSelectors(params map[string]any, cs bool, kcs any, kcsSet 
 		l.xpath = p
 	}
 	return nil
-}
-
-// unmarshalNumber reads raw as encoding/json would into an any, numbers as
-// json.Number.
-func unmarshalNumber(raw json.RawMessage, v *any) error {
-	var err error
-	*v, err = message.DecodeGeneric(raw)
-	return err
 }
 
 // str applies mb's value transforms to one string: lower case, then the

@@ -35,7 +35,8 @@ type engine struct {
 	compiler *imposter.Compiler
 	shard    *flowshard.Store // the single node's flows; nil in a cluster, whose runtime has its own
 	flows    flow.Store
-	cycles   imposter.Cycles // nil on a single node: each stub counts its own
+	cycles   imposter.Cycles   // nil on a single node: each stub counts its own
+	matches  imposter.MatchLog // nil but on a single node's --datadir under --debug
 	plugins  *plugins.Host
 	proxies  *proxy.Factory
 	inject   *inject.Engine  // nil without --allowInjection
@@ -192,6 +193,7 @@ func (e *engine) imposterOptions() imposter.Options {
 		Store:         e.flows,
 		Meters:        e.meters.forImposter,
 		Cycles:        e.cycles,
+		Matches:       e.matches,
 		Requests:      e.requests,
 		MaxRecorded:   e.g.opts.MaxRecorded,
 

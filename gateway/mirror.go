@@ -52,6 +52,8 @@ type mirror struct {
 	root   string
 	log    *slog.Logger
 	cycles *localCycles
+	// matches, under --debug, are what stubs matched (nil without).
+	matches *localMatches
 
 	mu    sync.Mutex // serializes writes: commits, the position flusher, close
 	ports map[int]*mirrored
@@ -120,6 +122,9 @@ type mstub struct {
 	// recordings: it lists every response file, so it waits, as
 	// imposter.json does, nine times what its last write took.
 	metaDue time.Time
+	// matches are the files of its matches/ folder, oldest first (under
+	// --debug only).
+	matches []string
 }
 
 // writeHeader writes imposter.json from what the mirror knows.
@@ -140,8 +145,8 @@ func (m *mirror) writeHeader(port int, mp *mirrored) error {
 	return mbdatadir.WriteHeader(m.root, port, mp.header, list)
 }
 
-func newMirror(root string, log *slog.Logger, cycles *localCycles) *mirror {
-	return &mirror{root: root, log: log, cycles: cycles, ports: map[int]*mirrored{}, skip: map[int]bool{},
+func newMirror(root string, log *slog.Logger, cycles *localCycles, matches *localMatches) *mirror {
+	return &mirror{root: root, log: log, cycles: cycles, matches: matches, ports: map[int]*mirrored{}, skip: map[int]bool{},
 		marks: map[int]string{}, base: map[int]int64{}, stale: map[int]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}), trash: make(chan string, 64), swept: make(chan struct{})}
 }
@@ -279,7 +284,7 @@ func (m *mirror) catchUp(next *config.State, seq uint64) {
 func (m *mirror) remove(port int) error {
 	if mp := m.ports[port]; mp != nil {
 		for id := range mp.stubs {
-			m.cycles.forget(cycleName(port, id))
+			m.forget(port, id)
 		}
 	}
 	delete(m.ports, port)
@@ -548,7 +553,7 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 			if err := mbdatadir.RemoveStub(m.root, port, ms.Stub); err != nil {
 				return err
 			}
-			m.cycles.forget(cycleName(port, id))
+			m.forget(port, id)
 			delete(mp.stubs, id)
 		}
 	}
@@ -594,14 +599,30 @@ func (m *mirror) takeOver(port int, mp *mirrored, cs *config.Stub, sum contentSu
 	moved := ms.NextIndex != 0 || m.position(port, old, ms.Stub) != 0
 	delete(mp.stubs, old)
 	delete(mp.metas, old)
-	m.cycles.forget(cycleName(port, old))
+	m.forget(port, old)
 	ms.more = cs.NumMore()
 	mp.stubs[cs.ID] = ms
+	if len(ms.matches) > 0 {
+		// What the gone stub matched is not the new one's.
+		ms.matches = nil
+		if err := mbdatadir.RemoveMatches(m.root, port, ms.Stub); err != nil {
+			return true, err
+		}
+	}
 	if moved {
 		ms.NextIndex = 0
 		return true, mbdatadir.WriteMeta(m.root, port, ms.Stub)
 	}
 	return true, nil
+}
+
+// forget drops what the mirror keeps of a stub that is gone.
+func (m *mirror) forget(port int, id uint64) {
+	k := cycleName(port, id)
+	m.cycles.forget(k)
+	if m.matches != nil {
+		m.matches.forget(k)
+	}
 }
 
 // position is where the stub's cycle is, as mb's nextIndex.
@@ -639,6 +660,9 @@ func (m *mirror) flushPositions(all bool) {
 	}
 	if p, seq := m.takePending(); p != nil {
 		m.catchUp(p, seq) // first, so that new stubs' positions have a file
+	}
+	if m.matches != nil {
+		m.flushMatches()
 	}
 	keys := m.cycles.takeDirty()
 	for port, mp := range m.ports {
@@ -867,6 +891,9 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 			g.log.Error("cannot write the imposter's folder in mb's layout", "port", port, "err", err)
 		}
 		m.base[port] = 0 // the requests it has go to its new folder
+	}
+	if m.matches != nil {
+		m.loadMatches()
 	}
 	m.mu.Lock()
 	m.on = true

@@ -74,7 +74,13 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 		// restart.
 		cycles := &localCycles{}
 		g.engine.cycles = cycles
-		g.mirror = newMirror(opts.DataDir, g.log, cycles)
+		var matches *localMatches
+		if opts.Debug {
+			// and what stubs matched, in their matches/ folders.
+			matches = newLocalMatches()
+			g.engine.matches = matches
+		}
+		g.mirror = newMirror(opts.DataDir, g.log, cycles, matches)
 		rec = mirrorReconciler{g.rec, g.mirror}
 	}
 	if g.local, err = configlog.Open(configlog.Options{Path: path, Reconciler: rec, Logger: g.log}); err != nil {

@@ -482,6 +482,115 @@ func TestDatadirLikeMountebank(t *testing.T) {
 	}
 }
 
+// matchesStep shows what each stub of the imposter on port matched under
+// --debug: each match's method and path, and the body it answered.
+func matchesStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		status, body := (*in).Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
+		if status != 200 {
+			return fmt.Sprintf("imposter %d: %d", port, status)
+		}
+		var imp struct {
+			Stubs []struct {
+				Matches []struct {
+					Request  struct{ Method, Path string }
+					Response struct{ Body string }
+				}
+			}
+		}
+		if err := json.Unmarshal(body, &imp); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i, st := range imp.Stubs {
+			for _, m := range st.Matches {
+				out = append(out, fmt.Sprintf("stub %d: %s %s -> %s", i, m.Request.Method, m.Request.Path, m.Response.Body))
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+}
+
+// Under --debug, what each stub matched is kept in its matches/ folder, as
+// mb keeps it: riftgate shows what mb recorded there, and mb what
+// riftgate did, across restarts; riftgate keeps a stub's newest 1,000.
+func TestDatadirDebugMatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mb and riftgate four times")
+	}
+	work := t.TempDir()
+	dd := filepath.Join(work, "dd")
+	port := gatewaytest.FreePort(t)
+	var cur *gatewaytest.Instance
+	show := script{matchesStep(&cur, port)}
+
+	cur = gatewaytest.StartMountebank(t, "--datadir", dd, "--debug")
+	cur.PostImposter(map[string]any{"protocol": "http", "port": port, "stubs": []any{
+		map[string]any{"predicates": []any{map[string]any{"equals": map[string]any{"path": "/a"}}},
+			"responses": []any{map[string]any{"is": map[string]any{"body": "A"}}}},
+		map[string]any{"responses": []any{map[string]any{"is": map[string]any{"body": "B"}}}},
+	}})
+	script{httpStep("http", port, "/a"), httpStep("http", port, "/x")}.run(t)
+	cur.Stop()
+
+	oracle := filepath.Join(work, "oracle")
+	copyDir(t, dd, oracle)
+	cur = gatewaytest.StartMountebank(t, "--datadir", oracle, "--debug")
+	want := show.run(t)
+	cur.Stop()
+	if want[0] != "stub 0: GET /a -> A; stub 1: GET /x -> B" {
+		t.Fatalf("mb shows %q after a restart", want[0])
+	}
+	cur = gatewaytest.Start(t, "--datadir", dd, "--debug")
+	diffLines(t, "riftgate on mb's matches", want, show.run(t))
+	httpStep("http", port, "/a")(t)
+	cur.Stop()
+
+	copied := filepath.Join(work, "copy")
+	copyDir(t, dd, copied)
+	cur = gatewaytest.Start(t, "--datadir", copied, "--debug")
+	got := show.run(t)
+	cur.Stop()
+	cur = gatewaytest.StartMountebank(t, "--datadir", dd, "--debug")
+	want = show.run(t)
+	cur.Stop()
+	if want[0] != "stub 0: GET /a -> A; stub 0: GET /a -> A; stub 1: GET /x -> B" {
+		t.Fatalf("mb shows %q on riftgate's folder", want[0])
+	}
+	diffLines(t, "mb on riftgate's matches", want, got)
+
+	t.Run("a stub keeps its newest 1000", func(t *testing.T) {
+		dd := filepath.Join(t.TempDir(), "dd")
+		port := gatewaytest.FreePort(t)
+		in := gatewaytest.Start(t, "--datadir", dd, "--debug")
+		in.PostImposter(cycleImposter(port, "only"))
+		c := &http.Client{Timeout: 5 * time.Second}
+		for i := range 1005 {
+			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/%d", port, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		in.Stop()
+		files, _ := filepath.Glob(filepath.Join(dd, strconv.Itoa(port), "stubs", "*", "matches", "*.json"))
+		if len(files) != 1000 {
+			t.Errorf("%d files in matches/, want 1000", len(files))
+		}
+		in.Restart()
+		seen := matchesStep(&in, port)(t)
+		if n := strings.Count(seen, "stub 0:"); n != 1000 || !strings.HasPrefix(seen, "stub 0: GET /5 ->") {
+			t.Errorf("after a restart: %d matches, starting %.40q; want 1000 from /5", n, seen)
+		}
+		httpStep("http", port, "/more")(t)
+		seen = matchesStep(&in, port)(t)
+		if n := strings.Count(seen, "stub 0:"); n != 1000 || !strings.HasPrefix(seen, "stub 0: GET /6 ->") || !strings.HasSuffix(seen, "GET /more -> only") {
+			t.Errorf("after one more: %d matches, starting %.40q; want 1000 from /6 to /more", n, seen)
+		}
+	})
+}
+
 // cycleImposter is an http imposter on port whose one stub cycles
 // through bodies.
 func cycleImposter(port int, bodies ...string) map[string]any {

@@ -42,6 +42,10 @@ type Options struct {
 	// RecordMatches is mb's --debug: every stub keeps the requests it
 	// matched and what it answered, shown as "matches" in its JSON.
 	RecordMatches bool
+	// Matches, when set, keeps what stubs matched under RecordMatches
+	// beyond this process (a single node's --datadir keeps them in mb's
+	// matches/ folders).
+	Matches MatchLog
 	// DefaultHost is mb's --host, used when the imposter names none.
 	DefaultHost string
 	// Store keeps flows (scenario states among them); without it a request

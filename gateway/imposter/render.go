@@ -107,8 +107,10 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		if v.Replayable {
 			so = withoutResponseTimes(so)
 		} else {
-			if m := st.Matches(); imp.opts.RecordMatches && len(m) > 0 {
-				so = so.with("matches", raw(m)) // mb shows none until a stub matches
+			if imp.opts.RecordMatches {
+				if m := imp.matchesOf(st); len(m) > 0 {
+					so = so.with("matches", raw(m)) // mb shows none until a stub matches
+				}
 			}
 			so = so.with("_links", raw(map[string]any{"self": map[string]string{"href": self + "/stubs/" + strconv.Itoa(i)}}))
 		}

@@ -196,8 +196,8 @@ func (s *Stub) Continue(from *Stub) {
 	from.matchMu.Unlock()
 }
 
-// maxMatches bounds what a stub remembers under --debug.
-const maxMatches = 1000
+// MaxMatches bounds what a stub remembers under --debug.
+const MaxMatches = 1000
 
 // recordMatch keeps a request the stub matched and its answer, as mb's
 // --debug does.
@@ -213,11 +213,22 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":%s,"responseConfig":%s,"processingTime":%d}`,
 		ts.UTC().Format("2006-01-02T15:04:05.000Z"), rb, imp.matchResponse(r, resp), config, time.Since(ts).Milliseconds())
 	s.matchMu.Lock()
-	defer s.matchMu.Unlock()
-	if len(s.seen) == maxMatches {
+	if len(s.seen) == MaxMatches {
 		s.seen = s.seen[1:]
 	}
 	s.seen = append(s.seen, json.RawMessage(m))
+	s.matchMu.Unlock()
+	if ml := imp.opts.Matches; ml != nil && s.Spec.ID != 0 {
+		ml.Matched(imp.Port(), s.Spec.ID, ts, json.RawMessage(m))
+	}
+}
+
+// MatchLog keeps what stubs matched beyond the process (Options.Matches).
+type MatchLog interface {
+	// Matched takes each match a stub records, made at at.
+	Matched(port int, stub uint64, at time.Time, match json.RawMessage)
+	// Earlier is what the stub matched before this process, oldest first.
+	Earlier(port int, stub uint64) []json.RawMessage
 }
 
 // matchResponse is the response as a match shows it: mb records the
@@ -360,6 +371,18 @@ func (s *Stub) Matches() []json.RawMessage {
 	s.matchMu.Lock()
 	defer s.matchMu.Unlock()
 	return append([]json.RawMessage(nil), s.seen...)
+}
+
+// matchesOf is what st matched, oldest first: what Options.Matches kept
+// from before this process, then st's own, the newest MaxMatches.
+func (imp *Imposter) matchesOf(st *Stub) []json.RawMessage {
+	m := st.Matches()
+	if ml := imp.opts.Matches; ml != nil && st.Spec.ID != 0 {
+		if earlier := ml.Earlier(imp.Port(), st.Spec.ID); len(earlier) > 0 {
+			m = append(slices.Clone(earlier), m...)
+		}
+	}
+	return m[max(0, len(m)-MaxMatches):]
 }
 
 // response is one compiled response of a stub.

@@ -8,6 +8,7 @@
 //	<port>/stubs/<name>/meta.json       responseFiles, orderWithRepeats (the
 //	                                    cycle, repeats expanded), nextIndex
 //	<port>/stubs/<name>/responses/*.json one response each
+//	<port>/stubs/<name>/matches/*.json   under --debug, what it matched
 //	<port>/requests/*.json              recorded requests, one each
 //
 // The package knows nothing of riftgate's configuration: gateway/mirror.go
@@ -351,8 +352,10 @@ func repeats(r json.RawMessage) int {
 var counter atomic.Uint64
 
 // Name is a new file or folder name in mb's form: epoch-pid-counter.
-func Name() string {
-	return fmt.Sprintf("%d-%d-%d", time.Now().UnixMilli(), os.Getpid(), counter.Add(1))
+func Name() string { return nameAt(time.Now()) }
+
+func nameAt(ts time.Time) string {
+	return fmt.Sprintf("%d-%d-%d", ts.UnixMilli(), os.Getpid(), counter.Add(1))
 }
 
 // NewStub names a stub's folder and files for def and its responses.
@@ -557,12 +560,13 @@ func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw),
 
 func isObject(raw []byte) bool { return len(raw) > 1 && raw[0] == '{' }
 
-// Request is a recorded request of an imposter folder: one file of
-// <port>/requests, named after when it was recorded.
-type Request struct {
+// Entry is one file of a folder of mb-named JSON files: a recorded request
+// (<port>/requests) or a stub's match under --debug (<stub>/matches), named
+// after when it was written.
+type Entry struct {
 	Name string          // the file's name, without .json
 	Time time.Time       // its timestamp (zero when it has none)
-	JSON json.RawMessage // the request as mb shows it, compacted
+	JSON json.RawMessage // the object as mb shows it, compacted
 }
 
 // nameParts are a file name's epoch, pid and counter, as mb sorts them.
@@ -598,14 +602,60 @@ func NameLess(a, b string) bool {
 // Requests reads the imposter's recorded requests named after since (all
 // when since is ""), oldest first. A file that cannot be read is returned
 // in bad, with why, and skipped.
-func Requests(root string, port int, since string) (reqs []Request, bad map[string]error, err error) {
-	dir := filepath.Join(Folder(root, port), "requests")
+func Requests(root string, port int, since string) (reqs []Entry, bad map[string]error, err error) {
+	return readEntries(filepath.Join(Folder(root, port), "requests"), since)
+}
+
+// WriteRequest writes a recorded request as mb does, named after its time
+// (now when it has none); it returns the name.
+func WriteRequest(root string, port int, ts time.Time, js []byte) (string, error) {
+	return writeEntry(filepath.Join(Folder(root, port), "requests"), ts, js)
+}
+
+// Matches lists the names of what st matched under mb's --debug
+// (<stub>/matches/*.json), oldest first.
+func Matches(root string, port int, st *Stub) ([]string, error) {
+	return entryNames(matchesDir(root, port, st), "")
+}
+
+// ReadMatches reads st's matches named in names; bad as in Requests.
+func ReadMatches(root string, port int, st *Stub, names []string) ([]Entry, map[string]error) {
+	return readNamed(matchesDir(root, port, st), names)
+}
+
+// WriteMatch writes one of st's matches as mb's --debug does, named after
+// its time; it returns the name.
+func WriteMatch(root string, port int, st *Stub, ts time.Time, js []byte) (string, error) {
+	return writeEntry(matchesDir(root, port, st), ts, js)
+}
+
+// RemoveMatch removes the match named name; RemoveMatches all of st's.
+func RemoveMatch(root string, port int, st *Stub, name string) error {
+	err := os.Remove(filepath.Join(matchesDir(root, port, st), name+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// RemoveMatches removes all of st's matches.
+func RemoveMatches(root string, port int, st *Stub) error {
+	return os.RemoveAll(matchesDir(root, port, st))
+}
+
+func matchesDir(root string, port int, st *Stub) string {
+	return filepath.Join(Folder(root, port), st.Dir, "matches")
+}
+
+// entryNames lists dir's files of mb's form named after since (all when
+// since is ""), oldest first; a missing dir has none.
+func entryNames(dir, since string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var names []string
 	for _, e := range entries {
@@ -615,6 +665,21 @@ func Requests(root string, port int, since string) (reqs []Request, bad map[stri
 		}
 	}
 	sort.Slice(names, func(i, j int) bool { return NameLess(names[i], names[j]) })
+	return names, nil
+}
+
+func readEntries(dir, since string) ([]Entry, map[string]error, error) {
+	names, err := entryNames(dir, since)
+	if err != nil {
+		return nil, nil, err
+	}
+	es, bad := readNamed(dir, names)
+	return es, bad, nil
+}
+
+// readNamed reads dir's files named in names, each a JSON object with an
+// optional timestamp.
+func readNamed(dir string, names []string) (es []Entry, bad map[string]error) {
 	for _, name := range names {
 		path := filepath.Join(dir, name+".json")
 		b, err := os.ReadFile(path)
@@ -636,19 +701,19 @@ func Requests(root string, port int, since string) (reqs []Request, bad map[stri
 			continue
 		}
 		ts, _ := time.Parse(time.RFC3339Nano, r.Timestamp)
-		reqs = append(reqs, Request{Name: name, Time: ts, JSON: buf.Bytes()})
+		es = append(es, Entry{Name: name, Time: ts, JSON: buf.Bytes()})
 	}
-	return reqs, bad, nil
+	return es, bad
 }
 
-// WriteRequest writes a recorded request as mb does, named after its time
-// (now when it has none); it returns the name.
-func WriteRequest(root string, port int, ts time.Time, js []byte) (string, error) {
+// writeEntry writes js into dir named after ts (now when zero), as mb
+// names its files; it returns the name.
+func writeEntry(dir string, ts time.Time, js []byte) (string, error) {
 	if ts.IsZero() {
 		ts = time.Now()
 	}
-	name := fmt.Sprintf("%d-%d-%d", ts.UnixMilli(), os.Getpid(), counter.Add(1))
-	return name, writeJSON(filepath.Join(Folder(root, port), "requests", name+".json"), js)
+	name := nameAt(ts)
+	return name, writeJSON(filepath.Join(dir, name+".json"), js)
 }
 
 // RemoveRequests removes the imposter's recorded requests, as mb's DELETE

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,26 @@ type manifest struct {
 	// files (<port>/requests/<name>.json) riftgate has: newer ones were
 	// recorded by mb, and are taken in.
 	Requests map[string]string `json:"requests,omitempty"`
+	// Logs holds, at a clean stop, each imposter as the configuration log
+	// had it (logPrint): a start that finds both the log and the folder
+	// as they were takes the folder as it is, without comparing each stub.
+	Logs map[string]string `json:"logs,omitempty"`
+}
+
+// logPrint identifies imp as the configuration log holds it: its header,
+// and each stub's id (a stub's id changes with anything else of it) and
+// number of recorded responses.
+func logPrint(imp *config.Imposter) string {
+	h := sha256.New()
+	h.Write(imp.Header)
+	var b []byte
+	imp.Each(func(cs *config.Stub) bool {
+		b = strconv.AppendUint(append(b[:0], '\n'), cs.ID, 10)
+		b = strconv.AppendInt(append(b, ' '), int64(cs.NumMore()), 10)
+		h.Write(b)
+		return true
+	})
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // mirror writes the configuration into mb's layout as it changes.
@@ -60,16 +81,26 @@ type mirror struct {
 	// skip are folders that could not be read: left as they are, never
 	// written, so nothing in them is lost.
 	skip map[int]bool
-	on   bool // set once the start's sync is done; commits are mirrored from then
+	// resync are folders that lag the log (a stop cut their write short,
+	// or they are missing), too large to write before the start serves:
+	// the flusher writes them, keeping what they hold (nil: nothing)
+	// where it is the log's. They are noted as riftgate's meanwhile.
+	resync map[int]*mbdatadir.Imposter
+	on     bool // set once the start's sync is done; commits are mirrored from then
 	// written is the state the folders hold (the seq-th the log
-	// committed); pending, under pendMu, a newer one that only recordings
-	// made, for the flusher to write. A recording's commit takes only
-	// pendMu, never mu, which the flusher holds while it writes.
+	// committed); pending, under pendMu, a newer one for the flusher to
+	// write: one that only recordings made, or one a large change made
+	// (large: a change to an imposter of more than largeImposter stubs,
+	// which may be long to write; busy while the flusher writes it, when
+	// later changes wait for it too). Such a commit takes only pendMu,
+	// never mu, which the flusher holds while it writes.
 	written    *config.State
 	writtenSeq uint64
 	pendMu     sync.Mutex
 	pending    *config.State
 	pendingSeq uint64
+	large      bool
+	busy       bool
 	seq        uint64 // states committed, under pendMu
 	// marks are manifest.Requests; base, per imposter, the number of the
 	// first request recorded that its folder does not have yet.
@@ -85,6 +116,15 @@ type mirror struct {
 	// removes them in the background (swept closes when it is done).
 	trash chan string
 	swept chan struct{}
+	// unused are folders of stubs no stub uses (spare ones no stub took
+	// over, those a cut write or a kill -9 left), for spares to take to
+	// the sweeper, many at a time.
+	unused []string
+	spares chan []string
+	// closeBy, set before stop closes, is when writes still under way
+	// give up (cut).
+	closeBy  time.Time
+	stopOnce sync.Once
 }
 
 // mirrored is what the mirror knows of one imposter's folder: each stub's
@@ -108,6 +148,21 @@ type mirrored struct {
 	// amortized per recording, the flusher waits after each write nine
 	// times what the write took (at most a tenth of its time on them).
 	due time.Time
+	// spare are the folders of stubs that changes removed, by content,
+	// kept a moment for a new stub of the same content to take over: a
+	// replay sent in parts removes, with its first part, the stubs its
+	// later parts bring back. The flusher removes them once no change
+	// has touched them for spareFor; imposter.json no longer lists them.
+	spare   map[contentSum][]spareStub
+	nspare  int
+	spareAt time.Time
+}
+
+// spareStub is a gone stub's folder; moved says its cycle had left the
+// start, so that a stub taking it over writes its meta.json again.
+type spareStub struct {
+	*mstub
+	moved bool
 }
 
 // mstub is a stub as written: more is how many responses proxyAlways had
@@ -146,9 +201,9 @@ func (m *mirror) writeHeader(port int, mp *mirrored) error {
 }
 
 func newMirror(root string, log *slog.Logger, cycles *localCycles, matches *localMatches) *mirror {
-	return &mirror{root: root, log: log, cycles: cycles, matches: matches, ports: map[int]*mirrored{}, skip: map[int]bool{},
+	return &mirror{root: root, log: log, cycles: cycles, matches: matches, ports: map[int]*mirrored{}, skip: map[int]bool{}, resync: map[int]*mbdatadir.Imposter{},
 		marks: map[int]string{}, base: map[int]int64{}, stale: map[int]bool{},
-		stop: make(chan struct{}), done: make(chan struct{}), trash: make(chan string, 64), swept: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), trash: make(chan string, 64), spares: make(chan []string, 1), swept: make(chan struct{})}
 }
 
 // mirrorReconciler mirrors every committed change after the running
@@ -179,14 +234,18 @@ func (p thenPlan) Commit() {
 
 // apply writes what changed from prev to next. A change made by proxy
 // recordings alone is left to the flusher (at most 100 ms later, many
-// recordings at once), so that recording pays no file writes; any other
-// change is written before its command answers, as mb writes it.
+// recordings at once), so that recording pays no file writes, and so is
+// one to an imposter of more than largeImposter stubs (a replay of a
+// large recording is hundreds of thousands of files); any other change is
+// written before its command answers, as mb writes it.
 func (m *mirror) apply(prev, next *config.State) {
 	m.pendMu.Lock()
 	m.seq++
 	seq := m.seq
-	if recordedOnly(prev, next) {
+	large := m.large || m.busy || changesLarge(prev, next)
+	if large || recordedOnly(prev, next) {
 		m.pending, m.pendingSeq = next, seq
+		m.large = large
 		m.pendMu.Unlock()
 		return
 	}
@@ -199,13 +258,72 @@ func (m *mirror) apply(prev, next *config.State) {
 	}
 }
 
-// takePending returns the state recordings left for the flusher, if any.
+// largeImposter is the size past which an imposter's changes are written
+// by the flusher rather than before the change answers.
+const largeImposter = 1000
+
+// changesLarge reports whether next changes an imposter of more than
+// largeImposter stubs (before or after) in more than its recordings.
+func changesLarge(prev, next *config.State) bool {
+	for port, n := range next.Imposters {
+		p := prev.Imposters[port]
+		if p == n || n.Len() <= largeImposter && (p == nil || p.Len() <= largeImposter) {
+			continue
+		}
+		if p == nil || string(p.Header) != string(n.Header) {
+			return true
+		}
+		if _, journaled := n.Changes(p); !journaled {
+			return true
+		}
+	}
+	for port, p := range prev.Imposters {
+		if next.Imposters[port] == nil && p.Len() > largeImposter {
+			return true
+		}
+	}
+	return false
+}
+
+// takePending returns the state left for the flusher, if any; while it
+// writes one a large change left, later changes are left to it too.
 func (m *mirror) takePending() (*config.State, uint64) {
 	m.pendMu.Lock()
 	defer m.pendMu.Unlock()
 	p, seq := m.pending, m.pendingSeq
 	m.pending = nil
+	m.busy, m.large = m.large, false
 	return p, seq
+}
+
+// catchUpFolders writes the folders the start left lagging (resync),
+// as the state last written has them; a change since (catchUp) wrote
+// one that no longer lags.
+func (m *mirror) catchUpFolders() {
+	for port, f := range m.resync {
+		if m.cut() {
+			return // still noted as lagging
+		}
+		delete(m.resync, port)
+		imp := m.written.Imposter(port)
+		if imp == nil || m.ports[port] != nil || m.skip[port] {
+			continue
+		}
+		if err := m.writeFrom(port, imp, f, byContent); err != nil {
+			m.stale[port] = true
+			if errors.Is(err, errCut) {
+				return
+			}
+			m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
+		}
+	}
+}
+
+// wrote notes that the flusher wrote what it took.
+func (m *mirror) wrote() {
+	m.pendMu.Lock()
+	m.busy = false
+	m.pendMu.Unlock()
 }
 
 // recordedOnly reports whether recordings alone made next from prev.
@@ -270,13 +388,17 @@ func (m *mirror) catchUp(next *config.State, seq uint64) {
 		default:
 			err = m.restub(port, p, n)
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, errCut):
+			m.stale[port] = true
+			m.log.Info("the imposter's folder is written in mb's layout at the next start", "port", port)
+		case err != nil:
 			m.stale[port] = true
 			m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
 		}
 	}
 	if portsChanged {
-		m.writeManifest(false, nil)
+		m.writeManifest(false, nil, nil)
 	}
 }
 
@@ -290,6 +412,8 @@ func (m *mirror) remove(port int) error {
 	delete(m.ports, port)
 	delete(m.marks, port)
 	delete(m.base, port)
+	delete(m.stale, port)
+	delete(m.resync, port)
 	return m.discard(port)
 }
 
@@ -325,19 +449,42 @@ func (m *mirror) sweep() {
 			if err := mbdatadir.RemoveAll(dir, m.stop); err != nil {
 				m.log.Debug("a deleted imposter's folder is removed at the next start", "folder", dir, "err", err)
 			}
+		case dirs := <-m.spares:
+			for _, dir := range dirs {
+				if err := mbdatadir.RemoveAll(dir, m.stop); err != nil {
+					m.log.Debug("a removed stub's folder is removed at the next start", "folder", dir, "err", err)
+				}
+			}
 		}
 	}
 }
 
 // write writes imp's folder whole. have, when set, is the folder as it is
 // on disk: its stubs are kept where they hold what imp's do, with where
-// their cycle is (byIndex keeps the i-th stub's files and position for
-// the i-th stub whatever it holds: imp was just made from have).
+// their cycle is.
 func (m *mirror) write(port int, imp *config.Imposter, have *mbdatadir.Imposter) error {
-	return m.writeFrom(port, imp, have, false)
+	return m.writeFrom(port, imp, have, byContent)
 }
 
-func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Imposter, byIndex bool) error {
+// keeping is how writeFrom pairs the stubs of a folder on disk with imp's.
+type keeping int
+
+const (
+	// byContent keeps a folder's stub for the stub of imp in its place
+	// that holds what it does.
+	byContent keeping = iota
+	// byIndex keeps the i-th stub's folder and position for imp's i-th
+	// stub whatever it holds: imp was just made from the folder.
+	byIndex
+	// asIs takes the folder as imp's, stub for stub, without a look: its
+	// digest is the one riftgate noted of imp at a clean stop.
+	asIs
+)
+
+func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Imposter, keep keeping) error {
+	if keep == asIs && (have == nil || len(have.Stubs) != imp.Len()) {
+		keep = byContent
+	}
 	header, err := fileHeader(imp)
 	if err != nil {
 		return err
@@ -346,19 +493,42 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 	used := map[string]bool{}
 	i := 0
 	var werr error
-	imp.Each(func(cs *config.Stub) bool {
+	var cs *config.Stub
+	// keepStub notes st as the folder of cs, the i-th stub.
+	keepStub := func(st *mbdatadir.Stub) bool {
+		used[st.Dir] = true
+		if st.NextIndex != 0 {
+			m.cycles.set(cycleName(port, cs.ID), uint64(st.NextIndex))
+		}
+		c := *st
+		c.Responses = nil // the state keeps them
+		mp.stubs[cs.ID] = &mstub{Stub: &c, more: cs.NumMore(), sum: sumOf(cs)}
+		mp.ids = append(mp.ids, cs.ID)
+		i++
+		return true
+	}
+	imp.Each(func(each *config.Stub) bool {
+		cs = each
+		if m.cut() {
+			werr = errCut
+			return false
+		}
+		var st *mbdatadir.Stub
+		if keep == asIs {
+			st = have.Stubs[i]
+			return keepStub(st)
+		}
 		def, rs, err := mbdatadir.SplitStub(cs.Doc())
 		if err != nil {
 			werr = err
 			return false
 		}
-		var st *mbdatadir.Stub
 		if have != nil && i < len(have.Stubs) {
 			h := have.Stubs[i]
 			switch {
 			case sameStub(h, def, rs):
 				st = h
-			case byIndex:
+			case keep == byIndex:
 				// Same folder and position, the content riftgate made of it.
 				st = mbdatadir.NewStub(def, rs)
 				st.Dir, st.NextIndex = h.Dir, h.NextIndex
@@ -376,16 +546,7 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 				return false
 			}
 		}
-		used[st.Dir] = true
-		if st.NextIndex != 0 {
-			m.cycles.set(cycleName(port, cs.ID), uint64(st.NextIndex))
-		}
-		c := *st
-		c.Responses = nil // the state keeps them
-		mp.stubs[cs.ID] = &mstub{Stub: &c, more: cs.NumMore(), sum: sumOf(cs)}
-		mp.ids = append(mp.ids, cs.ID)
-		i++
-		return true
+		return keepStub(st)
 	})
 	if werr != nil {
 		return werr
@@ -399,8 +560,22 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 			}
 		}
 	}
+	if keep != byIndex {
+		// A folder riftgate wrote: stub folders it does not list are
+		// spare ones, or a write's that a stop or a kill -9 cut short.
+		// The sweeper removes them.
+		dirs, err := mbdatadir.StubDirs(m.root, port)
+		if err != nil {
+			return err
+		}
+		for _, dir := range dirs {
+			if !used[dir] {
+				m.unused = append(m.unused, filepath.Join(mbdatadir.Folder(m.root, port), dir))
+			}
+		}
+	}
 	m.ports[port] = mp
-	if have != nil && have.Digest() == digestOf(imp) {
+	if keep == asIs || have != nil && have.Digest() == digestOf(imp) {
 		return nil // imposter.json already says this
 	}
 	return m.writeHeader(port, mp)
@@ -451,6 +626,9 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 		ms := mp.stubs[cs.ID]
 		if ms != nil && ms.more == cs.NumMore() {
 			return nil
+		}
+		if m.cut() {
+			return errCut
 		}
 		var sum contentSum
 		if ms == nil {
@@ -548,13 +726,11 @@ func (m *mirror) restub(port int, prev, imp *config.Imposter) error {
 	for _, id := range order {
 		keep[id] = true
 	}
-	for id, ms := range mp.stubs {
+	for id := range mp.stubs {
 		if !keep[id] {
-			if err := mbdatadir.RemoveStub(m.root, port, ms.Stub); err != nil {
+			if err := m.removeGone(port, mp, id); err != nil {
 				return err
 			}
-			m.forget(port, id)
-			delete(mp.stubs, id)
 		}
 	}
 	mp.ids = order
@@ -587,19 +763,24 @@ func (m *mirror) goneBySum(mp *mirrored, imp *config.Imposter) map[contentSum][]
 }
 
 // takeOver gives cs, a new stub whose content is sum, the folder of a
-// gone one holding the same content, if there is one: its cycle starts again, as a new stub's.
+// gone one holding the same content, if there is one (one this change
+// removes, or a spare one): its cycle starts again, as a new stub's.
 func (m *mirror) takeOver(port int, mp *mirrored, cs *config.Stub, sum contentSum, gone map[contentSum][]uint64) (bool, error) {
-	ids := gone[sum]
-	if len(ids) == 0 {
+	var sp spareStub
+	if ids := gone[sum]; len(ids) > 0 {
+		gone[sum] = ids[1:]
+		sp = m.release(port, mp, ids[0])
+	} else if list := mp.spare[sum]; len(list) > 0 {
+		sp, mp.spare[sum] = list[len(list)-1], list[:len(list)-1]
+		if len(mp.spare[sum]) == 0 {
+			delete(mp.spare, sum)
+		}
+		mp.nspare--
+		mp.spareAt = time.Now()
+	} else {
 		return false, nil
 	}
-	old := ids[0]
-	gone[sum] = ids[1:]
-	ms := mp.stubs[old]
-	moved := ms.NextIndex != 0 || m.position(port, old, ms.Stub) != 0
-	delete(mp.stubs, old)
-	delete(mp.metas, old)
-	m.forget(port, old)
+	ms := sp.mstub
 	ms.more = cs.NumMore()
 	mp.stubs[cs.ID] = ms
 	if len(ms.matches) > 0 {
@@ -609,11 +790,108 @@ func (m *mirror) takeOver(port int, mp *mirrored, cs *config.Stub, sum contentSu
 			return true, err
 		}
 	}
-	if moved {
+	if sp.moved {
 		ms.NextIndex = 0
 		return true, mbdatadir.WriteMeta(m.root, port, ms.Stub)
 	}
 	return true, nil
+}
+
+// release takes the stub id out of what the mirror writes, its folder
+// left as it is.
+func (m *mirror) release(port int, mp *mirrored, id uint64) spareStub {
+	ms := mp.stubs[id]
+	moved := ms.NextIndex != 0 || m.position(port, id, ms.Stub) != 0
+	delete(mp.stubs, id)
+	delete(mp.metas, id)
+	m.forget(port, id)
+	return spareStub{ms, moved}
+}
+
+// spareFor is how long a gone stub's folder waits, untouched, for a stub
+// of its content to take it over; sparePerFlush bounds how many unused
+// folders the flusher hands to the sweeper at a time.
+const (
+	spareFor      = 2 * time.Second
+	sparePerFlush = 2000
+)
+
+// removeGone removes the folder of stub id, which a change removed; one
+// whose content is known is kept a moment as spare.
+func (m *mirror) removeGone(port int, mp *mirrored, id uint64) error {
+	if ms := mp.stubs[id]; ms.sum == (contentSum{}) {
+		m.forget(port, id)
+		delete(mp.stubs, id)
+		delete(mp.metas, id)
+		return mbdatadir.RemoveStub(m.root, port, ms.Stub)
+	}
+	sp := m.release(port, mp, id)
+	if mp.spare == nil {
+		mp.spare = map[contentSum][]spareStub{}
+	}
+	mp.spare[sp.sum] = append(mp.spare[sp.sum], sp)
+	mp.nspare++
+	mp.spareAt = time.Now()
+	return nil
+}
+
+// removeUnused hands the folders of removed stubs to the sweeper: the
+// spare ones no change has wanted for spareFor, and those no stub uses,
+// at most sparePerFlush at a time. A stop leaves them: the next start
+// finds them unused.
+func (m *mirror) removeUnused() {
+	for port, mp := range m.ports {
+		if mp.nspare == 0 || time.Since(mp.spareAt) < spareFor {
+			continue
+		}
+		for _, list := range mp.spare {
+			for _, sp := range list {
+				m.unused = append(m.unused, filepath.Join(mbdatadir.Folder(m.root, port), sp.Dir))
+			}
+		}
+		mp.spare, mp.nspare = nil, 0
+	}
+	if len(m.unused) == 0 {
+		return
+	}
+	n := min(len(m.unused), sparePerFlush)
+	select {
+	case m.spares <- m.unused[:n:n]:
+		m.unused = m.unused[n:]
+		if len(m.unused) == 0 {
+			m.unused = nil
+		}
+	default: // the sweeper is busy
+	}
+}
+
+// stopping tells the flusher and the sweeper to stop, and a write under
+// way to give up after closeWrites. It comes first as the process stops:
+// what else the stop does with the folders waits for that write.
+func (m *mirror) stopping() {
+	m.stopOnce.Do(func() {
+		m.closeBy = time.Now().Add(closeWrites)
+		close(m.stop)
+	})
+}
+
+// closeWrites is how long a stop waits for the folders to catch up with
+// the log (a large change is written in the background): past it, what
+// they lack is written at the next start, and the process exits.
+var closeWrites = 3 * time.Second // a variable for a test
+
+// errCut is a write given up because the process stops.
+var errCut = errors.New("the process stops")
+
+// cut reports whether a long write is to give up: the process is
+// stopping, and the time it gives the folders has passed.
+func (m *mirror) cut() bool {
+	select {
+	case <-m.stop:
+		return time.Now().After(m.closeBy)
+	default:
+		return false
+	}
 }
 
 // forget drops what the mirror keeps of a stub that is gone.
@@ -658,11 +936,16 @@ func (m *mirror) flushPositions(all bool) {
 	if !m.on {
 		return
 	}
+	m.catchUpFolders()
 	if p, seq := m.takePending(); p != nil {
 		m.catchUp(p, seq) // first, so that new stubs' positions have a file
+		m.wrote()
 	}
 	if m.matches != nil {
 		m.flushMatches()
+	}
+	if !all {
+		m.removeUnused()
 	}
 	keys := m.cycles.takeDirty()
 	for port, mp := range m.ports {
@@ -740,27 +1023,41 @@ func (m *mirror) close(state *config.State) {
 	if !on {
 		return
 	}
-	close(m.stop)
+	m.stopping()
 	<-m.done
 	<-m.swept
 	m.flushPositions(true)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	digests := make(map[int]string, len(m.ports))
+	prints := make(map[int]string, len(m.ports))
 	for port := range m.ports {
 		if imp := state.Imposter(port); imp != nil && !m.stale[port] {
-			digests[port] = digestOf(imp)
+			digests[port], prints[port] = digestOf(imp), logPrint(imp)
 		}
 	}
-	m.writeManifest(true, digests)
+	m.writeManifest(true, digests, prints)
 }
 
 // writeManifest notes the folders riftgate keeps; clean with their
-// digests at a clean stop.
-func (m *mirror) writeManifest(clean bool, digests map[int]string) {
+// digests, and the log's prints of them, at a clean stop.
+func (m *mirror) writeManifest(clean bool, digests, prints map[int]string) {
 	man := manifest{Version: 1, Clean: clean, Imposters: map[string]string{}}
+	// Lagging folders: the log wins over them at the next start.
+	for port := range m.resync {
+		man.Imposters[strconv.Itoa(port)] = ""
+	}
+	for port := range m.stale {
+		man.Imposters[strconv.Itoa(port)] = ""
+	}
 	for port := range m.ports {
 		man.Imposters[strconv.Itoa(port)] = digests[port]
+		if p := prints[port]; p != "" {
+			if man.Logs == nil {
+				man.Logs = map[string]string{}
+			}
+			man.Logs[strconv.Itoa(port)] = p
+		}
 		if mark := m.marks[port]; mark != "" {
 			if man.Requests == nil {
 				man.Requests = map[string]string{}
@@ -849,12 +1146,22 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 		}
 		digest, noted := man.Imposters[strconv.Itoa(port)]
 		// A digest of "" marks a folder riftgate could not finish writing.
-		ours := noted && (!man.Clean || digest == "" || digest == f.Digest())
+		unchanged := noted && man.Clean && digest != "" && digest == f.Digest()
+		ours := noted && (!man.Clean || digest == "" || unchanged)
 		have := state.Imposter(port)
+		// Both as a clean stop left them: the folder is the log's.
+		unchanged = unchanged && have != nil && man.Logs[strconv.Itoa(port)] == logPrint(have)
 		since, whole := "", !ours
 		switch {
+		case ours && have != nil && !unchanged && have.Len() > largeImposter:
+			m.resync[port] = f
+			since = man.Requests[strconv.Itoa(port)]
 		case ours && have != nil:
-			err = m.write(port, have, f)
+			keep := byContent
+			if unchanged {
+				keep = asIs
+			}
+			err = m.writeFrom(port, have, f, keep)
 			since = man.Requests[strconv.Itoa(port)]
 		case ours:
 			// The log deleted it; the folder's removal was lost.
@@ -878,19 +1185,24 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 		if folders[port] != nil || m.skip[port] || m.ports[port] != nil {
 			continue
 		}
-		if _, noted := man.Imposters[strconv.Itoa(port)]; noted && man.Clean {
+		if digest := man.Imposters[strconv.Itoa(port)]; digest != "" && man.Clean {
 			// Deleted from the folder while riftgate was stopped (mb's
-			// DELETE, or a person): deleted.
+			// DELETE, or a person): deleted. (A folder noted without a
+			// digest lagged the log: its write may never have begun.)
 			g.log.Info("the datadir no longer has an imposter; it is deleted", "port", port)
 			if err := g.deleteQuietly(ctx, port); err != nil {
 				return fmt.Errorf("datadir: %w", err)
 			}
 			continue
 		}
+		m.base[port] = 0 // the requests it has go to its new folder
+		if state.Imposter(port).Len() > largeImposter {
+			m.resync[port] = nil // written by the flusher
+			continue
+		}
 		if err := m.write(port, state.Imposter(port), nil); err != nil {
 			g.log.Error("cannot write the imposter's folder in mb's layout", "port", port, "err", err)
 		}
-		m.base[port] = 0 // the requests it has go to its new folder
 	}
 	if m.matches != nil {
 		m.loadMatches()
@@ -899,9 +1211,9 @@ func (g *gateway) syncDatadir(ctx context.Context) error {
 	m.on = true
 	m.written = g.config.State()
 	m.pendMu.Lock()
-	m.writtenSeq, m.pending = m.seq, nil
+	m.writtenSeq, m.pending, m.large = m.seq, nil, false
 	m.pendMu.Unlock()
-	m.writeManifest(false, nil)
+	m.writeManifest(false, nil, nil)
 	m.mu.Unlock()
 	go m.run()
 	go m.sweep()
@@ -927,7 +1239,7 @@ func (g *gateway) takeIn(ctx context.Context, f *mbdatadir.Imposter) error {
 	if imp == nil {
 		return fmt.Errorf("the imposter on port %d was not kept", f.Port)
 	}
-	return m.writeFrom(f.Port, imp, f, true)
+	return m.writeFrom(f.Port, imp, f, byIndex)
 }
 
 // deleteQuietly deletes the imposter on port from the log.

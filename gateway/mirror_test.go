@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/mbdatadir"
 )
 
 // Each position is handed out once, the cycles that moved are reported
@@ -68,4 +74,67 @@ func BenchmarkLocalCycles(b *testing.B) {
 			_, _ = c.Next(ctx, "c4545:12", flow.Policy{})
 		}
 	})
+}
+
+// A stop that comes while the folder of a large imposter is being written
+// gives up the write rather than wait for it (here at once), notes the
+// folder as lagging, and the next start serves the imposter and writes the
+// folder in the background; the imposter is never taken for deleted.
+func TestStopCutsALargeWriteAndTheNextStartFinishesIt(t *testing.T) {
+	defer func(d time.Duration) { closeWrites = d }(closeWrites)
+	closeWrites = 0
+	dir := t.TempDir()
+	start := func() *gateway {
+		g, err := newGateway(context.Background(), Options{Logger: slog.New(slog.DiscardHandler), DataDir: dir}, newLogRing(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.loadInitial(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g := start()
+	const n = 3 * largeImposter
+	var stubs []string
+	for i := range n {
+		stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"equals":{"path":"/%d"}}],"responses":[{"is":{"body":"%d"}}]}`, i, i))
+	}
+	m := g.maker()
+	doc, err := m.imposter([]byte(`{"protocol":"http","host":"127.0.0.1","stubs":[` + strings.Join(stubs, ",") + `]}`))
+	if err == nil {
+		_, err = g.submit(context.Background(), m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
+	}
+	m.done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	g.close()
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("the stop took %v", took)
+	}
+	if f, err := mbdatadir.Read(dir, doc.Port); err == nil && len(f.Stubs) == n {
+		t.Log("the flusher wrote the folder before the stop came: the cut is not exercised")
+	}
+	man, err := readManifest(dir)
+	if err != nil || !man.Clean {
+		t.Fatalf("manifest %+v, %v", man, err)
+	}
+	g = start()
+	defer g.close()
+	if imp := g.config.State().Imposter(doc.Port); imp == nil || imp.Len() != n {
+		t.Fatalf("after a restart the log has %v", imp)
+	}
+	// The start serves at once; the flusher writes the folder.
+	want := digestOf(g.config.State().Imposter(doc.Port))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		f, err := mbdatadir.Read(dir, doc.Port)
+		if err == nil && len(f.Stubs) == n && f.Digest() == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("20 s after a restart the folder lags the log: %v", err)
+		}
+	}
 }

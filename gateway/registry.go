@@ -93,15 +93,17 @@ func newGateway(ctx context.Context, opts Options, logs *logRing) (*gateway, err
 
 // close stops every imposter and releases what the engine holds.
 func (g *gateway) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	if c, ok := g.config.(io.Closer); ok && g.local == nil {
 		// A cluster's log stops moving the imposters before they stop.
 		_ = c.Close()
 	}
 	if g.mirror != nil {
+		// Within closeWrites, before the rest gets its own time.
+		g.mirror.stopping()
 		g.mirror.exportRequests(g.rec)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	g.rec.stopAll(ctx)
 	if g.mirror != nil {
 		g.mirror.close(g.config.State())

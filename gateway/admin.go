@@ -182,7 +182,17 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 	defer m.done()
 	doc, err := m.imposter(body)
 	if err == nil {
-		_, err = g.submit(r.Context(), m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}}))
+		cmd := m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}})
+		_, ours := g.get(doc.Port)
+		_, err = g.submit(r.Context(), cmd)
+		if deadline := time.Now().Add(freedWithin); ours && isAddrInUse(err) && g.freed(r.Context(), doc.Port, deadline) {
+			// Freed: its listener may take a moment more to close.
+			for {
+				if _, err = g.submit(r.Context(), cmd); !isAddrInUse(err) || !pause(r.Context(), deadline) {
+					break
+				}
+			}
+		}
 	}
 	imp, ok := g.get(doc.Port)
 	if err == nil && !ok {
@@ -195,6 +205,44 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", baseURL(r)+"/imposters/"+strconv.Itoa(imp.Port()))
 	g.writeImposter(w, r, http.StatusCreated, imp, imposter.View{BaseURL: baseURL(r)}, nil)
+}
+
+// freedWithin is how long a POST /imposters whose port an imposter of
+// ours holds waits for a change to delete it.
+const freedWithin = 250 * time.Millisecond
+
+// freed waits, until deadline, for the imposter of ours on port to be
+// deleted, and reports whether it was. mb takes requests in the order they arrive,
+// one at a time: a suite that sends DELETE /imposters without waiting for
+// it, then POSTs an imposter on a port the delete frees (mb's own does),
+// gets the port. Here each connection has a goroutine, and the POST may
+// be taken first.
+func (g *gateway) freed(ctx context.Context, port int, deadline time.Time) bool {
+	for {
+		if _, held := g.get(port); !held {
+			return true
+		}
+		if !pause(ctx, deadline) {
+			return false
+		}
+	}
+}
+
+// pause waits a millisecond, and reports whether ctx and deadline allow
+// another try.
+func pause(ctx context.Context, deadline time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Millisecond):
+		return time.Now().Before(deadline)
+	}
+}
+
+// isAddrInUse reports whether err is mb's EADDRINUSE.
+func isAddrInUse(err error) bool {
+	var me *mberr.Error
+	return errors.As(err, &me) && me.Code == "EADDRINUSE"
 }
 
 // putImposters replaces every imposter, in one command: a bad definition

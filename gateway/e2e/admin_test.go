@@ -3,10 +3,13 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riftgate/riftgate/gateway/gatewaytest"
 )
@@ -240,5 +243,57 @@ func TestDebugRecordsMatches(t *testing.T) {
 	matches, _ := decode(t, body)["stubs"].([]any)[0].(map[string]any)["matches"].([]any)
 	if len(matches) != 1 || !strings.Contains(fmt.Sprint(matches[0]), "/m") {
 		t.Fatalf("--debug matches = %v", matches)
+	}
+}
+
+// A suite that sends DELETE /imposters and, without waiting for its
+// answer, POSTs an imposter on a port the delete frees, gets the port, as
+// with mb (whose own API suite does so after each proxy test): riftgate
+// may take the POST first, and it then waits for the delete.
+func TestPostAfterUnawaitedDeleteGetsThePort(t *testing.T) {
+	rg := gatewaytest.Start(t)
+	port := gatewaytest.FreePort(t)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	send := func(method, body string, wrote func()) int {
+		req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d/imposters", rg.Port), strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		if wrote != nil {
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				WroteRequest: func(httptrace.WroteRequestInfo) { wrote() },
+			}))
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	imp := fmt.Sprintf(`{"protocol":"http","port":%d}`, port)
+	failed := 0
+	for i := range 40 {
+		if status := send("POST", imp, nil); status != 201 {
+			t.Fatalf("round %d: the first POST answered %d", i, status)
+		}
+		sent := make(chan struct{})
+		done := make(chan int)
+		go func() { done <- send("DELETE", "", func() { close(sent) }) }()
+		<-sent
+		if status := send("POST", imp, nil); status != 201 {
+			failed++
+		}
+		if status := <-done; status != 200 {
+			t.Fatalf("round %d: DELETE answered %d", i, status)
+		}
+		send("DELETE", "", nil)
+	}
+	if failed > 0 {
+		t.Fatalf("%d of 40 POSTs sent after an unanswered DELETE did not get the port", failed)
 	}
 }

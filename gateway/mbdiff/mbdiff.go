@@ -399,7 +399,7 @@ func init() {
 			Why: "the configuration log the cluster relies on stays the one durable truth; mb's layout is written as its mirror"},
 		{ID: "datadir-positions", What: "a stub's position in its responses, and what proxy recordings add, reach the folder within 100 ms, not before the answer; imposter.json and meta.json that recordings made large wait nine times their last write",
 			Why: "file writes per request are what mb pays, and lists of every stub or response rewritten every 100 ms made recording O(n); a kill -9 forgets at most that much (the recordings are in the log)"},
-		{ID: "datadir-large", What: "a change to an imposter of more than 1,000 stubs reaches its folder after it answers, in the background; a stop waits 5 s for it, and the next start writes what is left",
+		{ID: "datadir-large", What: "a change to an imposter of more than 1,000 stubs reaches its folder after it answers, in the background; a stop waits 3 s for it, and the next start writes what is left",
 			Why: "100,000 stubs are 300,000 files, about 15 s of writes: a replay answered only after them, and a stop that waited for them would not be prompt"},
 		{ID: "datadir-delete", What: "a deleted imposter's folder loses its imposter.json and is renamed to .removed-<port>-<time> before DELETE answers; its files are removed in the background",
 			Why: "an imposter of 100,000 recorded stubs is 300,000 files: removing them before answering held DELETE for tens of seconds"},

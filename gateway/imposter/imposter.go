@@ -302,6 +302,9 @@ func Listen(spec *Spec, opts Options) (net.Listener, error) {
 // Serve serves the imposter on ln, a listener Listen bound for its port,
 // until Stop. The imposter owns ln from here, even on error.
 func (imp *Imposter) Serve(ln net.Listener) error {
+	if imp.spec.IsHTTP() {
+		ln = holdListener{ln}
+	}
 	if imp.spec.Protocol == "https" || imp.spec.Protocol == "wss" {
 		cfg, err := imp.tlsConfig()
 		if err != nil {
@@ -527,7 +530,7 @@ func (imp *Imposter) writeError(ctx *fasthttp.RequestCtx, err error) {
 		// Node says so for the 500 mb writes without headers of its own.
 		ctx.Response.Header.Set("Connection", "keep-alive")
 	}
-	ctx.SetBody(mberr.Body(&e))
+	frameBody(ctx, mberr.Body(&e))
 }
 
 func (imp *Imposter) record(r *message.Request) { imp.reqs.Append(r) }

@@ -801,3 +801,42 @@ func TestDatadirReplayKeepsFolders(t *testing.T) {
 	}
 	mb.Stop()
 }
+
+// A kill -9 while the folder of a large imposter (more than 1,000 stubs,
+// written in the background) is being written loses nothing: the next
+// start serves every stub, and writes the folder, so that mb started on
+// it after a clean stop serves the same stubs.
+func TestDatadirKill9DuringALargeWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 3,000 stub folders twice, and starts mb")
+	}
+	dd := filepath.Join(t.TempDir(), "dd")
+	port := gatewaytest.FreePort(t)
+	const n = 3000
+	stubs := make([]string, n)
+	for i := range stubs {
+		stubs[i] = fmt.Sprintf(`{"predicates":[{"equals":{"path":"/%d"}}],"responses":[{"is":{"body":"s%d"}}]}`, i, i)
+	}
+	imp := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[%s]}`, port, strings.Join(stubs, ","))
+	rg := gatewaytest.Start(t, "--datadir", dd)
+	if status, body := rg.Do("PUT", "/imposters", `{"imposters":[`+imp+`]}`); status != 200 {
+		t.Fatalf("PUT: %d %.200s", status, body)
+	}
+	rg.Kill()
+	rg.Restart()
+	for _, i := range []int{0, n / 2, n - 1} {
+		if got := httpStep("http", port, fmt.Sprintf("/%d", i))(t); !strings.Contains(got, fmt.Sprintf(`"s%d"`, i)) {
+			t.Fatalf("after kill -9 and a restart, stub %d answers %s", i, got)
+		}
+	}
+	rg.Stop()
+	cur := gatewaytest.StartMountebank(t, "--datadir", dd)
+	defer cur.Stop()
+	got := stubsStep(&cur, port)(t)
+	if c := strings.Count(got, `"predicates"`); c != n {
+		t.Fatalf("mb on the folder riftgate left shows %d stubs of %d", c, n)
+	}
+	if got := httpStep("http", port, fmt.Sprintf("/%d", n-1))(t); !strings.Contains(got, fmt.Sprintf(`"s%d"`, n-1)) {
+		t.Fatalf("mb on the folder riftgate left answers %s", got)
+	}
+}

@@ -184,14 +184,8 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		cmd := m.command(&config.Command{Op: config.OpCreateImposter, Imposters: []config.ImposterDoc{doc}})
 		_, ours := g.get(doc.Port)
-		_, err = g.submit(r.Context(), cmd)
-		if deadline := time.Now().Add(freedWithin); ours && isAddrInUse(err) && g.freed(r.Context(), doc.Port, deadline) {
-			// Freed: its listener may take a moment more to close.
-			for {
-				if _, err = g.submit(r.Context(), cmd); !isAddrInUse(err) || !pause(r.Context(), deadline) {
-					break
-				}
-			}
+		if _, err = g.submit(r.Context(), cmd); ours && isAddrInUse(err) {
+			err = g.submitWhenFreed(r.Context(), doc.Port, cmd, err)
 		}
 	}
 	imp, ok := g.get(doc.Port)
@@ -211,31 +205,30 @@ func (g *gateway) postImposter(w http.ResponseWriter, r *http.Request) {
 // ours holds waits for a change to delete it.
 const freedWithin = 250 * time.Millisecond
 
-// freed waits, until deadline, for the imposter of ours on port to be
-// deleted, and reports whether it was. mb takes requests in the order they arrive,
-// one at a time: a suite that sends DELETE /imposters without waiting for
-// it, then POSTs an imposter on a port the delete frees (mb's own does),
-// gets the port. Here each connection has a goroutine, and the POST may
-// be taken first.
-func (g *gateway) freed(ctx context.Context, port int, deadline time.Time) bool {
+// submitWhenFreed submits cmd again, which err refused because an imposter
+// of ours holds port, once that imposter is deleted, for up to
+// freedWithin; it returns the last answer's error. mb takes requests in
+// the order they arrive, one at a time: a suite that sends DELETE
+// /imposters without waiting for it, then POSTs an imposter on a port the
+// delete frees (mb's own does), gets the port. Here each connection has a
+// goroutine, and the POST may be taken first. A freed port's listener may
+// take a moment more to close: the submit is tried again until then.
+func (g *gateway) submitWhenFreed(ctx context.Context, port int, cmd *config.Command, err error) error {
+	deadline := time.Now().Add(freedWithin)
 	for {
 		if _, held := g.get(port); !held {
-			return true
+			if _, err = g.submit(ctx, cmd); !isAddrInUse(err) {
+				return err
+			}
 		}
-		if !pause(ctx, deadline) {
-			return false
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Millisecond):
 		}
-	}
-}
-
-// pause waits a millisecond, and reports whether ctx and deadline allow
-// another try.
-func pause(ctx context.Context, deadline time.Time) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(time.Millisecond):
-		return time.Now().Before(deadline)
+		if !time.Now().Before(deadline) {
+			return err
+		}
 	}
 }
 

@@ -513,16 +513,15 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 			werr = errCut
 			return false
 		}
-		var st *mbdatadir.Stub
 		if keep == asIs {
-			st = have.Stubs[i]
-			return keepStub(st)
+			return keepStub(have.Stubs[i])
 		}
 		def, rs, err := mbdatadir.SplitStub(cs.Doc())
 		if err != nil {
 			werr = err
 			return false
 		}
+		var st *mbdatadir.Stub
 		if have != nil && i < len(have.Stubs) {
 			h := have.Stubs[i]
 			switch {
@@ -819,13 +818,10 @@ const (
 // removeGone removes the folder of stub id, which a change removed; one
 // whose content is known is kept a moment as spare.
 func (m *mirror) removeGone(port int, mp *mirrored, id uint64) error {
-	if ms := mp.stubs[id]; ms.sum == (contentSum{}) {
-		m.forget(port, id)
-		delete(mp.stubs, id)
-		delete(mp.metas, id)
-		return mbdatadir.RemoveStub(m.root, port, ms.Stub)
-	}
 	sp := m.release(port, mp, id)
+	if sp.sum == (contentSum{}) {
+		return mbdatadir.RemoveStub(m.root, port, sp.Stub)
+	}
 	if mp.spare == nil {
 		mp.spare = map[contentSum][]spareStub{}
 	}

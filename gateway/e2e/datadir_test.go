@@ -132,20 +132,31 @@ func smtpStep(port int) func(t *testing.T) string {
 	}
 }
 
+// decodeImposter decodes GET /imposters/:id into v and returns "", or
+// returns the status, named by what, when it is not 200 (where
+// getImposter fails the test).
+func decodeImposter(t *testing.T, in *gatewaytest.Instance, what string, port int, v any) string {
+	t.Helper()
+	status, body := in.Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
+	if status != 200 {
+		return fmt.Sprintf("%s %d: %d", what, port, status)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatal(err)
+	}
+	return ""
+}
+
 // stubsStep shows an imposter's stubs as GET /imposters/:id gives them
 // (recorded responses included), without links and response times.
 func stubsStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
 	return func(t *testing.T) string {
-		status, body := (*in).Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
-		if status != 200 {
-			return fmt.Sprintf("imposter %d: %d", port, status)
-		}
 		var imp struct {
 			Protocol string `json:"protocol"`
 			Stubs    []any  `json:"stubs"`
 		}
-		if err := json.Unmarshal(body, &imp); err != nil {
-			t.Fatal(err)
+		if failed := decodeImposter(t, *in, "imposter", port, &imp); failed != "" {
+			return failed
 		}
 		b, _ := json.Marshal(dropKeys(imp.Stubs, "_links", "_proxyResponseTime", "Date"))
 		return fmt.Sprintf("imposter %d %s %s", port, imp.Protocol, b)
@@ -156,15 +167,11 @@ func stubsStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
 // riftgate both keep of them (not when, nor from where).
 func requestsStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
 	return func(t *testing.T) string {
-		status, body := (*in).Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
-		if status != 200 {
-			return fmt.Sprintf("requests %d: %d", port, status)
-		}
 		var imp struct {
 			Requests []map[string]any `json:"requests"`
 		}
-		if err := json.Unmarshal(body, &imp); err != nil {
-			t.Fatal(err)
+		if failed := decodeImposter(t, *in, "requests", port, &imp); failed != "" {
+			return failed
 		}
 		var kept []any
 		for _, r := range imp.Requests {
@@ -486,10 +493,6 @@ func TestDatadirLikeMountebank(t *testing.T) {
 // --debug: each match's method and path, and the body it answered.
 func matchesStep(in **gatewaytest.Instance, port int) func(t *testing.T) string {
 	return func(t *testing.T) string {
-		status, body := (*in).Do("GET", fmt.Sprintf("/imposters/%d", port), nil)
-		if status != 200 {
-			return fmt.Sprintf("imposter %d: %d", port, status)
-		}
 		var imp struct {
 			Stubs []struct {
 				Matches []struct {
@@ -498,8 +501,8 @@ func matchesStep(in **gatewaytest.Instance, port int) func(t *testing.T) string 
 				}
 			}
 		}
-		if err := json.Unmarshal(body, &imp); err != nil {
-			t.Fatal(err)
+		if failed := decodeImposter(t, *in, "imposter", port, &imp); failed != "" {
+			return failed
 		}
 		var out []string
 		for i, st := range imp.Stubs {

@@ -642,7 +642,13 @@ func NameLess(a, b string) bool {
 // when since is ""), oldest first. A file that cannot be read is returned
 // in bad, with why, and skipped.
 func Requests(root string, port int, since string) (reqs []Entry, bad map[string]error, err error) {
-	return readEntries(filepath.Join(Folder(root, port), "requests"), since)
+	dir := filepath.Join(Folder(root, port), "requests")
+	names, err := entryNames(dir, since)
+	if err != nil {
+		return nil, nil, err
+	}
+	reqs, bad = readNamed(dir, names)
+	return reqs, bad, nil
 }
 
 // WriteRequest writes a recorded request as mb does, named after its time
@@ -705,15 +711,6 @@ func entryNames(dir, since string) ([]string, error) {
 	}
 	sort.Slice(names, func(i, j int) bool { return NameLess(names[i], names[j]) })
 	return names, nil
-}
-
-func readEntries(dir, since string) ([]Entry, map[string]error, error) {
-	names, err := entryNames(dir, since)
-	if err != nil {
-		return nil, nil, err
-	}
-	es, bad := readNamed(dir, names)
-	return es, bad, nil
 }
 
 // readNamed reads dir's files named in names, each a JSON object with an

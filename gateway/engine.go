@@ -39,6 +39,7 @@ type engine struct {
 	matches  imposter.MatchLog // nil but on a single node's --datadir under --debug
 	plugins  *plugins.Host
 	proxies  *proxy.Factory
+	recorder *recorder
 	inject   *inject.Engine  // nil without --allowInjection
 	tmpDir   string          // the plugin cache when there is no --datadir
 	requests *reqlog.Manager // every imposter's recorded requests
@@ -112,7 +113,8 @@ func newEngine(ctx context.Context, opts Options, g *gateway) (*engine, error) {
 		e.close(ctx)
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	e.proxies = &proxy.Factory{Claims: claims, Recorder: &recorder{g: g}}
+	e.recorder = &recorder{g: g}
+	e.proxies = &proxy.Factory{Claims: claims, Recorder: e.recorder}
 	if opts.AllowInjection {
 		e.inject = inject.New(inject.Options{Logger: opts.Logger, Flows: e.flows})
 		e.proxies.Inject = e.inject.Generate

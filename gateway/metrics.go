@@ -280,6 +280,8 @@ func (g *gateway) riftgateMetrics(ctx context.Context, p *promWriter, all []labe
 	p.gauge("riftgate_go_goroutines", "gauge", "Number of goroutines", strconv.Itoa(runtime.NumGoroutine()))
 	p.gauge("riftgate_uptime_seconds", "gauge", "Seconds since the process started", strconv.FormatFloat(time.Since(g.started).Seconds(), 'f', 3, 64))
 	e := g.engine
+	p.gauge("riftgate_proxy_recordings_total", "counter", "Proxy recordings submitted to the configuration (proxyOnce stubs, proxyAlways responses)", strconv.FormatUint(e.recorder.recordings.Load(), 10))
+	p.gauge("riftgate_proxy_recording_batches_total", "counter", "Configuration commands the proxy recordings went in (a batch holds the recordings made while the one before it was written)", strconv.FormatUint(e.recorder.batches.Load(), 10))
 	if st, err := e.flows.Stats(ctx); err == nil {
 		p.gauge("riftgate_flows", "gauge", "Flows held by this node's flow store", strconv.FormatInt(st.Flows, 10))
 		p.gauge("riftgate_flow_entries", "gauge", "Flow entries held by this node's flow store", strconv.FormatInt(st.Entries, 10))

@@ -293,3 +293,48 @@ func recordKillSave(t *testing.T, want int, replay bool) {
 		t.Fatalf("from the saved file, a recorded path: %d (upstream hits %d → %d)", status, hits, up.hits.Load())
 	}
 }
+
+// TestRecordingsOnOneCoreGoInBatches sends new paths through a proxyOnce
+// imposter from 32 clients at once to riftgate on one core (GOMAXPROCS=1,
+// as when it is pinned): the recordings made while one batch is written go
+// together in the next configuration command, so there are far fewer
+// commands than recordings, and GET /metrics counts both.
+func TestRecordingsOnOneCoreGoInBatches(t *testing.T) {
+	up := newUpstream(t, false, 0)
+	rg := gatewaytest.StartUnder(t, []string{"env", "GOMAXPROCS=1"})
+	port := rg.PostImposter(proxyImposter(up.URL, "proxyOnce", `[{"matches":{"path":true}}]`))
+	const workers, each = 32, 25
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				if status, _ := flowGet(t, port, "", fmt.Sprintf("/r/%d/%d", w, i)); status != 200 {
+					t.Errorf("GET /r/%d/%d: %d", w, i, status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	_, metrics := rg.Do("GET", "/metrics", nil)
+	count := func(name string) int {
+		for line := range strings.Lines(string(metrics)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("GET /metrics has no %s:\n%s", name, metrics)
+		return 0
+	}
+	recordings, batches := count("riftgate_proxy_recordings_total"), count("riftgate_proxy_recording_batches_total")
+	t.Logf("%d recordings in %d batches", recordings, batches)
+	if recordings != workers*each {
+		t.Fatalf("%d recordings counted, want %d", recordings, workers*each)
+	}
+	if batches > recordings/2 {
+		t.Fatalf("%d recordings went in %d batches: they were not grouped", recordings, batches)
+	}
+}

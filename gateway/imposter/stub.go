@@ -444,7 +444,13 @@ func emptyIs() *ResponseSpec {
 
 // deferred is rs, to be compiled where it is first answered.
 func (c *Compiler) deferred(rs *ResponseSpec, imp *Imposter, spec *StubSpec) *response {
-	return &response{spec: rs, lazy: &lazyResponse{c: c, b: Build{Imposter: imp, Stub: spec}}}
+	// One allocation for both: a recording holds many of these.
+	d := &struct {
+		response
+		lazy lazyResponse
+	}{response: response{spec: rs}, lazy: lazyResponse{c: c, b: Build{Imposter: imp, Stub: spec}}}
+	d.response.lazy = &d.lazy
+	return &d.response
 }
 
 // deferrable reports whether rs can be compiled where it is first
@@ -473,7 +479,7 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 		}
 	}
 	st := &Stub{Spec: spec, onOpen: b.Imposter != nil && b.Imposter.spec.IsWS() && onOpen(spec.Predicates)}
-	set := &responseSet{}
+	set := &responseSet{responses: make([]*response, 0, len(spec.Responses))}
 	if c.Predicates != nil {
 		m, err := c.Predicates(spec.Predicates, b)
 		if err != nil {

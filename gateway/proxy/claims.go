@@ -81,11 +81,17 @@ func (l *LocalClaims) Recorded(_ context.Context, key string, token uint64) erro
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.claims[key]; c != nil && c.token == token && !c.recorded {
-		c.recorded = true
 		close(c.done)
+		// A recorded claim is never waited on nor matched by token again:
+		// one shared entry spares the table a claim and a channel per
+		// signature it ever recorded.
+		l.claims[key] = recordedClaim
 	}
 	return nil
 }
+
+// recordedClaim is every recorded claim's entry in a LocalClaims table.
+var recordedClaim = &claim{recorded: true}
 
 // Release implements Claims.
 func (l *LocalClaims) Release(_ context.Context, key string, token uint64) error {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -38,4 +40,41 @@ func TestForgetPort(t *testing.T) {
 	if _, won, _ := l.Acquire(ctx, ClaimKey(45450, "a")); won {
 		t.Fatal("another port's recording was forgotten")
 	}
+}
+
+// A recorded claim stays for as long as its recording, one per signature
+// ever recorded: it holds no more than its key (the table's own slots
+// aside), not a claim and a channel each.
+func TestRecordedClaimsHoldOnlyTheirKeys(t *testing.T) {
+	ctx := context.Background()
+	const n = 20000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("8080|[{\"deepEquals\":{\"path\":\"/r/%d\"}}]", i)
+	}
+	l := NewLocalClaims()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, k := range keys {
+		token, ok, err := l.Acquire(ctx, k)
+		if err != nil || !ok {
+			t.Fatalf("Acquire %s: %v %v", k, ok, err)
+		}
+		if err := l.Recorded(ctx, k, token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapObjects-before.HeapObjects) / n
+	t.Logf("%.2f objects held per recorded claim", per)
+	if per > 0.5 {
+		t.Errorf("a recorded claim holds %.2f objects, want only its map slot", per)
+	}
+	if _, ok, _ := l.Acquire(ctx, keys[7]); ok {
+		t.Fatal("a recorded claim was acquired again")
+	}
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(l)
 }

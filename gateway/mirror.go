@@ -315,6 +315,10 @@ func (m *mirror) catchUpFolders() {
 				return
 			}
 			m.log.Error("cannot write the imposter's folder in mb's layout; it is written again at the next start", "port", port, "err", err)
+			continue
+		}
+		if f != nil && m.matches != nil {
+			m.loadMatchesOf(port)
 		}
 	}
 }

@@ -64,32 +64,51 @@ func (l *localMatches) takePending() map[string][]pendingMatch {
 
 // loadMatches reads what each written stub matched before this process,
 // the newest imposter.MaxMatches of them. It runs at start, before the
-// flusher.
+// flusher; a folder the start left lagging (resync) is read once the
+// flusher has written it (catchUpFolders).
 func (m *mirror) loadMatches() {
-	for port, mp := range m.ports {
-		for id, ms := range mp.stubs {
-			names, err := mbdatadir.Matches(m.root, port, ms.Stub)
-			if err != nil {
-				m.log.Error("cannot list what a stub matched in the datadir", "port", port, "err", err)
-				continue
-			}
-			ms.matches = names
-			es, bad := mbdatadir.ReadMatches(m.root, port, ms.Stub, names[max(0, len(names)-imposter.MaxMatches):])
-			for path, err := range bad {
-				m.log.Error("a match of the datadir cannot be read; it is left as it is", "file", path, "err", err)
-			}
-			if len(es) == 0 {
-				continue
-			}
-			js := make([]json.RawMessage, len(es))
-			for i, e := range es {
-				js[i] = e.JSON
-			}
-			m.matches.mu.Lock()
-			m.matches.earlier[cycleName(port, id)] = js
-			m.matches.mu.Unlock()
-		}
+	for port := range m.ports {
+		m.loadMatchesOf(port)
 	}
+}
+
+// loadMatchesOf is loadMatches for the stubs of the folder of port.
+func (m *mirror) loadMatchesOf(port int) {
+	mp := m.ports[port]
+	if mp == nil {
+		return
+	}
+	for id, ms := range mp.stubs {
+		names, err := mbdatadir.Matches(m.root, port, ms.Stub)
+		if err != nil {
+			m.log.Error("cannot list what a stub matched in the datadir", "port", port, "err", err)
+			continue
+		}
+		ms.matches = names
+		es, bad := mbdatadir.ReadMatches(m.root, port, ms.Stub, names[max(0, len(names)-imposter.MaxMatches):])
+		for path, err := range bad {
+			m.log.Error("a match of the datadir cannot be read; it is left as it is", "file", path, "err", err)
+		}
+		if len(es) == 0 {
+			continue
+		}
+		js := make([]json.RawMessage, len(es))
+		for i, e := range es {
+			js[i] = e.JSON
+		}
+		m.matches.mu.Lock()
+		m.matches.earlier[cycleName(port, id)] = js
+		m.matches.mu.Unlock()
+	}
+}
+
+// requeue puts back matches the flusher took but could not write yet,
+// before those made since.
+func (l *localMatches) requeue(key string, ps []pendingMatch) {
+	l.mu.Lock()
+	p := append(ps, l.pending[key]...)
+	l.pending[key] = p[max(0, len(p)-imposter.MaxMatches):]
+	l.mu.Unlock()
 }
 
 // flushMatches writes the matches made since the last flush, one file
@@ -99,6 +118,10 @@ func (m *mirror) loadMatches() {
 func (m *mirror) flushMatches() {
 	for k, ps := range m.matches.takePending() {
 		port, id, ok := parseCycleName(k)
+		if _, lagging := m.resync[port]; ok && lagging && !m.skip[port] {
+			m.matches.requeue(k, ps) // written once its folder is
+			continue
+		}
 		mp := m.ports[port]
 		if !ok || mp == nil || m.skip[port] {
 			continue

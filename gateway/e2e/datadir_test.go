@@ -843,3 +843,55 @@ func TestDatadirKill9DuringALargeWrite(t *testing.T) {
 		t.Fatalf("mb on the folder riftgate left answers %s", got)
 	}
 }
+
+// A large imposter's folder that a kill -9 left behind the log is written
+// again in the background once riftgate serves (resync): under --debug,
+// what its stubs matched before is shown again once it is written, and a
+// match made meanwhile is kept on disk too.
+func TestDatadirLaggingFolderKeepsItsMatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 1,500 stub folders twice")
+	}
+	dd := filepath.Join(t.TempDir(), "dd")
+	port := gatewaytest.FreePort(t)
+	const n = 1500
+	stubs := make([]string, n)
+	for i := range stubs {
+		stubs[i] = fmt.Sprintf(`{"predicates":[{"equals":{"path":"/%d"}}],"responses":[{"is":{"body":"s%d"}}]}`, i, i)
+	}
+	imp := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[%s]}`, port, strings.Join(stubs, ","))
+	rg := gatewaytest.Start(t, "--datadir", dd, "--debug")
+	if status, body := rg.Do("PUT", "/imposters", `{"imposters":[`+imp+`]}`); status != 200 {
+		t.Fatalf("PUT: %d %.200s", status, body)
+	}
+	rg.Stop() // the folder whole
+	rg.Restart()
+	for range 3 {
+		httpStep("http", port, "/7")(t)
+	}
+	time.Sleep(500 * time.Millisecond) // matches are written every 100 ms
+	rg.Kill()
+	rg.Restart()
+	httpStep("http", port, "/7")(t) // while the folder may still be written
+	want := strings.Repeat("stub 7: GET /7 -> s7; ", 4)
+	want = want[:len(want)-2]
+	waitMatches := func(when string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got := matchesStep(&rg, port)(t)
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: matches %q, want %q", when, got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitMatches("after kill -9 and a restart")
+	time.Sleep(500 * time.Millisecond)
+	rg.Stop()
+	rg.Restart()
+	waitMatches("after a clean restart")
+}

@@ -882,13 +882,16 @@ func (t *table) withAdded(stubs []*Stub) *table {
 	if t.extra != nil {
 		*x = *t.extra
 	}
+	// The versions between the stubs of one batch are kept by no one: the
+	// batch's later Sets change in place the nodes its earlier ones made.
+	e := &ptree.Edit{}
 	for _, s := range stubs {
-		x.all = x.all.Set(s.Spec.Key, s)
+		x.all = x.all.SetIn(e, s.Spec.Key, s)
 		n.scenarios = n.scenarios || s.Spec.ScenarioName != ""
 		if len(s.paths) == 1 && !s.paths[0].Prefix && isASCII(s.paths[0].Text) {
 			h := lowerHash(s.paths[0].Text)
 			l, _ := x.byPath.Get(h)
-			x.byPath = x.byPath.Set(h, insertByKey(l, s))
+			x.byPath = x.byPath.SetIn(e, h, insertByKey(l, s))
 			continue
 		}
 		x.rest = insertByKey(x.rest, s)

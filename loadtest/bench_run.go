@@ -96,9 +96,11 @@ type measurement struct {
 	// (warm-up included, since its CPU is too); 0 when unknown.
 	cpu float64
 	// A recording case's rates in the first and last -record-window of
-	// its run, and the stubs its imposter held at the end (-1: not read).
+	// its run, the stubs its imposter held at the end (-1: not read), and
+	// how long GET /imposters/:id took to read them.
 	first, last float64
 	recorded    int
+	readIn      time.Duration
 }
 
 type wrkRound struct{ wrk, riftload float64 }
@@ -694,8 +696,9 @@ func (b *bench) countRecorded(c benchCase, sys string, cl *cell, admins map[stri
 		b.log.Warn("could not count the recorded stubs", "case", c.id, "system", sys, "err", err)
 		return
 	}
-	b.log.Info("recorded", "case", c.id, "system", sys, "stubs", n, "read in", time.Since(start).Round(time.Millisecond))
-	cl.runs[len(cl.runs)-1].recorded = n
+	took := time.Since(start)
+	b.log.Info("recorded", "case", c.id, "system", sys, "stubs", n, "read in", took.Round(time.Millisecond))
+	cl.runs[len(cl.runs)-1].recorded, cl.runs[len(cl.runs)-1].readIn = n, took
 }
 
 // needed reports whether case id runs: it is wanted, or a wanted case
@@ -1062,7 +1065,7 @@ func (b *bench) recordingReport(p func(string, ...any)) {
 	}
 	win := b.cfg.recordWindow
 	p("\n## Recording (issue 34)\n\n")
-	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`, started afresh for each of these cases); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). After each case the bench waits (up to 3 minutes) until the servers use under 5%% of a core, so that what `--datadir` still writes or removes in the background does not weigh on the next case. The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
+	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run, and how long that GET took to answer and be read is given beside them; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`, started afresh for each of these cases); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). After each case the bench waits (up to 3 minutes) until the servers use under 5%% of a core, so that what `--datadir` still writes or removes in the background does not weigh on the next case. The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
 	p("| case | system | req/s | first %v req/s | last %v req/s | last/first | stubs at the end | note |\n|---|---|---|---|---|---|---|---|\n", win, win)
 	for _, c := range cases {
 		for _, sys := range c.systems {
@@ -1079,7 +1082,7 @@ func (b *bench) recordingReport(p func(string, ...any)) {
 					rs = append(rs, m.last/m.first)
 				}
 				if m.recorded >= 0 {
-					rec = append(rec, strconv.Itoa(m.recorded))
+					rec = append(rec, fmt.Sprintf("%d (GET in %.2f s)", m.recorded, m.readIn.Seconds()))
 				}
 			}
 			rps, _, _ := cl.medians()

@@ -278,9 +278,11 @@ func TestBenchRecordingCases(t *testing.T) {
 	rps, _ := strconv.ParseFloat(strings.TrimSpace(f[3]), 64)
 	first, _ := strconv.ParseFloat(strings.TrimSpace(f[4]), 64)
 	last, _ := strconv.ParseFloat(strings.TrimSpace(f[5]), 64)
-	stubs, err := strconv.Atoi(strings.TrimSpace(f[7]))
-	if rps <= 0 || first <= 0 || last <= 0 || err != nil {
-		t.Fatalf("row %q: want rates and a stub count", f)
+	var stubs int
+	var readIn float64
+	_, err := fmt.Sscanf(strings.TrimSpace(f[7]), "%d (GET in %f s)", &stubs, &readIn)
+	if rps <= 0 || first <= 0 || last <= 0 || err != nil || readIn < 0 {
+		t.Fatalf("row %q: want rates, a stub count and the time its GET took (%v)", f, err)
 	}
 	if sent := rps * 1.5; float64(stubs) < 0.9*sent || float64(stubs) > 1.1*sent+10 {
 		t.Errorf("%d stubs recorded, want about the %.0f requests sent", stubs, sent)

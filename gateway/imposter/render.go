@@ -89,6 +89,11 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 		}
 	}
 	stubs := []json.RawMessage{}
+	// Each stub's self link is this quoted prefix and its index: the
+	// prefix encoded once, as encoding/json encodes it (digits need no
+	// escape).
+	linkPre := raw(self + "/stubs/")
+	linkPre = linkPre[:len(linkPre)-1]
 	all := imp.Stubs()
 	from, to := 0, len(all)
 	if v.Stubs != nil {
@@ -112,18 +117,47 @@ func (imp *Imposter) JSON(v View) json.RawMessage {
 					so = so.with("matches", raw(m)) // mb shows none until a stub matches
 				}
 			}
-			so = so.with("_links", raw(map[string]any{"self": map[string]string{"href": self + "/stubs/" + strconv.Itoa(i)}}))
+			link := append([]byte(`{"self":{"href":`), linkPre...)
+			link = append(strconv.AppendInt(link, int64(i), 10), `"}}`...)
+			so = so.with("_links", link)
 		}
 		stubs = append(stubs, mustJSON(so))
 	}
-	o = append(o, field{Key: "stubs", Value: raw(stubs)})
+	var after object
 	if v.Stubs != nil {
-		o = append(o, field{Key: "_stubWindow", Value: raw(map[string]int{"offset": from, "limit": to - from, "total": len(all)})})
+		after = append(after, field{Key: "_stubWindow", Value: raw(map[string]int{"offset": from, "limit": to - from, "total": len(all)})})
 	}
 	if !v.Replayable {
-		o = links(o)
+		after = links(after)
 	}
-	return mustJSON(o)
+	return withStubs(mustJSON(o), stubs, mustJSON(after))
+}
+
+// withStubs is the object head with "stubs" (each already compact JSON)
+// and then the fields of tail added: a large recording's stubs are copied
+// once, not encoded and compacted again as one huge value.
+func withStubs(head json.RawMessage, stubs []json.RawMessage, tail json.RawMessage) json.RawMessage {
+	size := len(head) + len(tail) + len(`,"stubs":[]`)
+	for _, st := range stubs {
+		size += len(st) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, head[:len(head)-1]...) // head is {...}, with protocol and port at least
+	out = append(out, `,"stubs":[`...)
+	for i, st := range stubs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, st...)
+	}
+	out = append(out, ']')
+	if len(tail) > 2 { // {} when there is nothing after the stubs
+		out = append(out, ',')
+		out = append(out, tail[1:]...)
+	} else {
+		out = append(out, '}')
+	}
+	return out
 }
 
 // requestList renders every recorded request, for a caller that holds the

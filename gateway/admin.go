@@ -234,8 +234,7 @@ func (g *gateway) submitWhenFreed(ctx context.Context, port int, cmd *config.Com
 
 // isAddrInUse reports whether err is mb's EADDRINUSE.
 func isAddrInUse(err error) bool {
-	var me *mberr.Error
-	return errors.As(err, &me) && me.Code == "EADDRINUSE"
+	return err != nil && mberr.As(err).Code == mberr.AddressInUseCode
 }
 
 // putImposters replaces every imposter, in one command: a bad definition

@@ -497,9 +497,8 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 	used := map[string]bool{}
 	i := 0
 	var werr error
-	var cs *config.Stub
 	// keepStub notes st as the folder of cs, the i-th stub.
-	keepStub := func(st *mbdatadir.Stub) bool {
+	keepStub := func(cs *config.Stub, st *mbdatadir.Stub) bool {
 		used[st.Dir] = true
 		if st.NextIndex != 0 {
 			m.cycles.set(cycleName(port, cs.ID), uint64(st.NextIndex))
@@ -511,14 +510,13 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 		i++
 		return true
 	}
-	imp.Each(func(each *config.Stub) bool {
-		cs = each
+	imp.Each(func(cs *config.Stub) bool {
 		if m.cut() {
 			werr = errCut
 			return false
 		}
 		if keep == asIs {
-			return keepStub(have.Stubs[i])
+			return keepStub(cs, have.Stubs[i])
 		}
 		def, rs, err := mbdatadir.SplitStub(cs.Doc())
 		if err != nil {
@@ -549,7 +547,7 @@ func (m *mirror) writeFrom(port int, imp *config.Imposter, have *mbdatadir.Impos
 				return false
 			}
 		}
-		return keepStub(st)
+		return keepStub(cs, st)
 	})
 	if werr != nil {
 		return werr

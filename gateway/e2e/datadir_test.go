@@ -805,6 +805,20 @@ func TestDatadirReplayKeepsFolders(t *testing.T) {
 	mb.Stop()
 }
 
+// putPathStubs PUTs an http imposter on port of n stubs, the i-th
+// answering "s<i>" to the path "/<i>".
+func putPathStubs(t *testing.T, rg *gatewaytest.Instance, port, n int) {
+	t.Helper()
+	stubs := make([]string, n)
+	for i := range stubs {
+		stubs[i] = fmt.Sprintf(`{"predicates":[{"equals":{"path":"/%d"}}],"responses":[{"is":{"body":"s%d"}}]}`, i, i)
+	}
+	imp := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[%s]}`, port, strings.Join(stubs, ","))
+	if status, body := rg.Do("PUT", "/imposters", `{"imposters":[`+imp+`]}`); status != 200 {
+		t.Fatalf("PUT: %d %.200s", status, body)
+	}
+}
+
 // A kill -9 while the folder of a large imposter (more than 1,000 stubs,
 // written in the background) is being written loses nothing: the next
 // start serves every stub, and writes the folder, so that mb started on
@@ -816,15 +830,8 @@ func TestDatadirKill9DuringALargeWrite(t *testing.T) {
 	dd := filepath.Join(t.TempDir(), "dd")
 	port := gatewaytest.FreePort(t)
 	const n = 3000
-	stubs := make([]string, n)
-	for i := range stubs {
-		stubs[i] = fmt.Sprintf(`{"predicates":[{"equals":{"path":"/%d"}}],"responses":[{"is":{"body":"s%d"}}]}`, i, i)
-	}
-	imp := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[%s]}`, port, strings.Join(stubs, ","))
 	rg := gatewaytest.Start(t, "--datadir", dd)
-	if status, body := rg.Do("PUT", "/imposters", `{"imposters":[`+imp+`]}`); status != 200 {
-		t.Fatalf("PUT: %d %.200s", status, body)
-	}
+	putPathStubs(t, rg, port, n)
 	rg.Kill()
 	rg.Restart()
 	for _, i := range []int{0, n / 2, n - 1} {
@@ -854,16 +861,8 @@ func TestDatadirLaggingFolderKeepsItsMatches(t *testing.T) {
 	}
 	dd := filepath.Join(t.TempDir(), "dd")
 	port := gatewaytest.FreePort(t)
-	const n = 1500
-	stubs := make([]string, n)
-	for i := range stubs {
-		stubs[i] = fmt.Sprintf(`{"predicates":[{"equals":{"path":"/%d"}}],"responses":[{"is":{"body":"s%d"}}]}`, i, i)
-	}
-	imp := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[%s]}`, port, strings.Join(stubs, ","))
 	rg := gatewaytest.Start(t, "--datadir", dd, "--debug")
-	if status, body := rg.Do("PUT", "/imposters", `{"imposters":[`+imp+`]}`); status != 200 {
-		t.Fatalf("PUT: %d %.200s", status, body)
-	}
+	putPathStubs(t, rg, port, 1500)
 	rg.Stop() // the folder whole
 	rg.Restart()
 	for range 3 {

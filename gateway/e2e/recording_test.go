@@ -315,21 +315,8 @@ func TestRecordingsOnOneCoreGoInBatches(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_, metrics := rg.Do("GET", "/metrics", nil)
-	count := func(name string) int {
-		for line := range strings.Lines(string(metrics)) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					t.Fatalf("%s: %v", line, err)
-				}
-				return n
-			}
-		}
-		t.Fatalf("GET /metrics has no %s:\n%s", name, metrics)
-		return 0
-	}
-	recordings, batches := count("riftgate_proxy_recordings_total"), count("riftgate_proxy_recording_batches_total")
+	recordings := int(metricValue(t, rg, "riftgate_proxy_recordings_total", ""))
+	batches := int(metricValue(t, rg, "riftgate_proxy_recording_batches_total", ""))
 	t.Logf("%d recordings in %d batches", recordings, batches)
 	if recordings != workers*each {
 		t.Fatalf("%d recordings counted, want %d", recordings, workers*each)

@@ -86,7 +86,9 @@ func clientFrame(op byte, n uint64, payload []byte) []byte {
 	return append(append(b, 0, 0, 0, 0), payload...)
 }
 
-func wsMetric(t *testing.T, rg *gatewaytest.Instance, name, labels string) float64 {
+// metricValue reads one series of GET /metrics (labels as written there, or
+// "" for none).
+func metricValue(t *testing.T, rg *gatewaytest.Instance, name, labels string) float64 {
 	t.Helper()
 	_, body := rg.Do("GET", "/metrics", nil)
 	series := name
@@ -107,7 +109,7 @@ func waitMetric(t *testing.T, rg *gatewaytest.Instance, name, labels string, wan
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got := wsMetric(t, rg, name, labels)
+		got := metricValue(t, rg, name, labels)
 		if got == want {
 			return
 		}
@@ -194,7 +196,7 @@ func TestWSLimits(t *testing.T) {
 		}
 	})
 	for limit, want := range map[string]float64{"message_size": 2, "rate": 1, "connections": 1} {
-		if got := wsMetric(t, rg, "riftgate_ws_limit_closes_total", label+`,limit="`+limit+`"`); got != want {
+		if got := metricValue(t, rg, "riftgate_ws_limit_closes_total", label+`,limit="`+limit+`"`); got != want {
 			t.Errorf("limit %s closed %v connections, want %v", limit, got, want)
 		}
 	}
@@ -208,7 +210,7 @@ func TestWSClientThatNeverReads(t *testing.T) {
 	port := rg.PostImposter(`{"protocol":"ws","limits":{"writeTimeoutMs":300},"stubs":[
 		{"predicates":[{"equals":{"type":"open"}}],"responses":[{"is":{"data":"` + strings.Repeat("x", 64<<10) + `","every":1}}]}]}`)
 	label := fmt.Sprintf(`imposter="[ws:%d] "`, port)
-	before := wsMetric(t, rg, "mb_process_resident_memory_bytes", "")
+	before := metricValue(t, rg, "mb_process_resident_memory_bytes", "")
 	var conns []net.Conn
 	for range 20 {
 		c, _ := rawWS(t, port) // and never read
@@ -221,8 +223,8 @@ func TestWSClientThatNeverReads(t *testing.T) {
 	}()
 	waitMetric(t, rg, "riftgate_ws_limit_closes_total", label+`,limit="write_timeout"`, 20)
 	waitMetric(t, rg, "riftgate_ws_connections", label, 0)
-	sent := wsMetric(t, rg, "riftgate_ws_messages_sent_total", label)
-	after := wsMetric(t, rg, "mb_process_resident_memory_bytes", "")
+	sent := metricValue(t, rg, "riftgate_ws_messages_sent_total", label)
+	after := metricValue(t, rg, "mb_process_resident_memory_bytes", "")
 	t.Logf("20 clients that never read: %v messages of 64 KiB sent before their sockets filled; RSS %.1f MiB -> %.1f MiB",
 		sent, before/(1<<20), after/(1<<20))
 	if after-before > 32<<20 {
@@ -242,7 +244,7 @@ func TestWSManyIdleConnections(t *testing.T) {
 	port := rg.PostImposter(fmt.Sprintf(`{"protocol":"ws","limits":{"maxConnections":%d},
 		"stubs":[{"responses":[{"is":{"data":"still here"}}]}]}`, n+10))
 	label := fmt.Sprintf(`imposter="[ws:%d] "`, port)
-	before := wsMetric(t, rg, "mb_process_resident_memory_bytes", "")
+	before := metricValue(t, rg, "mb_process_resident_memory_bytes", "")
 	conns := make([]net.Conn, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -261,10 +263,10 @@ func TestWSManyIdleConnections(t *testing.T) {
 		t.Fatal(got)
 	}
 	ask := time.Since(askStart)
-	if got := wsMetric(t, rg, "riftgate_ws_connections", label); got != float64(n+1) {
+	if got := metricValue(t, rg, "riftgate_ws_connections", label); got != float64(n+1) {
 		t.Fatalf("%v connections open, want %d", got, n+1)
 	}
-	after := wsMetric(t, rg, "mb_process_resident_memory_bytes", "")
+	after := metricValue(t, rg, "mb_process_resident_memory_bytes", "")
 	t.Logf("%d idle connections opened in %v; a message then answered in %v; RSS %.1f MiB -> %.1f MiB (%.1f KiB a connection)",
 		n, opened.Round(time.Millisecond), ask.Round(time.Microsecond), before/(1<<20), after/(1<<20), (after-before)/float64(n)/1024)
 	if ask > time.Second {

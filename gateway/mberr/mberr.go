@@ -75,6 +75,9 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 	return marshal((*plain)(e))
 }
 
+// AddressInUseCode is the code of AddressInUse's error, Node's.
+const AddressInUseCode = "EADDRINUSE"
+
 // AddressInUse is mb 2.9.1's answer to an imposter on a port already
 // taken: Node's listen error, passed on as it is, with a 400.
 func AddressInUse(host string, port int) *Error {
@@ -87,8 +90,8 @@ func AddressInUse(host string, port int) *Error {
 		Syscall string `json:"syscall"`
 		Address string `json:"address"`
 		Port    int    `json:"port"`
-	}{"EADDRINUSE", -98, "listen", host, port})
-	return &Error{Code: "EADDRINUSE", Message: fmt.Sprintf("listen EADDRINUSE: address already in use %s:%d", host, port),
+	}{AddressInUseCode, -98, "listen", host, port})
+	return &Error{Code: AddressInUseCode, Message: fmt.Sprintf("listen EADDRINUSE: address already in use %s:%d", host, port),
 		Status: http.StatusBadRequest, Raw: raw}
 }
 

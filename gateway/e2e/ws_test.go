@@ -412,8 +412,11 @@ func TestWSSaveAndMetrics(t *testing.T) {
 	if lim["messagesPerSecond"] != 500.0 || lim["maxMessageBytes"] != float64(1<<20) {
 		t.Fatalf("limits shown: %v", lim)
 	}
-	status, metrics := rg.Do("GET", "/metrics", nil)
+	// A message is counted once its write returned, which may be after the
+	// client has read it: wait for the count rather than read it once.
 	label := fmt.Sprintf(`imposter="[ws:%d feed] "`, port)
+	waitMetric(t, rg, "riftgate_ws_messages_sent_total", label, 1)
+	status, metrics := rg.Do("GET", "/metrics", nil)
 	for _, want := range []string{"riftgate_ws_connections{" + label + "} 1", "riftgate_ws_connections_total{" + label + "} 1",
 		"riftgate_ws_messages_sent_total{" + label + "} 1", "mb_request_total{" + label + "} 2"} {
 		if status != 200 || !strings.Contains(string(metrics), want) {
@@ -553,11 +556,7 @@ func TestWSSchedules(t *testing.T) {
 		}
 	}
 	c2.Close()
-	time.Sleep(100 * time.Millisecond)
-	status, metrics := rg.Do("GET", "/metrics", nil)
-	if status != 200 || !strings.Contains(string(metrics), fmt.Sprintf(`riftgate_ws_connections{imposter="[ws:%d] "} 0`, port)) {
-		t.Fatalf("connections left open:\n%s", metrics)
-	}
+	waitMetric(t, rg, "riftgate_ws_connections", fmt.Sprintf(`imposter="[ws:%d] "`, port), 0)
 }
 
 // Flows: the flow id comes from the connection, a query parameter or a

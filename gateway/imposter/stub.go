@@ -442,16 +442,92 @@ func emptyIs() *ResponseSpec {
 	return &ResponseSpec{Kind: "is", Value: json.RawMessage(`{}`), Repeat: 1, json: json.RawMessage(`{}`)}
 }
 
-// deferred is rs, to be compiled where it is first answered.
-func (c *Compiler) deferred(rs *ResponseSpec, imp *Imposter, spec *StubSpec) *response {
-	// One allocation for both: a recording holds many of these.
-	d := &struct {
-		response
-		lazy lazyResponse
-	}{response: response{spec: rs}, lazy: lazyResponse{c: c, b: Build{Imposter: imp, Stub: spec}}}
-	d.response.lazy = &d.lazy
+// deferredResponse is a response and the state to compile it, in one
+// allocation: a recording holds many of these.
+type deferredResponse struct {
+	response
+	lazy lazyResponse
+}
+
+func (d *deferredResponse) init(c *Compiler, rs *ResponseSpec, imp *Imposter, spec *StubSpec) *response {
+	d.response = response{spec: rs, lazy: &d.lazy}
+	d.lazy = lazyResponse{c: c, b: Build{Imposter: imp, Stub: spec}}
 	return &d.response
 }
+
+// deferred is rs, to be compiled where it is first answered.
+func (c *Compiler) deferred(rs *ResponseSpec, imp *Imposter, spec *StubSpec) *response {
+	return new(deferredResponse).init(c, rs, imp, spec)
+}
+
+// recordedStub is a recorded stub with one deferrable response, in one
+// allocation. A recording holds hundreds of thousands of stubs, most of
+// them never matched again, and every object they hold is marked at every
+// collection: the collector's cost grew with the recording until it set
+// the rate. So the predicates compiled to check and index the stub are
+// dropped, and compiled again where a request first reaches the stub.
+type recordedStub struct {
+	Stub
+	match lazyMatcher
+	set   responseSet
+	one   [1]*response
+	resp  deferredResponse
+}
+
+// compileRecorded compiles b's stub as a recordedStub, or returns nil when
+// it is not one (not recorded, or its response is not deferrable).
+func (c *Compiler) compileRecorded(b Build) *Stub {
+	spec := b.Stub
+	if !spec.Recorded || len(spec.Responses) != 1 || spec.Responses[0].Repeat != 1 ||
+		!deferrable(b.Imposter, spec.Responses[0]) || c.Predicates == nil || b.Imposter.spec.IsWS() {
+		return nil
+	}
+	m, err := c.Predicates(spec.Predicates, b)
+	if err != nil {
+		return nil // compileStub reports it
+	}
+	rec := &recordedStub{}
+	st := &rec.Stub
+	st.Spec = spec
+	if c.PathKeys != nil {
+		st.paths = c.PathKeys(m)
+	}
+	// Config left out: a recording names no module, and each stub would
+	// keep the configuration it was made in.
+	rec.match = lazyMatcher{c: c, b: Build{Imposter: b.Imposter, Stub: spec}}
+	st.matcher = &rec.match
+	rec.one[0] = rec.resp.init(c, spec.Responses[0], b.Imposter, spec)
+	rec.set.responses = rec.one[:]
+	rec.set.cycleKey = cycleKey(b.Imposter, spec, &rec.set)
+	st.set.Store(&rec.set)
+	return st
+}
+
+// lazyMatcher compiles a stub's predicates where they are first asked.
+type lazyMatcher struct {
+	once sync.Once
+	c    *Compiler
+	b    Build
+	m    Matcher
+}
+
+func (l *lazyMatcher) Match(r *message.Request) bool {
+	l.once.Do(func() {
+		m, err := l.c.Predicates(l.b.Stub.Predicates, l.b)
+		if err != nil {
+			// They compiled when the stub was made: not expected, but a
+			// stub that cannot say must not answer.
+			l.b.Imposter.logger().Error("a recorded stub's predicates do not compile; it matches nothing", "err", err)
+			m = matchNothing{}
+		}
+		l.m, l.c, l.b = m, nil, Build{}
+	})
+	return l.m == nil || l.m.Match(r)
+}
+
+type matchNothing struct{}
+
+func (matchNothing) Match(*message.Request) bool { return false }
 
 // deferrable reports whether rs can be compiled where it is first
 // answered: a plain `is` of an http imposter that is not a WebSocket
@@ -477,6 +553,9 @@ func (c *Compiler) compileStub(b Build) (*Stub, error) {
 		if err := injectionProblems(spec).Err(); err != nil {
 			return nil, err
 		}
+	}
+	if rec := c.compileRecorded(b); rec != nil {
+		return rec, nil
 	}
 	st := &Stub{Spec: spec, onOpen: b.Imposter != nil && b.Imposter.spec.IsWS() && onOpen(spec.Predicates)}
 	set := &responseSet{responses: make([]*response, 0, len(spec.Responses))}

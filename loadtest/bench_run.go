@@ -101,6 +101,10 @@ type measurement struct {
 	first, last float64
 	recorded    int
 	readIn      time.Duration
+	// The server processes' CPU time a request in those two windows, in
+	// µs (0: unknown): a rate says how much the server did, this what it
+	// cost, which the windows' share of the core does not move.
+	firstCPU, lastCPU float64
 }
 
 type wrkRound struct{ wrk, riftload float64 }
@@ -493,6 +497,7 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 	parts := map[string][]*Result{}
 	cpu := map[string]time.Duration{}
 	cpuOK := map[string]bool{}
+	winCPU := map[string]windowCPU{}
 	for _, sys := range live {
 		cpuOK[sys] = true
 	}
@@ -509,8 +514,15 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 			}
 			cpu0, ok0 := b.serverCPU(sys)
 			profiled := b.profile(ctx, sys, o.Warmup+o.Duration, fmt.Sprintf("%s-r%d-s%d", c.id, round, k))
+			var windows func() windowCPU
+			if c.long && n == 1 {
+				windows = sampleWindows(func() (time.Duration, bool) { return b.serverCPU(sys) }, o.Warmup, o.Duration, b.cfg.recordWindow)
+			}
 			res, err := Run(ctx, o)
 			profiled()
+			if windows != nil {
+				winCPU[sys] = windows()
+			}
 			if err != nil {
 				cells[sys].errNote = "failed: " + err.Error()
 				return
@@ -531,6 +543,66 @@ func (b *bench) measure(ctx context.Context, c benchCase, group []string, cells 
 			perReq = float64(cpu[sys].Microseconds()) / float64(sent)
 		}
 		b.record(c, sys, cells[sys], round, opts[sys].Rate, res, perReq)
+		if w := winCPU[sys]; w.ok {
+			m := &cells[sys].runs[len(cells[sys].runs)-1]
+			m.firstCPU, m.lastCPU = perRequest(w.first, m.first, b.cfg.recordWindow), perRequest(w.last, m.last, b.cfg.recordWindow)
+		}
+	}
+}
+
+// windowCPU is the server's CPU time in a run's first and last window; ok
+// false when it is not known.
+type windowCPU struct {
+	first, last time.Duration
+	ok          bool
+}
+
+// perRequest is cpu spent over a window of w at rps, in µs a request.
+func perRequest(cpu time.Duration, rps float64, w time.Duration) float64 {
+	if rps <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / (rps * w.Seconds())
+}
+
+// sampleWindows reads cpu at the edges of the first and last window of a
+// run that starts now, warms up for warmup and is measured for d; the
+// returned func waits for the last reading (taken at once if the run ended
+// first) and gives the two windows' CPU times, not ok when a reading failed
+// or was missed.
+func sampleWindows(cpu func() (time.Duration, bool), warmup, d, window time.Duration) func() windowCPU {
+	start := time.Now()
+	edges := []time.Duration{warmup, warmup + window, warmup + d - window, warmup + d}
+	readings := make([]time.Duration, len(edges))
+	stop := make(chan struct{})
+	done := make(chan bool, 1)
+	go func() {
+		ok := true
+		for i, at := range edges {
+			t := time.NewTimer(time.Until(start.Add(at)))
+			select {
+			case <-t.C:
+			case <-stop:
+				t.Stop()
+				// The run ended: a last edge still due is read now, as
+				// the end of the run; an earlier one is missing.
+				if i < len(edges)-1 {
+					done <- false
+					return
+				}
+			}
+			v, good := cpu()
+			ok = ok && good
+			readings[i] = v
+		}
+		done <- ok
+	}()
+	return func() windowCPU {
+		close(stop)
+		if !<-done {
+			return windowCPU{}
+		}
+		return windowCPU{first: readings[1] - readings[0], last: readings[3] - readings[2], ok: true}
 	}
 }
 
@@ -1065,19 +1137,22 @@ func (b *bench) recordingReport(p func(string, ...any)) {
 	}
 	win := b.cfg.recordWindow
 	p("\n## Recording (issue 34)\n\n")
-	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run, and how long that GET took to answer and be read is given beside them; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`, started afresh for each of these cases); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). After each case the bench waits (up to 3 minutes) until the servers use under 5%% of a core, so that what `--datadir` still writes or removes in the background does not weigh on the next case. The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
-	p("| case | system | req/s | first %v req/s | last %v req/s | last/first | stubs at the end | note |\n|---|---|---|---|---|---|---|---|\n", win, win)
+	p("Each system is loaded alone for %v (%d connections, after a %v warm-up) on an imposter posted for that run, so that what it records grows over the whole run; the rates of the first and last %v of the run are compared (flatness), and so is the server processes' CPU time a request in those two windows (read from the processes as the run goes: what a request cost the server then, whether or not it had its core to itself). The proxies' upstream is the raw fasthttp server; the raw fasthttp proxy (`riftload hello -proxy-port`) forwards to it on pooled keep-alive connections, in the raw server's process. Stubs at the end are read back with `GET /imposters/:id` after the run, and how long that GET took to answer and be read is given beside them; each request of `record-once-new` has a new path, so proxyOnce records one stub per request. mb keeps what it records in memory, and so does `riftgate` here (a process of its own, without `--datadir`, started afresh for each of these cases); `riftgate, --datadir` makes every recording durable (fsynced configuration log) and writes mb's layout beside it, as an mb started with `--datadir` would (one folder and files per recorded stub). After each case the bench waits (up to 3 minutes) until the servers use under 5%% of a core, so that what `--datadir` still writes or removes in the background does not weigh on the next case. The targets compare `riftgate` with mb.\n\n", b.cfg.recordDuration, b.cfg.conns, b.cfg.warmup, win)
+	p("| case | system | req/s | first %v req/s | last %v req/s | last/first | CPU µs a request, first → last %v | stubs at the end | note |\n|---|---|---|---|---|---|---|---|---|\n", win, win, win)
 	for _, c := range cases {
 		for _, sys := range c.systems {
 			cl := b.cells[c.id][sys]
 			if len(cl.runs) == 0 {
-				p("| %s | %s | - | - | - | - | - | %s |\n", c.title, sys, mdEscape(noteOr(cl)))
+				p("| %s | %s | - | - | - | - | - | - | %s |\n", c.title, sys, mdEscape(noteOr(cl)))
 				continue
 			}
-			var fs, ls, rs []float64
+			var fs, ls, rs, fc, lc []float64
 			var rec []string
 			for _, m := range cl.runs {
 				fs, ls = append(fs, m.first), append(ls, m.last)
+				if m.firstCPU > 0 && m.lastCPU > 0 {
+					fc, lc = append(fc, m.firstCPU), append(lc, m.lastCPU)
+				}
 				if m.first > 0 {
 					rs = append(rs, m.last/m.first)
 				}
@@ -1090,7 +1165,11 @@ func (b *bench) recordingReport(p func(string, ...any)) {
 			if recS == "" {
 				recS = "-"
 			}
-			p("| %s | %s | %.0f | %.0f | %.0f | %.2f | %s | %s |\n", c.title, sys, rps, median(fs), median(ls), median(rs), recS, mdEscape(cl.errNote))
+			cpuS := "-"
+			if len(fc) > 0 {
+				cpuS = fmt.Sprintf("%.1f → %.1f", median(fc), median(lc))
+			}
+			p("| %s | %s | %.0f | %.0f | %.0f | %.2f | %s | %s | %s |\n", c.title, sys, rps, median(fs), median(ls), median(rs), cpuS, recS, mdEscape(cl.errNote))
 		}
 	}
 	p("\n| case | riftgate last/first | target | riftgate/proxyTransparent | target | riftgate/mb | target | riftgate/raw fasthttp proxy | target | stubs recorded | target |\n|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -255,7 +255,7 @@ func TestBenchRecordingCases(t *testing.T) {
 	for _, want := range []string{
 		"## Recording (issue 34)",
 		"| `proxyTransparent`, `_rift.proxyKeepAlive` | raw fasthttp proxy | ",
-		"| `proxyOnce`, a new path (a new stub) per request | mb 2.9.1 | - | - | - | - | - | not available: mb: stat ",
+		"| `proxyOnce`, a new path (a new stub) per request | mb 2.9.1 | - | - | - | - | - | - | not available: mb: stat ",
 		"| riftgate last/first | target | riftgate/proxyTransparent |",
 		">= 100000: **FAIL**", // a second and a half records far fewer
 		// riftgate in memory, as mb, and on --datadir beside it.
@@ -279,10 +279,15 @@ func TestBenchRecordingCases(t *testing.T) {
 	first, _ := strconv.ParseFloat(strings.TrimSpace(f[4]), 64)
 	last, _ := strconv.ParseFloat(strings.TrimSpace(f[5]), 64)
 	var stubs int
-	var readIn float64
-	_, err := fmt.Sscanf(strings.TrimSpace(f[7]), "%d (GET in %f s)", &stubs, &readIn)
+	var readIn, firstCPU, lastCPU float64
+	_, err := fmt.Sscanf(strings.TrimSpace(f[8]), "%d (GET in %f s)", &stubs, &readIn)
 	if rps <= 0 || first <= 0 || last <= 0 || err != nil || readIn < 0 {
 		t.Fatalf("row %q: want rates, a stub count and the time its GET took (%v)", f, err)
+	}
+	// The server's CPU a request in the first and last window, read from
+	// the real process while it ran.
+	if _, err := fmt.Sscanf(strings.TrimSpace(f[7]), "%f → %f", &firstCPU, &lastCPU); err != nil || firstCPU <= 0 || lastCPU <= 0 {
+		t.Errorf("row %q: want the CPU a request in the first and last window (%v)", f, err)
 	}
 	if sent := rps * 1.5; float64(stubs) < 0.9*sent || float64(stubs) > 1.1*sent+10 {
 		t.Errorf("%d stubs recorded, want about the %.0f requests sent", stubs, sent)
@@ -290,6 +295,38 @@ func TestBenchRecordingCases(t *testing.T) {
 	// The keep-alive case has a ratio against the raw proxy with its target.
 	if !regexp.MustCompile(`\| [0-9.]+x \| >= 0\.8x: (PASS|\*\*FAIL\*\*) \| - \|\s+\|`).MatchString(md) {
 		t.Errorf("no riftgate/raw fasthttp proxy ratio with its target:\n%s", md)
+	}
+}
+
+// sampleWindows reads the CPU at the edges of a run's first and last
+// window, and a run that ends before its last edge is read at its end.
+func TestSampleWindows(t *testing.T) {
+	start := time.Now()
+	elapsed := func() (time.Duration, bool) { return time.Since(start), true }
+	w := sampleWindows(elapsed, 50*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	got := w()
+	if !got.ok || got.first < 90*time.Millisecond || got.first > 150*time.Millisecond ||
+		got.last < 90*time.Millisecond || got.last > 150*time.Millisecond {
+		t.Errorf("windows of 100 ms read %+v", got)
+	}
+	// Ended early, before the last window began: not known.
+	w = sampleWindows(elapsed, 0, time.Hour, 100*time.Millisecond)
+	if got := w(); got.ok {
+		t.Errorf("a run ended before its last window read %+v", got)
+	}
+	// Ended within its last window: read at once.
+	w = sampleWindows(elapsed, 0, 200*time.Millisecond, 100*time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	begun := time.Now()
+	if got := w(); !got.ok || time.Since(begun) > 50*time.Millisecond {
+		t.Errorf("a run ended in its last window: %+v after %v", got, time.Since(begun))
+	}
+	// A failed reading makes it unknown.
+	w = sampleWindows(func() (time.Duration, bool) { return 0, false }, 0, 20*time.Millisecond, 10*time.Millisecond)
+	time.Sleep(40 * time.Millisecond)
+	if got := w(); got.ok {
+		t.Errorf("failed readings gave %+v", got)
 	}
 }
 

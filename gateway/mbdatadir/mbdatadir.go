@@ -575,14 +575,35 @@ func writeJSON(path string, raw []byte) error {
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+	err := writeFile(tmp, b.Bytes())
+	if errors.Is(err, fs.ErrNotExist) {
+		// A new stub's folder: made once, not asked after at every file.
+		if err = makeDir(filepath.Dir(path)); err == nil {
+			err = writeFile(tmp, b.Bytes())
+		}
+	}
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return renameFile(tmp, path)
+}
+
+// makeDir is os.MkdirAll for a folder that is usually one level below one
+// that exists: it makes it, and its parents only when told they are
+// missing, where MkdirAll first asks after each.
+func makeDir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
+		if err = makeDir(filepath.Dir(dir)); err == nil {
+			err = os.Mkdir(dir, 0o755)
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		// Made meanwhile, or there already: a file there fails the write.
+		return nil
+	}
+	return err
 }
 
 // marshal encodes an object with sorted keys, compacted, without HTML

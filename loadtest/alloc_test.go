@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riftgate/riftgate/internal/heaptest"
 	"github.com/valyala/fasthttp"
 )
 
@@ -62,7 +63,7 @@ func TestRequestLoopDoesNotAllocate(t *testing.T) {
 // then (4 a request measured): there only a gross regression shows.
 func TestHTTPSRequestLoopAllocatesOnlyInCryptoTLS(t *testing.T) {
 	want := 2.0
-	if raceOn {
+	if heaptest.Race {
 		want = 6
 	}
 	testWorkerAllocs(t, httpsLoopWorker(t), want)

@@ -2,11 +2,11 @@ package imposter
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/internal/heaptest"
 )
 
 // recordedSpecs parses n stubs as proxyOnce records them: a deepEquals on
@@ -30,32 +30,20 @@ func recordedSpecs(t *testing.T, n int) []*StubSpec {
 // are compiled then, not kept from when it was made (the collector marks
 // every object a recording holds at every cycle).
 func TestRecordedStubHoldsFewObjects(t *testing.T) {
-	if raceOn {
+	if heaptest.Race {
 		t.Skip("the race detector changes what is allocated")
 	}
 	const n = 20000
 	imp := stubsImposter(t, 0)
 	specs := recordedSpecs(t, n)
-	held := make([]*Stub, n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i, ss := range specs {
-		st, err := imp.CompileStub(ss, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[i] = st
+	per, bytes, err := heaptest.Held(n, func(i int) (any, error) { return imp.CompileStub(specs[i], nil) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	per := float64(after.HeapObjects-before.HeapObjects) / n
-	t.Logf("%.1f objects held per recorded stub, %.0f bytes", per, float64(after.HeapAlloc-before.HeapAlloc)/n)
+	t.Logf("%.1f objects held per recorded stub, %.0f bytes", per, bytes)
 	if want := 3.0; per > want {
 		t.Errorf("a recorded stub holds %.1f objects, want at most %v", per, want)
 	}
-	runtime.KeepAlive(held)
-	runtime.KeepAlive(specs)
 }
 
 // A recorded stub whose predicates wait to be compiled matches as one

@@ -475,11 +475,12 @@ type recordedStub struct {
 }
 
 // compileRecorded compiles b's stub as a recordedStub, or returns nil when
-// it is not one (not recorded, or its response is not deferrable).
+// it is not one (not recorded, or its response is not deferrable, which
+// only an http imposter's is: no WebSocket handshake to tell).
 func (c *Compiler) compileRecorded(b Build) *Stub {
 	spec := b.Stub
 	if !spec.Recorded || len(spec.Responses) != 1 || spec.Responses[0].Repeat != 1 ||
-		!deferrable(b.Imposter, spec.Responses[0]) || c.Predicates == nil || b.Imposter.spec.IsWS() {
+		!deferrable(b.Imposter, spec.Responses[0]) || c.Predicates == nil {
 		return nil
 	}
 	m, err := c.Predicates(spec.Predicates, b)

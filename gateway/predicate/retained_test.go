@@ -3,8 +3,9 @@ package predicate
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"testing"
+
+	"github.com/riftgate/riftgate/internal/heaptest"
 )
 
 // A recorded stub's predicate (what proxyOnce generates: deepEquals on the
@@ -13,7 +14,7 @@ import (
 // only what matching reads. Objects, unlike bytes, do not depend on the
 // allocator's size classes.
 func TestRecordedPredicateHoldsFewObjects(t *testing.T) {
-	if raceOn {
+	if heaptest.Race {
 		t.Skip("the race detector changes what is allocated")
 	}
 	const n = 20000
@@ -21,24 +22,12 @@ func TestRecordedPredicateHoldsFewObjects(t *testing.T) {
 	for i := range raws {
 		raws[i] = json.RawMessage(fmt.Sprintf(`{"deepEquals":{"path":"/r/%d/%d"}}`, i%64, i))
 	}
-	held := make([]Predicate, n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i, raw := range raws {
-		p, err := Compile(raw, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		held[i] = p
+	per, _, err := heaptest.Held(n, func(i int) (any, error) { return Compile(raws[i], Options{}) })
+	if err != nil {
+		t.Fatal(err)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	per := float64(after.HeapObjects-before.HeapObjects) / n
 	t.Logf("%.1f objects held per predicate", per)
 	if want := 7.0; per > want {
 		t.Errorf("a recorded predicate holds %.1f objects, want at most %v", per, want)
 	}
-	runtime.KeepAlive(held)
-	runtime.KeepAlive(raws)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/internal/heaptest"
 	"pgregory.net/rapid"
 )
 
@@ -80,7 +81,7 @@ func TestBodyDocumentReusesItsMaps(t *testing.T) {
 	}
 	match()
 	n := testing.AllocsPerRun(200, match)
-	if raceOn && n >= 6 || !raceOn && n != 0 {
+	if heaptest.Race && n >= 6 || !heaptest.Race && n != 0 {
 		t.Fatalf("%v allocations a request", n)
 	}
 }

@@ -1,0 +1,7 @@
+//go:build race
+
+package heaptest
+
+// Race reports a -race build, which allocates differently: sync.Pool drops
+// at random what it is given.
+const Race = true

@@ -271,7 +271,7 @@ func spec(doc *config.Imposter) (*imposter.Spec, error) {
 	s.Stubs = make([]*imposter.StubSpec, 0, doc.Len())
 	doc.EachKeyed(func(k config.Key, st *config.Stub) bool {
 		var ss *imposter.StubSpec
-		if ss, err = stubSpec(k, st); err == nil {
+		if ss, err = stubSpec(doc, k, st); err == nil {
 			s.Stubs = append(s.Stubs, ss)
 		}
 		return err == nil
@@ -287,10 +287,11 @@ func recordKey(doc *config.Imposter) string {
 	return fmt.Sprintf("%d-%016x", doc.Port, xxhash.Sum64(doc.Header))
 }
 
-// stubSpec parses a stored stub, with every response proxyAlways added.
-func stubSpec(k config.Key, st *config.Stub) (*imposter.StubSpec, error) {
+// stubSpec parses a stored stub of doc, with every response proxyAlways
+// added.
+func stubSpec(doc *config.Imposter, k config.Key, st *config.Stub) (*imposter.StubSpec, error) {
 	var ss *imposter.StubSpec
-	if p, ok := st.Parsed().(*imposter.StubSpec); ok {
+	if p, ok := doc.Parsed(st.ID).(*imposter.StubSpec); ok {
 		c := *p // shared with whoever parsed it: this one gets the id
 		ss = &c
 	} else {
@@ -365,7 +366,7 @@ func (r *reconciler) recorded(run *running, doc *config.Imposter, next *config.S
 			continue
 		}
 		k, _ := doc.Key(id)
-		ss, err := stubSpec(k, st)
+		ss, err := stubSpec(doc, k, st)
 		var c *imposter.Stub
 		if err == nil {
 			c, err = run.imp.CompileStub(ss, next)
@@ -405,7 +406,7 @@ func (r *reconciler) restub(run *running, doc *config.Imposter, prev, next *conf
 			return true
 		}
 		var ss *imposter.StubSpec
-		if ss, err = stubSpec(k, st); err != nil {
+		if ss, err = stubSpec(doc, k, st); err != nil {
 			return false
 		}
 		var c *imposter.Stub

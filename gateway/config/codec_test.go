@@ -108,8 +108,14 @@ func TestParsedTravelsNoWire(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	st, _ := next.Imposters[4545].Stub(res.Results[0].StubID)
-	if st.Parsed() != parsed {
-		t.Errorf("the recorded stub's Parsed is %v, want the command's", st.Parsed())
+	if got := next.Imposters[4545].Parsed(st.ID); got != parsed {
+		t.Errorf("the recorded stub's Parsed is %v, want the command's", got)
+	}
+	// The parse lives as long as the version that made the stub: the
+	// next one does not hold it.
+	later, _ := Apply(next, &Command{Op: OpRecordStubs, Records: []Record{{Port: 4545, Anchor: anchor, Once: true, Stub: StubDoc{JSON: []byte(`{"predicates":[1]}`), Signature: "[1]"}}}})
+	if got := later.Imposters[4545].Parsed(st.ID); got != nil {
+		t.Errorf("a later version holds the parse of a stub it did not make: %v", got)
 	}
 	// A recording is marked as one, in the snapshot too: the engine
 	// compiles its responses where they are first answered.

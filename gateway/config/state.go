@@ -46,6 +46,11 @@ type Imposter struct {
 	// changes only versions it made itself (NewImposter, derive), so their
 	// Sets change in place the nodes the same command made before.
 	edit *ptree.Edit
+	// parsed holds, by stub id, what the commands that made this version
+	// said their stubs parse into: this version's only, so that a parse
+	// lives until the reconciler has compiled its stub, not as long as
+	// the stub (a recording holds hundreds of thousands).
+	parsed map[uint64]any
 }
 
 // Key orders an imposter's stubs. A rebuilt imposter numbers its stubs
@@ -118,8 +123,15 @@ func NewImposter(port int, header []byte, stubs []Stub) *Imposter {
 	return imp
 }
 
-// put sets the stub at k; fresh says it is new to the imposter.
+// put sets the stub at k; fresh says it is new to the imposter. What st
+// was parsed into moves to the version.
 func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
+	if st.parsed != nil {
+		if imp.parsed == nil {
+			imp.parsed = map[uint64]any{}
+		}
+		imp.parsed[st.ID], st.parsed = st.parsed, nil
+	}
 	imp.stubs = imp.stubs.SetIn(imp.edit, k, st)
 	if fresh {
 		imp.ids = imp.ids.SetIn(imp.edit, st.ID, k)
@@ -131,7 +143,7 @@ func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
 // every tree, and the journal when imp is its newest version.
 func (imp *Imposter) derive() *Imposter {
 	d := *imp
-	d.list, d.edit = &stubList{}, &ptree.Edit{}
+	d.list, d.edit, d.parsed = &stubList{}, &ptree.Edit{}, nil
 	imp.journal.mu.Lock()
 	if len(imp.journal.ids) != imp.jlen {
 		d.journal, d.jlen = &journal{}, 0
@@ -238,7 +250,7 @@ type Stub struct {
 	// the list with the version before (more's owner check).
 	more  *moreList
 	nmore int
-	// parsed is the StubDoc's Parsed: what JSON parses into.
+	// parsed is the StubDoc's Parsed, until put moves it to the version.
 	parsed any
 }
 
@@ -300,13 +312,18 @@ func (st *Stub) MoreParsed(from int) []any {
 	return st.more.parsed[from:st.nmore:st.nmore]
 }
 
-// Parsed is what the command that made the stub said JSON parses into,
-// or nil: nil too once proxyAlways added responses, as Doc is then more.
-func (st *Stub) Parsed() any {
-	if st.nmore > 0 {
+// Parsed is what the command that made stub id in this version said its
+// JSON parses into, or nil: nil too once proxyAlways added responses, as
+// its Doc is then more, and in any later version.
+func (imp *Imposter) Parsed(id uint64) any {
+	p := imp.parsed[id]
+	if p == nil {
 		return nil
 	}
-	return st.parsed
+	if st, ok := imp.Stub(id); !ok || st.nmore > 0 {
+		return nil
+	}
+	return p
 }
 
 // NumMore is how many responses proxyAlways added after the JSON.

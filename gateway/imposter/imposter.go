@@ -136,7 +136,12 @@ func New(spec *Spec, opts Options, cfg *config.State) (*Imposter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	imp := &Imposter{spec: spec, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
+	// The imposter keeps its spec but not the stubs': each compiled stub
+	// holds its own, and a list of them all would keep every parse of a
+	// recording alive.
+	kept := *spec
+	kept.Stubs = nil
+	imp := &Imposter{spec: &kept, opts: opts, recordReqs: spec.RecordRequests || opts.RecordAll}
 	imp.log = opts.Logger.With("imposter", imp.scope())
 	imp.flowScope = flow.Scope(spec.Port, spec.Flow.Fleet)
 	imp.portFlow = imp.flowScope + strconv.Itoa(spec.Port)

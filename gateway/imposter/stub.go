@@ -465,39 +465,58 @@ func (c *Compiler) deferred(rs *ResponseSpec, imp *Imposter, spec *StubSpec) *re
 // them never matched again, and every object they hold is marked at every
 // collection: the collector's cost grew with the recording until it set
 // the rate. So the predicates compiled to check and index the stub are
-// dropped, and compiled again where a request first reaches the stub.
+// dropped, and compiled again where a request first reaches the stub; and
+// the stub's spec, its response's, its predicate and its path key are
+// copied in, so that the objects its parse made are the collector's to
+// free rather than a handful more to mark for each stub.
 type recordedStub struct {
 	Stub
-	match lazyMatcher
-	set   responseSet
-	one   [1]*response
-	resp  deferredResponse
+	match  lazyMatcher
+	set    responseSet
+	one    [1]*response
+	resp   deferredResponse
+	spec   StubSpec
+	rspec  ResponseSpec
+	rspecs [1]*ResponseSpec
+	preds  [1]json.RawMessage
+	path   [1]message.PathKey
 }
 
 // compileRecorded compiles b's stub as a recordedStub, or returns nil when
 // it is not one (not recorded, or its response is not deferrable, which
 // only an http imposter's is: no WebSocket handshake to tell).
 func (c *Compiler) compileRecorded(b Build) *Stub {
-	spec := b.Stub
-	if !spec.Recorded || len(spec.Responses) != 1 || spec.Responses[0].Repeat != 1 ||
-		!deferrable(b.Imposter, spec.Responses[0]) || c.Predicates == nil {
+	if s := b.Stub; !s.Recorded || len(s.Responses) != 1 || s.Responses[0].Repeat != 1 ||
+		!deferrable(b.Imposter, s.Responses[0]) || c.Predicates == nil {
 		return nil
 	}
-	m, err := c.Predicates(spec.Predicates, b)
+	m, err := c.Predicates(b.Stub.Predicates, b)
 	if err != nil {
 		return nil // compileStub reports it
 	}
-	rec := &recordedStub{}
+	rec := &recordedStub{spec: *b.Stub, rspec: *b.Stub.Responses[0]}
+	spec := &rec.spec
+	rec.rspecs[0] = &rec.rspec
+	spec.Responses = rec.rspecs[:]
+	if len(spec.Predicates) == 1 {
+		rec.preds[0] = spec.Predicates[0]
+		spec.Predicates = rec.preds[:]
+	}
 	st := &rec.Stub
 	st.Spec = spec
 	if c.PathKeys != nil {
 		st.paths = c.PathKeys(m)
+		if len(st.paths) == 1 {
+			// A copy of the text: it is a part of the parse's buffers.
+			rec.path[0] = message.PathKey{Text: strings.Clone(st.paths[0].Text), Prefix: st.paths[0].Prefix}
+			st.paths = rec.path[:]
+		}
 	}
 	// Config left out: a recording names no module, and each stub would
 	// keep the configuration it was made in.
 	rec.match = lazyMatcher{c: c, b: Build{Imposter: b.Imposter, Stub: spec}}
 	st.matcher = &rec.match
-	rec.one[0] = rec.resp.init(c, spec.Responses[0], b.Imposter, spec)
+	rec.one[0] = rec.resp.init(c, &rec.rspec, b.Imposter, spec)
 	rec.set.responses = rec.one[:]
 	rec.set.cycleKey = cycleKey(b.Imposter, spec, &rec.set)
 	st.set.Store(&rec.set)

@@ -189,7 +189,7 @@ type meta struct {
 // readStub reads a stub's meta.json and responses.
 func readStub(dir string, st *Stub) error {
 	path := filepath.Join(dir, st.Dir, "meta.json")
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func readStub(dir string, st *Stub) error {
 	st.Responses = make([]json.RawMessage, len(m.ResponseFiles))
 	for i, f := range m.ResponseFiles {
 		rp := filepath.Join(dir, st.Dir, f)
-		b, err := os.ReadFile(rp)
+		b, err := readFile(rp)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,10 @@
 package mbdatadir
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,5 +71,28 @@ func BenchmarkWriteStub(b *testing.B) {
 		if err := WriteStub(root, 2525, st, 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// readFile reads what os.ReadFile reads, whatever the size (around the
+// room it leaves past the size included), and says a missing file is one.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 511, 512, 513, 4096, 70_000} {
+		path := filepath.Join(dir, strconv.Itoa(n))
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte('a' + i%26)
+		}
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readFile(path)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%d bytes: read %d bytes, %v", n, len(got), err)
+		}
+	}
+	if _, err := readFile(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v, want fs.ErrNotExist", err)
 	}
 }

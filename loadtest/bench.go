@@ -37,6 +37,8 @@ type benchConfig struct {
 	only       *regexp.Regexp
 	// soak is how long the soak runs (0: not at all).
 	soak time.Duration
+	// large is how many stubs the large recording records (0: none).
+	large int
 	// helloCmd starts the raw server; it is this very program, `hello`.
 	helloCmd []string
 }
@@ -68,14 +70,15 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&c.inProcess, "inprocess", "", "a file of `go test -bench -benchmem` output (BenchmarkServe) to report beside the load")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of riftgate's processes over each measurement to this folder (riftgate runs with --pprof; make pgo merges them)")
 	fs.DurationVar(&c.soak, "soak", 10*time.Minute, "how long the soak runs (case id \"soak\": riftgate alone with --mock, sync flows and a proxy recording, watched for memory, GC pauses and p99 over time; -only '^soak$' runs it alone and replaces only its section of -out); 0 skips it")
-	only := fs.String("only", "", "regexp: run only the cases whose id matches (\"wrk\" and \"soak\" are cases too)")
+	fs.IntVar(&c.large, "large", 100_000, "how many stubs the large recording records (case id \""+largeID+"\": riftgate on --datadir records them with proxyOnce, then reading them back, save, a restart and replay are timed, beside mb given the same recording; -only '^"+largeID+"$' runs it alone and replaces only its section of -out); 0 skips it")
+	only := fs.String("only", "", "regexp: run only the cases whose id matches (\"wrk\", \"soak\" and \""+largeID+"\" are cases too)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 || c.slices < 1 || c.recordDuration <= 0 || c.recordWindow <= 0 || c.soak < 0 {
+	if fs.NArg() > 0 || c.rounds < 1 || c.conns < 1 || c.duration <= 0 || c.slices < 1 || c.recordDuration <= 0 || c.recordWindow <= 0 || c.soak < 0 || c.large < 0 {
 		return usageError{errors.New("bench: bad arguments")}
 	}
 	c.recordWindow = min(c.recordWindow, c.recordDuration/3)
@@ -97,10 +100,15 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if c.out != "" && b.soakOnly() {
-		// The soak alone: the rest of the report stays as it was.
+	if c.out != "" && b.partsOnly() {
+		// Parts alone: the rest of the report stays as it was.
 		old, _ := os.ReadFile(c.out)
-		report = spliceSoak(string(old), b.soak.section(c.serverCPU))
+		report = string(old)
+		for _, pr := range b.parts() {
+			if pr.text != "" {
+				report = pr.part.splice(report, pr.text)
+			}
+		}
 	}
 	if c.out != "" {
 		if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
@@ -126,6 +134,41 @@ func (c *benchConfig) pinned(argv []string) []string {
 		return argv
 	}
 	return append([]string{ts, "-c", c.serverCPU}, argv...)
+}
+
+// A part is a section of the report that one step writes between markers
+// of its own (the soak, the large recording), so that a run of that step
+// alone replaces only it, and a run without it keeps the last one.
+type part struct{ begin, end string }
+
+var (
+	soakPart  = part{"<!-- soak:begin -->", "<!-- soak:end -->"}
+	largePart = part{"<!-- " + largeID + ":begin -->", "<!-- " + largeID + ":end -->"}
+)
+
+// splice puts section in place of the part in doc (or at its end when
+// doc has none).
+func (pt part) splice(doc, section string) string {
+	i := strings.Index(doc, pt.begin)
+	j := strings.Index(doc, pt.end)
+	if i < 0 || j < i {
+		return strings.TrimRight(doc, "\n") + "\n\n" + section
+	}
+	return doc[:i] + strings.TrimSuffix(section, "\n") + doc[j+len(pt.end):]
+}
+
+// previous returns the part of the report at path, if it has one.
+func (pt part) previous(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, pt.begin), strings.Index(doc, pt.end)
+	if i < 0 || j < i {
+		return ""
+	}
+	return doc[i:j+len(pt.end)] + "\n"
 }
 
 func (c *benchConfig) wanted(id string) bool { return c.only == nil || c.only.MatchString(id) }

@@ -65,11 +65,45 @@ type bench struct {
 	profiled map[string][]string
 	// soak is the soak's report (nil when it did not run).
 	soak *soakReport
+	// large is the large recording's report (nil when it did not run).
+	large *largeReport
 }
 
-// soakOnly reports whether the soak is all this run measured.
-func (b *bench) soakOnly() bool {
-	return b.soak != nil && len(b.cells) == 0 && len(b.wrk) == 0 && b.cluster == nil
+// partRun is a part of the report and what this run wrote in it ("": it
+// did not run).
+type partRun struct {
+	part part
+	text string
+}
+
+// parts are the report's parts, each with this run's section of it.
+func (b *bench) parts() []partRun {
+	out := []partRun{{part: soakPart}, {part: largePart}}
+	if b.soak != nil {
+		out[0].text = b.soak.section(b.cfg.serverCPU)
+	}
+	if b.large != nil {
+		out[1].text = b.large.section(b.cfg.serverCPU)
+	}
+	return out
+}
+
+// partsOnly reports whether parts are all this run measured.
+func (b *bench) partsOnly() bool {
+	return (b.soak != nil || b.large != nil) && len(b.cells) == 0 && len(b.wrk) == 0 && b.cluster == nil
+}
+
+// writePart writes pr's section, or the last run's where this run did not
+// write it.
+func (b *bench) writePart(p func(string, ...any), pr partRun) {
+	switch {
+	case pr.text != "":
+		p("\n%s", pr.text)
+	case b.cfg.out != "":
+		if prev := pr.part.previous(b.cfg.out); prev != "" {
+			p("\n%s", prev) // not run this time: the last one stays, with its date
+		}
+	}
 }
 
 // cell is one (case, system) pair: where to send the load, and what each
@@ -320,6 +354,13 @@ func (b *bench) run(ctx context.Context) (string, error) {
 	}
 	if b.cfg.wanted("cluster-faults") {
 		b.faults, b.faultsNote = b.measureFaults(ctx)
+	}
+	if b.cfg.large > 0 && b.cfg.wanted(largeID) {
+		b.log.Info("large recording", "stubs", b.cfg.large)
+		b.large = b.runLarge(ctx)
+		if b.large.note != "" {
+			b.log.Warn("large recording not measured", "why", b.large.note)
+		}
 	}
 	if b.cfg.soak > 0 && b.cfg.wanted(soakID) {
 		b.log.Info("soak", "duration", b.cfg.soak)
@@ -763,7 +804,7 @@ func (b *bench) countRecorded(c benchCase, sys string, cl *cell, admins map[stri
 		return
 	}
 	start := time.Now()
-	n, err := countStubs(admins[sys], port)
+	n, _, err := readStubs(context.Background(), admins[sys], port, "")
 	if err != nil {
 		b.log.Warn("could not count the recorded stubs", "case", c.id, "system", sys, "err", err)
 		return
@@ -999,6 +1040,7 @@ func (b *bench) report() string {
 	}
 
 	b.recordingReport(p)
+	b.writePart(p, b.parts()[1])
 
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]
@@ -1033,14 +1075,7 @@ func (b *bench) report() string {
 	b.clusterReport(p)
 	b.faultsReport(p)
 	b.inProcess.report(p)
-	switch {
-	case b.soak != nil:
-		p("\n%s", b.soak.section(b.cfg.serverCPU))
-	case b.cfg.out != "":
-		if prev := previousSoak(b.cfg.out); prev != "" {
-			p("\n%s", prev) // not run this time: the last one stays, with its date
-		}
-	}
+	b.writePart(p, b.parts()[0])
 
 	p("\n## Every round\n\n")
 	p("| case | system | req/s per round |\n|---|---|---|\n")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -192,6 +191,13 @@ func (b *bench) startHello(ctx context.Context) (*process, string, error) {
 // startMountebankLike starts riftgate or mb with mb's command line and
 // returns the admin API's base URL.
 func (b *bench) startMountebankLike(ctx context.Context, name, bin string, extra ...string) (*process, string, error) {
+	// mb is a node program: give it time on a busy machine.
+	return b.startAdmin(ctx, name, bin, 30*time.Second, extra...)
+}
+
+// startAdmin is startMountebankLike with the time the admin API has to
+// answer: a start on a large --datadir takes longer.
+func (b *bench) startAdmin(ctx context.Context, name, bin string, ready time.Duration, extra ...string) (*process, string, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
@@ -206,8 +212,7 @@ func (b *bench) startMountebankLike(ctx context.Context, name, bin string, extra
 		return nil, "", err
 	}
 	admin := fmt.Sprintf("http://127.0.0.1:%d", port)
-	// mb is a node program: give it time on a busy machine.
-	if err := p.waitReady(ctx, 30*time.Second, getOK(admin+"/imposters")); err != nil {
+	if err := p.waitReady(ctx, ready, getOK(admin+"/imposters")); err != nil {
 		p.stop()
 		return nil, "", err
 	}
@@ -227,27 +232,6 @@ func postImposter(admin, body string) error {
 		return fmt.Errorf("POST /imposters: %s: %s", resp.Status, oneLine(string(msg)))
 	}
 	return nil
-}
-
-// countStubs reads back an imposter's stubs (GET /imposters/:port) and
-// counts them: how many a recording case recorded.
-func countStubs(admin string, port int) (int, error) {
-	c := http.Client{Timeout: 5 * time.Minute}
-	resp, err := c.Get(fmt.Sprintf("%s/imposters/%d", admin, port))
-	if err != nil {
-		return 0, fmt.Errorf("GET /imposters/%d: %w", port, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /imposters/%d: %s", port, resp.Status)
-	}
-	var imp struct {
-		Stubs []struct{} `json:"stubs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&imp); err != nil {
-		return 0, fmt.Errorf("GET /imposters/%d: %w", port, err)
-	}
-	return len(imp.Stubs), nil
 }
 
 func deleteImposter(admin string, port int) error {
@@ -322,6 +306,12 @@ func (b *bench) quiesce(ctx context.Context, systems []string) {
 			procs = append(procs, f()...)
 		}
 	}
+	b.quiesceProcs(ctx, procs)
+}
+
+// quiesceProcs waits, up to quietMax, until procs use under quietShare of
+// a core.
+func (b *bench) quiesceProcs(ctx context.Context, procs []*process) {
 	start := time.Now()
 	for time.Since(start) < quietMax && ctx.Err() == nil {
 		before := cpuOf(procs)
@@ -334,7 +324,7 @@ func (b *bench) quiesce(ctx context.Context, systems []string) {
 		}
 	}
 	if waited := time.Since(start); waited > 2*quietSlice {
-		b.log.Info("waited for the servers to go quiet", "systems", systems, "waited", waited.Round(time.Second))
+		b.log.Info("waited for the servers to go quiet", "processes", len(procs), "waited", waited.Round(time.Second))
 	}
 }
 

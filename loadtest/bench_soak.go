@@ -20,13 +20,9 @@ import (
 // and a proxyOnce recording, watched for what a long load test needs:
 // memory that stays flat, collector pauses, and a p99 at the end like the
 // one at the start. Its section of docs/benchmarks.md sits between
-// soakBegin and soakEnd, so that a run of the soak alone replaces only it.
+// soakPart's markers, so that a run of the soak alone replaces only it.
 
-const (
-	soakID    = "soak"
-	soakBegin = "<!-- soak:begin -->"
-	soakEnd   = "<!-- soak:end -->"
-)
+const soakID = "soak"
 
 // soakImposter is the soak's imposter: /flow moves a scenario of the
 // virtual user's flow (a sync write per request), /proxy/ records one
@@ -247,42 +243,32 @@ func (r *soakReport) fold(samples []soakSample, warmup time.Duration) {
 // the server's memory is watched, and counts what it holds.
 func (r *soakReport) readBack(ctx context.Context, admin string, port, pid int) {
 	before := readRSS(pid)
-	peak := before
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-				peak = max(peak, readRSS(pid))
-			}
-		}
-	})
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/imposters/%d", admin, port), nil)
-	if err == nil {
-		var resp *http.Response
-		if resp, err = http.DefaultClient.Do(req); err == nil {
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				line := strings.TrimSpace(sc.Text())
-				r.getBytes += int64(len(sc.Bytes())) + 1
-				switch {
-				case strings.HasPrefix(line, `"requestFrom":`):
-					r.kept++
-				case strings.HasPrefix(line, `"numberOfRequests":`):
-					r.counted, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(line, `"numberOfRequests": `), ","), 10, 64)
-				}
-			}
-			err = sc.Err()
-			resp.Body.Close()
+	var err error
+	peak, _ := watchRSS(pid, func() {
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/imposters/%d", admin, port), nil)
+		if err = rerr; err != nil {
+			return
 		}
-	}
+		var resp *http.Response
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			r.getBytes += int64(len(sc.Bytes())) + 1
+			switch {
+			case strings.HasPrefix(line, `"requestFrom":`):
+				r.kept++
+			case strings.HasPrefix(line, `"numberOfRequests":`):
+				r.counted, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(line, `"numberOfRequests": `), ","), 10, 64)
+			}
+		}
+		err = sc.Err()
+	})
 	r.getTime = time.Since(start)
-	close(done)
-	wg.Wait()
 	r.getRise = peak - before
 	if err != nil {
 		r.note = "GET /imposters: " + err.Error()
@@ -290,13 +276,17 @@ func (r *soakReport) readBack(ctx context.Context, admin string, port, pid int) 
 }
 
 // readRSS reads a process's resident memory (0 when it cannot).
-func readRSS(pid int) int64 {
+func readRSS(pid int) int64 { return readStatus(pid, "VmRSS:") }
+
+// readStatus reads a memory figure of /proc/<pid>/status, in bytes (0
+// when it cannot).
+func readStatus(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			if f := strings.Fields(v); len(f) > 0 {
 				kb, _ := strconv.ParseInt(f[0], 10, 64)
 				return kb << 10
@@ -392,12 +382,12 @@ func dirBytes(dir string) int64 {
 func (r *soakReport) section(serverCPU string) string {
 	var w strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&w, format, a...) }
-	p("%s\n## Soak: recording, sync flows and a proxy recording for %v\n\n", soakBegin, r.dur)
+	p("%s\n## Soak: recording, sync flows and a proxy recording for %v\n\n", soakPart.begin, r.dur)
 	p("Run %s. Only riftgate runs (pinned to CPU %s when pinned; the load generator on the other core): `riftgate start --mock --datadir D`, one imposter whose `/flow` moves a scenario of the virtual user's flow (`_rift.flowState` with `durability: sync`, one fsynced write per request, a new flow per iteration up to the flow store's cap), whose `/proxy/<user>` is a `proxyOnce` recording from the raw server (one recorded stub per user, replayed after), and whose other paths answer a static stub; `--mock` records every request. Closed loop, %d connections, as fast as the machine answers: each user sends `/static`, `/flow`, `/proxy/<user>` in turn, for %v after a %v warm-up. RSS is read from `/proc/<pid>/status` every %v, the collector's pauses from `riftgate_go_gc_pause_seconds` on GET /metrics; latencies per interval are the load generator's.\n\n",
 		r.start.Format("2006-01-02 15:04 UTC"), orNone(serverCPU), r.conns, r.dur, min(10*time.Second, r.interval), max(r.interval/6, 500*time.Millisecond))
 	p("Run it alone with `make build && go build -o bin/riftload ./cmd/riftload && taskset -c 1 bin/riftload bench -only '^soak$' -soak %v` (it replaces only this section).\n\n", r.dur)
 	if r.note != "" {
-		p("**Not measured**: %s\n%s\n", mdEscape(r.note), soakEnd)
+		p("**Not measured**: %s\n%s\n", mdEscape(r.note), soakPart.end)
 		return w.String()
 	}
 	p("Server CPU is the riftgate process's user and system time in the interval (at most the interval: it has one core); CPU pressure is the machine's (`/proc/pressure/cpu`, the share of the last 10 s some task waited for a core, highest seen in the interval): high pressure with little server CPU is the neighbours taking the core. A `/metrics` reading that did not come within 10 s is left out of the pauses and counted.\n\n")
@@ -420,7 +410,7 @@ func (r *soakReport) section(serverCPU string) string {
 	p("- RSS: %.0f MB before the load; over the last 80%% of the run between %.0f and %.0f MB, max/min %.2f (target <= 1.20): %s.\n", mb(r.rssStart), mb(r.rssMin), mb(r.rssMax), float64(r.rssMax)/float64(max(r.rssMin, 1)), mark(flat))
 	p("- p99: %.3f ms in the first interval, %.3f ms in the last, end/start %.2f (target <= 1.50): %s.\n", r.p99Start, r.p99End, r.p99End/max(r.p99Start, 1e-9), mark(p99ok))
 	p("- GET /imposters/:id afterwards (read as it streamed): %d recorded requests, %.0f MB, in %.1f s; the server's RSS rose by %.0f MB at most meanwhile.\n", r.kept, mb(r.getBytes), r.getTime.Seconds(), mb(r.getRise))
-	p("- Recorded requests on disk (under `--datadir`): %.0f MB.\n%s\n", mb(r.disk), soakEnd)
+	p("- Recorded requests on disk (under `--datadir`): %.0f MB.\n%s\n", mb(r.disk), soakPart.end)
 	return w.String()
 }
 
@@ -431,30 +421,4 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// spliceSoak puts section in place of the soak section of doc (or at its
-// end when it has none).
-func spliceSoak(doc, section string) string {
-	i := strings.Index(doc, soakBegin)
-	j := strings.Index(doc, soakEnd)
-	if i < 0 || j < i {
-		return strings.TrimRight(doc, "\n") + "\n\n" + section
-	}
-	return doc[:i] + strings.TrimSuffix(section, "\n") + doc[j+len(soakEnd):]
-}
-
-// previousSoak returns the soak section of the report at path, if any: a
-// bench run without the soak keeps the last one.
-func previousSoak(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	doc := string(b)
-	i, j := strings.Index(doc, soakBegin), strings.Index(doc, soakEnd)
-	if i < 0 || j < i {
-		return ""
-	}
-	return doc[i:j+len(soakEnd)] + "\n"
 }

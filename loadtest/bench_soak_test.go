@@ -19,7 +19,7 @@ func TestBenchSoakAlone(t *testing.T) {
 	bin := gatewaytest.Binary(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "benchmarks.md")
-	before := "# Benchmarks\n\nthe rest\n\n" + soakBegin + "\nan old soak\n" + soakEnd + "\n\n## After\n"
+	before := "# Benchmarks\n\nthe rest\n\n" + soakPart.begin + "\nan old soak\n" + soakPart.end + "\n\n## After\n"
 	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestBenchSoakAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(b)
-	if !strings.HasPrefix(md, "# Benchmarks\n\nthe rest\n\n"+soakBegin+"\n## Soak: ") || !strings.HasSuffix(md, soakEnd+"\n\n## After\n") || strings.Contains(md, "an old soak") {
+	if !strings.HasPrefix(md, "# Benchmarks\n\nthe rest\n\n"+soakPart.begin+"\n## Soak: ") || !strings.HasSuffix(md, soakPart.end+"\n\n## After\n") || strings.Contains(md, "an old soak") {
 		t.Fatalf("the report around the soak changed:\n%s", md)
 	}
 	for _, want := range []string{"| until (s after the warm-up) | req/s |", "\n| 1 | ", "\n| 4 | ", "`numberOfRequests` says", ": PASS.\n- RSS:", "GET /imposters/:id afterwards"} {
@@ -45,15 +45,15 @@ func TestBenchSoakAlone(t *testing.T) {
 	}
 }
 
-func TestSpliceSoak(t *testing.T) {
-	sec := soakBegin + "\nnew\n" + soakEnd + "\n"
+func TestSplicePart(t *testing.T) {
+	sec := soakPart.begin + "\nnew\n" + soakPart.end + "\n"
 	for _, c := range []struct{ doc, want string }{
 		{"a\n", "a\n\n" + sec},
-		{"a\n" + soakBegin + "\nold\n" + soakEnd + "\nb\n", "a\n" + soakBegin + "\nnew\n" + soakEnd + "\nb\n"},
+		{"a\n" + soakPart.begin + "\nold\n" + soakPart.end + "\nb\n", "a\n" + soakPart.begin + "\nnew\n" + soakPart.end + "\nb\n"},
 		{"", "\n\n" + sec},
 	} {
-		if got := spliceSoak(c.doc, sec); got != c.want {
-			t.Errorf("spliceSoak(%q) = %q, want %q", c.doc, got, c.want)
+		if got := soakPart.splice(c.doc, sec); got != c.want {
+			t.Errorf("splice(%q) = %q, want %q", c.doc, got, c.want)
 		}
 	}
 }

@@ -1,10 +1,6 @@
 package loadtest
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,30 +12,8 @@ import (
 // and a start on its --datadir included) and on mb given riftgate's save;
 // its section replaces the last one and leaves the rest of the report.
 func TestBenchLargeAlone(t *testing.T) {
-	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
-	bin := gatewaytest.Binary(t)
-	mbBin := gatewaytest.Mountebank(t)
-	dir := t.TempDir()
-	out := filepath.Join(dir, "benchmarks.md")
-	before := "# Benchmarks\n\nthe rest\n\n" + largePart.begin + "\nan old one\n" + largePart.end + "\n\n## After\n"
-	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	code := Main(context.Background(), []string{"bench",
-		"-riftgate", bin, "-mb", mbBin, "-wasm-dir", dir, "-wrk", "", "-server-cpu", "",
-		"-c", "4", "-only", "^" + largeID + "$", "-large", "300", "-out", out}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(b)
-	if !strings.HasPrefix(md, "# Benchmarks\n\nthe rest\n\n"+largePart.begin+"\n## A large recording, used") || !strings.HasSuffix(md, largePart.end+"\n\n## After\n") || strings.Contains(md, "an old one") {
-		t.Fatalf("the report around the section changed:\n%s", md)
-	}
+	md := benchPartAlone(t, largePart, "## A large recording, used",
+		"-mb", gatewaytest.Mountebank(t), "-only", "^"+largeID+"$", "-large", "300")
 	rows := map[string]int{}
 	for _, line := range strings.Split(md, "\n") {
 		f := strings.Split(line, " | ")

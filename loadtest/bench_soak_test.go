@@ -15,29 +15,8 @@ import (
 // the last one in the report and leaves the rest as it was, with one row
 // per interval and every request counted by the imposter.
 func TestBenchSoakAlone(t *testing.T) {
-	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
-	bin := gatewaytest.Binary(t)
 	dir := t.TempDir()
-	out := filepath.Join(dir, "benchmarks.md")
-	before := "# Benchmarks\n\nthe rest\n\n" + soakPart.begin + "\nan old soak\n" + soakPart.end + "\n\n## After\n"
-	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	code := Main(context.Background(), []string{"bench",
-		"-riftgate", bin, "-mb", filepath.Join(dir, "no-mb"), "-wasm-dir", dir, "-wrk", "", "-server-cpu", "",
-		"-c", "4", "-only", "^soak$", "-soak", "4s", "-out", out}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(b)
-	if !strings.HasPrefix(md, "# Benchmarks\n\nthe rest\n\n"+soakPart.begin+"\n## Soak: ") || !strings.HasSuffix(md, soakPart.end+"\n\n## After\n") || strings.Contains(md, "an old soak") {
-		t.Fatalf("the report around the soak changed:\n%s", md)
-	}
+	md := benchPartAlone(t, soakPart, "## Soak: ", "-mb", filepath.Join(dir, "no-mb"), "-only", "^soak$", "-soak", "4s")
 	for _, want := range []string{"| until (s after the warm-up) | req/s |", "\n| 1 | ", "\n| 4 | ", "`numberOfRequests` says", ": PASS.\n- RSS:", "GET /imposters/:id afterwards"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the soak's section lacks %q:\n%s", want, md)
@@ -73,4 +52,35 @@ func TestLongestPause(t *testing.T) {
 			t.Errorf("%v: %v, want %v", c.after, got, c.want)
 		}
 	}
+}
+
+// benchPartAlone runs `riftload bench` with args (and the real binary)
+// on a report that holds an old section of pt between two others, checks
+// that only that section changed, into one that starts with title, and
+// returns the report.
+func benchPartAlone(t *testing.T, pt part, title string, args ...string) string {
+	t.Helper()
+	t.Setenv("RIFTLOAD_TEST_AS_MAIN", "1")
+	bin := gatewaytest.Binary(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "benchmarks.md")
+	before := "# Benchmarks\n\nthe rest\n\n" + pt.begin + "\nan old one\n" + pt.end + "\n\n## After\n"
+	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), append([]string{"bench",
+		"-riftgate", bin, "-wasm-dir", dir, "-wrk", "", "-server-cpu", "", "-c", "4", "-out", out}, args...), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	if !strings.HasPrefix(md, "# Benchmarks\n\nthe rest\n\n"+pt.begin+"\n"+title) || !strings.HasSuffix(md, pt.end+"\n\n## After\n") || strings.Contains(md, "an old one") {
+		t.Fatalf("the report around the section changed:\n%s", md)
+	}
+	return md
 }

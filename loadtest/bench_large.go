@@ -2,10 +2,12 @@ package loadtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -82,25 +85,12 @@ func (b *bench) runLarge(ctx context.Context) *largeReport {
 		return rep
 	}
 	saved := filepath.Join(b.dir, "large-saved.json")
-	// last is the stubs the last step read.
-	last := func() int { return rep.rift[len(rep.rift)-1].stubs }
-	step := func(s largeStep, run func(*largeStep) error) {
-		s.stubs = -1
-		start := time.Now()
-		s.peak, s.anon = watchRSS(rg.cmd.Process.Pid, func() {
-			if err := run(&s); err != nil {
-				s.err = err.Error()
-			}
-		})
-		s.took = time.Since(start)
-		b.log.Info("large recording", "system", "riftgate", "step", s.what, "took", s.took.Round(time.Millisecond), "stubs", s.stubs, "err", s.err)
-		rep.rift = append(rep.rift, s)
-	}
-	count := func(s *largeStep) (err error) {
-		s.stubs, s.size, err = readStubs(ctx, admin, port, "")
-		return err
-	}
-	step(largeStep{what: fmt.Sprintf("record %d stubs (proxyOnce, a new path a request, %d connections)", rep.n, rep.conns)}, func(s *largeStep) error {
+	// The server's pid, read by the RSS watcher as a start changes it.
+	var pid atomic.Int64
+	pid.Store(int64(rg.cmd.Process.Pid))
+	t := &largeTimer{log: b.log, sys: "riftgate", pid: func() int { return int(pid.Load()) }}
+	ops := largeOps{ctx: ctx, bin: b.cfg.riftgate, admin: admin, port: port}
+	t.step(largeStep{what: fmt.Sprintf("record %d stubs (proxyOnce, a new path a request, %d connections)", rep.n, rep.conns)}, func(s *largeStep) error {
 		res, err := Run(ctx, Options{Targets: []string{target}, Connections: b.cfg.conns, Requests: int64(rep.n),
 			Scenario: c.scenario, Timeout: benchTimeout})
 		if err != nil {
@@ -112,58 +102,44 @@ func (b *bench) runLarge(ctx context.Context) *largeReport {
 		rep.recordRate = res.Throughput
 		return nil
 	})
-	step(largeStep{what: "the folder written: until the server is quiet"}, func(*largeStep) error {
+	quiet := func(*largeStep) error {
 		b.quiesceProcs(ctx, []*process{rg})
 		return nil
-	})
+	}
+	t.step(largeStep{what: "the folder written: until the server is quiet"}, quiet)
 	// Every recording and the probe's, and the proxy stub.
-	step(largeStep{what: "`GET /imposters/:id`", want: rep.n + 2}, count)
-	read := last()
-	step(largeStep{what: "`GET /imposters/:id?replayable=true&removeProxies=true`", want: read - 1}, func(s *largeStep) (err error) {
-		s.stubs, s.size, err = readStubs(ctx, admin, port, "?replayable=true&removeProxies=true")
-		return err
-	})
-	replayable := last()
-	step(largeStep{what: "`save --removeProxies`"}, func(s *largeStep) error {
-		return saveWith(ctx, b.cfg.riftgate, admin, saved, s)
-	})
-	step(largeStep{what: "stop (SIGTERM) until the process exits"}, func(*largeStep) error {
+	t.step(largeStep{what: "`GET /imposters/:id`", want: rep.n + 2}, ops.get(""))
+	read := t.last().stubs
+	t.step(largeStep{what: "`GET /imposters/:id?replayable=true&removeProxies=true`", want: read - 1}, ops.get(replayableQuery))
+	replayable := t.last().stubs
+	t.step(largeStep{what: "`save --removeProxies`"}, ops.save(saved))
+	t.step(largeStep{what: "stop (SIGTERM) until the process exits"}, func(*largeStep) error {
 		rg.stop()
 		return nil
 	})
-	restart := largeStep{what: "start on the folder until `GET /imposters/:id` has read every stub", stubs: -1, want: read}
-	start := time.Now()
-	rg, admin, err = b.startAdmin(ctx, "riftgate-large", b.cfg.riftgate, largeOpTimeout, "--datadir", data)
-	if err == nil {
-		restart.peak, restart.anon = watchRSS(rg.cmd.Process.Pid, func() { err = count(&restart) })
-	}
-	if err != nil {
-		restart.err = err.Error()
-	}
-	restart.took = time.Since(start)
-	b.log.Info("large recording", "system", "riftgate", "step", restart.what, "took", restart.took.Round(time.Millisecond), "stubs", restart.stubs, "err", restart.err)
-	rep.rift = append(rep.rift, restart)
-	if err != nil {
-		return rep
-	}
-	step(largeStep{what: "`replay` (every proxy removed, the recording kept)", want: replayable}, func(s *largeStep) error {
-		if err := cli(ctx, b.cfg.riftgate, "replay", "--port", portOf(admin), "--host", "127.0.0.1"); err != nil {
+	t.step(largeStep{what: "start on the folder until `GET /imposters/:id` has read every stub", want: read}, func(s *largeStep) error {
+		var err error
+		if rg, ops.admin, err = b.startAdmin(ctx, "riftgate-large", b.cfg.riftgate, largeOpTimeout, "--datadir", data); err != nil {
 			return err
 		}
-		return count(s)
+		pid.Store(int64(rg.cmd.Process.Pid))
+		return ops.get("")(s)
 	})
-	step(largeStep{what: "the folder rewritten after the replay: until the server is quiet"}, func(*largeStep) error {
-		b.quiesceProcs(ctx, []*process{rg})
-		return nil
-	})
+	if t.last().err != "" {
+		rep.rift = t.steps // no server to go on with
+		return rep
+	}
+	t.step(largeStep{what: "`replay` (every proxy removed, the recording kept)", want: replayable}, ops.replay())
+	t.step(largeStep{what: "the folder rewritten after the replay: until the server is quiet"}, quiet)
 	rg.stop()
+	rep.rift = t.steps
 	rep.mb, rep.mbNote = b.largeOnMB(ctx, saved, port, replayable)
 	return rep
 }
 
 // largeOnMB loads riftgate's save of the recording into an mb of its own
 // (in memory, as the recording cases run it) and times the operations
-// mb has on it.
+// mb has on it, up to the first that fails.
 func (b *bench) largeOnMB(ctx context.Context, saved string, port, stubs int) ([]largeStep, string) {
 	body, err := os.ReadFile(saved)
 	if err != nil {
@@ -174,46 +150,91 @@ func (b *bench) largeOnMB(ctx context.Context, saved string, port, stubs int) ([
 		return nil, err.Error()
 	}
 	defer mb.stop()
-	var out []largeStep
-	ok := true
-	step := func(s largeStep, run func(*largeStep) error) {
-		s.stubs = -1
-		if !ok {
-			return
-		}
-		start := time.Now()
-		s.peak, s.anon = watchRSS(mb.cmd.Process.Pid, func() {
-			if err := run(&s); err != nil {
-				s.err = err.Error()
-			}
-		})
-		s.took = time.Since(start)
-		ok = s.err == ""
-		b.log.Info("large recording", "system", "mb", "step", s.what, "took", s.took.Round(time.Millisecond), "stubs", s.stubs, "err", s.err)
-		out = append(out, s)
-	}
-	step(largeStep{what: "`PUT /imposters` with the save", size: int64(len(body))}, func(s *largeStep) error {
+	t := &largeTimer{log: b.log, sys: "mb", pid: func() int { return mb.cmd.Process.Pid }, stopOnFail: true}
+	ops := largeOps{ctx: ctx, bin: b.cfg.mb, admin: admin, port: port}
+	t.step(largeStep{what: "`PUT /imposters` with the save", size: int64(len(body))}, func(*largeStep) error {
 		return putImposters(ctx, admin, body)
 	})
-	step(largeStep{what: "`GET /imposters/:id`", want: stubs}, func(s *largeStep) (err error) {
-		s.stubs, s.size, err = readStubs(ctx, admin, port, "")
+	t.step(largeStep{what: "`GET /imposters/:id`", want: stubs}, ops.get(""))
+	t.step(largeStep{what: "`GET /imposters/:id?replayable=true&removeProxies=true`", want: stubs}, ops.get(replayableQuery))
+	t.step(largeStep{what: "`save --removeProxies`"}, ops.save(filepath.Join(b.dir, "large-mb-saved.json")))
+	t.step(largeStep{what: "`replay` (every proxy removed, the recording kept)", want: stubs}, ops.replay())
+	return t.steps, ""
+}
+
+// largeTimer times one system's steps, each with the server's peak RSS.
+type largeTimer struct {
+	log *slog.Logger
+	sys string
+	// pid is the server's process, read as the step runs (a step may
+	// start it anew).
+	pid func() int
+	// stopOnFail: after a step fails, the others are not run.
+	stopOnFail, failed bool
+	steps              []largeStep
+}
+
+func (t *largeTimer) step(s largeStep, run func(*largeStep) error) {
+	if t.failed && t.stopOnFail {
+		return
+	}
+	s.stubs = -1
+	start := time.Now()
+	s.peak, s.anon = watchRSS(t.pid, func() {
+		if err := run(&s); err != nil {
+			s.err = err.Error()
+		}
+	})
+	s.took = time.Since(start)
+	t.failed = t.failed || s.err != ""
+	t.log.Info("large recording", "system", t.sys, "step", s.what, "took", s.took.Round(time.Millisecond), "stubs", s.stubs, "err", s.err)
+	t.steps = append(t.steps, s)
+}
+
+// last is the step timed last.
+func (t *largeTimer) last() largeStep { return t.steps[len(t.steps)-1] }
+
+const replayableQuery = "?replayable=true&removeProxies=true"
+
+// largeOps are the operations both systems are timed on, through one
+// admin API and one binary's command line.
+type largeOps struct {
+	ctx        context.Context
+	bin, admin string
+	port       int
+}
+
+// get reads the imposter, query appended, and counts its stubs.
+func (o *largeOps) get(query string) func(*largeStep) error {
+	return func(s *largeStep) (err error) {
+		s.stubs, s.size, err = readStubs(o.ctx, o.admin, o.port, query)
 		return err
-	})
-	step(largeStep{what: "`GET /imposters/:id?replayable=true&removeProxies=true`", want: stubs}, func(s *largeStep) (err error) {
-		s.stubs, s.size, err = readStubs(ctx, admin, port, "?replayable=true&removeProxies=true")
-		return err
-	})
-	step(largeStep{what: "`save --removeProxies`"}, func(s *largeStep) error {
-		return saveWith(ctx, b.cfg.mb, admin, filepath.Join(b.dir, "large-mb-saved.json"), s)
-	})
-	step(largeStep{what: "`replay` (every proxy removed, the recording kept)", want: stubs}, func(s *largeStep) (err error) {
-		if err := cli(ctx, b.cfg.mb, "replay", "--port", portOf(admin), "--host", "127.0.0.1"); err != nil {
+	}
+}
+
+// save runs `save --removeProxies` into file, and notes its size.
+func (o *largeOps) save(file string) func(*largeStep) error {
+	return func(s *largeStep) error {
+		if err := cli(o.ctx, o.bin, "save", "--port", portOf(o.admin), "--host", "127.0.0.1", "--savefile", file, "--removeProxies"); err != nil {
 			return err
 		}
-		s.stubs, s.size, err = readStubs(ctx, admin, port, "")
-		return err
-	})
-	return out, ""
+		fi, err := os.Stat(file)
+		if err != nil {
+			return err
+		}
+		s.size = fi.Size()
+		return nil
+	}
+}
+
+// replay runs `replay`, then reads the imposter back.
+func (o *largeOps) replay() func(*largeStep) error {
+	return func(s *largeStep) error {
+		if err := cli(o.ctx, o.bin, "replay", "--port", portOf(o.admin), "--host", "127.0.0.1"); err != nil {
+			return err
+		}
+		return o.get("")(s)
+	}
 }
 
 // readStubs reads GET /imposters/:port+query as a client would, and
@@ -259,7 +280,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func putImposters(ctx context.Context, admin string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, largeOpTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, admin+"/imposters", strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, admin+"/imposters", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -273,19 +294,6 @@ func putImposters(ctx context.Context, admin string, body []byte) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("PUT /imposters: %s: %s", resp.Status, msg)
 	}
-	return nil
-}
-
-// saveWith runs bin's `save --removeProxies` into file, and notes its size.
-func saveWith(ctx context.Context, bin, admin, file string, s *largeStep) error {
-	if err := cli(ctx, bin, "save", "--port", portOf(admin), "--host", "127.0.0.1", "--savefile", file, "--removeProxies"); err != nil {
-		return err
-	}
-	fi, err := os.Stat(file)
-	if err != nil {
-		return err
-	}
-	s.size = fi.Size()
 	return nil
 }
 
@@ -311,9 +319,10 @@ func portOf(admin string) string { return admin[strings.LastIndexByte(admin, ':'
 // watchRSS runs run while it reads pid's RSS every 20 ms, and returns the
 // highest it read, in all and of anonymous memory (the heap, where the
 // rest is mapped files: the configuration log's pages, the binary).
-func watchRSS(pid int, run func()) (rss, anon int64) {
+func watchRSS(pid func() int, run func()) (rss, anon int64) {
 	read := func() {
-		rss, anon = max(rss, readRSS(pid)), max(anon, readStatus(pid, "RssAnon:"))
+		p := pid()
+		rss, anon = max(rss, readRSS(p)), max(anon, readStatus(p, "RssAnon:"))
 	}
 	read()
 	done := make(chan struct{})

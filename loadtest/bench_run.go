@@ -93,15 +93,18 @@ func (b *bench) partsOnly() bool {
 	return (b.soak != nil || b.large != nil) && len(b.cells) == 0 && len(b.wrk) == 0 && b.cluster == nil
 }
 
-// writePart writes pr's section, or the last run's where this run did not
-// write it.
-func (b *bench) writePart(p func(string, ...any), pr partRun) {
-	switch {
-	case pr.text != "":
-		p("\n%s", pr.text)
-	case b.cfg.out != "":
-		if prev := pr.part.previous(b.cfg.out); prev != "" {
-			p("\n%s", prev) // not run this time: the last one stays, with its date
+// writePart writes this run's section of pt, or the last run's where this
+// run did not write it.
+func (b *bench) writePart(p func(string, ...any), pt part) {
+	for _, pr := range b.parts() {
+		switch {
+		case pr.part != pt:
+		case pr.text != "":
+			p("\n%s", pr.text)
+		case b.cfg.out != "":
+			if prev := pt.previous(b.cfg.out); prev != "" {
+				p("\n%s", prev) // not run this time: the last one stays, with its date
+			}
 		}
 	}
 }
@@ -1040,7 +1043,7 @@ func (b *bench) report() string {
 	}
 
 	b.recordingReport(p)
-	b.writePart(p, b.parts()[1])
+	b.writePart(p, largePart)
 
 	for _, c := range b.cases {
 		cells, ok := b.cells[c.id]
@@ -1075,7 +1078,7 @@ func (b *bench) report() string {
 	b.clusterReport(p)
 	b.faultsReport(p)
 	b.inProcess.report(p)
-	b.writePart(p, b.parts()[0])
+	b.writePart(p, soakPart)
 
 	p("\n## Every round\n\n")
 	p("| case | system | req/s per round |\n|---|---|---|\n")

@@ -245,7 +245,7 @@ func (r *soakReport) readBack(ctx context.Context, admin string, port, pid int) 
 	before := readRSS(pid)
 	start := time.Now()
 	var err error
-	peak, _ := watchRSS(pid, func() {
+	peak, _ := watchRSS(func() int { return pid }, func() {
 		req, rerr := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/imposters/%d", admin, port), nil)
 		if err = rerr; err != nil {
 			return

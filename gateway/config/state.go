@@ -124,9 +124,13 @@ func NewImposter(port int, header []byte, stubs []Stub) *Imposter {
 }
 
 // put sets the stub at k; fresh says it is new to the imposter. What st
-// was parsed into moves to the version.
+// was parsed into moves to the version, and is forgotten once proxyAlways
+// added responses to it (its Doc is then more).
 func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
-	if st.parsed != nil {
+	switch {
+	case st.nmore > 0:
+		delete(imp.parsed, st.ID)
+	case st.parsed != nil:
 		if imp.parsed == nil {
 			imp.parsed = map[uint64]any{}
 		}
@@ -315,16 +319,7 @@ func (st *Stub) MoreParsed(from int) []any {
 // Parsed is what the command that made stub id in this version said its
 // JSON parses into, or nil: nil too once proxyAlways added responses, as
 // its Doc is then more, and in any later version.
-func (imp *Imposter) Parsed(id uint64) any {
-	p := imp.parsed[id]
-	if p == nil {
-		return nil
-	}
-	if st, ok := imp.Stub(id); !ok || st.nmore > 0 {
-		return nil
-	}
-	return p
-}
+func (imp *Imposter) Parsed(id uint64) any { return imp.parsed[id] }
 
 // NumMore is how many responses proxyAlways added after the JSON.
 func (st *Stub) NumMore() int { return st.nmore }

@@ -315,17 +315,12 @@ func (s *State) record(derived map[int]*Imposter, r Record) Result {
 	h := xxhash.Sum64String(sd.Signature)
 	var into *Stub
 	var at Key
-	imp.sigs.Ascend(sigKey{h, anchor}, func(k sigKey, id uint64) bool {
-		if k.hash != h {
-			return false
-		}
-		if k.at == anchor {
+	imp.sigs.Each(h, func(e sigEntry) bool {
+		if e.at.Compare(anchor) <= 0 || into != nil && e.at.Compare(at) > 0 {
 			return true
 		}
-		st, _ := imp.stubs.Get(k.at)
-		if st.Signature == sd.Signature {
-			into, at = st, k.at
-			return false
+		if st, ok := imp.stubs.Get(e.at); ok && st.Signature == sd.Signature {
+			into, at = st, e.at
 		}
 		return true
 	})

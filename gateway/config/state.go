@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/riftgate/riftgate/gateway/hashidx"
 	"github.com/riftgate/riftgate/gateway/ptree"
 )
 
@@ -34,8 +35,9 @@ type Imposter struct {
 
 	stubs ptree.Map[Key, *Stub]  // in the imposter's order
 	ids   ptree.Map[uint64, Key] // stub id → its order key
-	sigs  ptree.Map[sigKey, uint64]
-	list  *stubList // Stubs(), made once per version on demand
+	// sigs indexes the stubs by the hash of their signature.
+	sigs hashidx.Index[sigEntry]
+	list *stubList // Stubs(), made once per version on demand
 	// journal lists the ids of the stubs recordings added or extended,
 	// since the version that started it: what the reconciler reads to
 	// move a running imposter between two versions without comparing
@@ -83,19 +85,11 @@ func cmpU(a, b uint64) int {
 	return 0
 }
 
-// sigKey indexes stubs by the hash of their signature, then by order:
-// the first stub after a proxy stub with a recording's signature is one
-// Ascend away.
-type sigKey struct {
-	hash uint64
-	at   Key
-}
-
-func cmpSig(a, b sigKey) int {
-	if a.hash != b.hash {
-		return cmpU(a.hash, b.hash)
-	}
-	return cmpOkey(a.at, b.at)
+// sigEntry is a stub under the hash of its signature: the first stub
+// after a proxy stub with a recording's signature is the least of a few.
+type sigEntry struct {
+	at Key
+	id uint64
 }
 
 type stubList struct {
@@ -115,7 +109,7 @@ type journal struct {
 // NewImposter makes an imposter of stubs, in order.
 func NewImposter(port int, header []byte, stubs []Stub) *Imposter {
 	imp := &Imposter{Port: port, Header: header, list: &stubList{}, journal: &journal{}, edit: &ptree.Edit{},
-		stubs: ptree.New[Key, *Stub](cmpOkey), ids: ptree.New[uint64, Key](cmpU), sigs: ptree.New[sigKey, uint64](cmpSig)}
+		stubs: ptree.New[Key, *Stub](cmpOkey), ids: ptree.New[uint64, Key](cmpU)}
 	for i := range stubs {
 		st := stubs[i]
 		imp.put(Key{major: 2 * uint64(i+1)}, &st, true)
@@ -139,7 +133,7 @@ func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
 	imp.stubs = imp.stubs.SetIn(imp.edit, k, st)
 	if fresh {
 		imp.ids = imp.ids.SetIn(imp.edit, st.ID, k)
-		imp.sigs = imp.sigs.SetIn(imp.edit, sigKey{xxhash.Sum64String(st.Signature), k}, st.ID)
+		imp.sigs = imp.sigs.Add(xxhash.Sum64String(st.Signature), sigEntry{k, st.ID})
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/flow"
+	"github.com/riftgate/riftgate/gateway/hashidx"
 	"github.com/riftgate/riftgate/gateway/mberr"
 	"github.com/riftgate/riftgate/gateway/message"
 	"github.com/riftgate/riftgate/gateway/meter"
@@ -168,8 +169,24 @@ type Stub struct {
 	// predicates name type "open").
 	onOpen bool
 
-	matchMu sync.Mutex
-	seen    []json.RawMessage // --debug: what the stub matched, newest last
+	// seen is what the stub matched under --debug, made at its first
+	// match: a recording holds many stubs, most never matched.
+	seen atomic.Pointer[matchLog]
+}
+
+// matchLog is what a stub matched, newest last.
+type matchLog struct {
+	mu sync.Mutex
+	l  []json.RawMessage
+}
+
+// matched returns the stub's match log, nil if none, or a new one when create says so.
+func (s *Stub) matched(create bool) *matchLog {
+	if ml := s.seen.Load(); ml != nil || !create {
+		return ml
+	}
+	s.seen.CompareAndSwap(nil, &matchLog{})
+	return s.seen.Load()
 }
 
 // responseSet is a stub's compiled responses and their cycle.
@@ -191,9 +208,11 @@ type responseSet struct {
 // matched.
 func (s *Stub) Continue(from *Stub) {
 	s.pos.Store(from.pos.Load())
-	from.matchMu.Lock()
-	s.seen = append([]json.RawMessage(nil), from.seen...)
-	from.matchMu.Unlock()
+	if ml := from.matched(false); ml != nil {
+		ml.mu.Lock()
+		s.seen.Store(&matchLog{l: slices.Clone(ml.l)})
+		ml.mu.Unlock()
+	}
 }
 
 // MaxMatches bounds what a stub remembers under --debug.
@@ -212,12 +231,13 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 	}
 	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":%s,"responseConfig":%s,"processingTime":%d}`,
 		ts.UTC().Format("2006-01-02T15:04:05.000Z"), rb, imp.matchResponse(r, resp), config, time.Since(ts).Milliseconds())
-	s.matchMu.Lock()
-	if len(s.seen) == MaxMatches {
-		s.seen = s.seen[1:]
+	ml := s.matched(true)
+	ml.mu.Lock()
+	if len(ml.l) == MaxMatches {
+		ml.l = ml.l[1:]
 	}
-	s.seen = append(s.seen, json.RawMessage(m))
-	s.matchMu.Unlock()
+	ml.l = append(ml.l, json.RawMessage(m))
+	ml.mu.Unlock()
 	if ml := imp.opts.Matches; ml != nil && s.Spec.ID != 0 {
 		ml.Matched(imp.Port(), s.Spec.ID, ts, json.RawMessage(m))
 	}
@@ -368,9 +388,13 @@ func matchConfig(rs *ResponseSpec) []byte {
 
 // Matches returns what the stub matched under --debug.
 func (s *Stub) Matches() []json.RawMessage {
-	s.matchMu.Lock()
-	defer s.matchMu.Unlock()
-	return append([]json.RawMessage(nil), s.seen...)
+	ml := s.matched(false)
+	if ml == nil {
+		return nil
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return slices.Clone(ml.l)
 }
 
 // matchesOf is what st matched, oldest first: what Options.Matches kept
@@ -464,22 +488,31 @@ func (c *Compiler) deferred(rs *ResponseSpec, imp *Imposter, spec *StubSpec) *re
 // allocation. A recording holds hundreds of thousands of stubs, most of
 // them never matched again, and every object they hold is marked at every
 // collection: the collector's cost grew with the recording until it set
-// the rate. So the predicates compiled to check and index the stub are
-// dropped, and compiled again where a request first reaches the stub; and
-// the stub's spec, its response's, its predicate and its path key are
-// copied in, so that the objects its parse made are the collector's to
-// free rather than a handful more to mark for each stub.
+// the rate. So a recorded stub holds its spec, its response's, its
+// predicate and its path key, copied in so that the objects its parse
+// made are the collector's to free; its predicates, compiled to check and
+// index it, are dropped; and what it needs to answer (its compiled
+// predicates, its response set) is made where it is first asked (warm).
+// It stays within 512 bytes, where the collector scans objects span by
+// span (TestRecordedStubHoldsFewObjects).
 type recordedStub struct {
 	Stub
-	match  lazyMatcher
-	set    responseSet
-	one    [1]*response
-	resp   deferredResponse
+	once   sync.Once
+	c      *Compiler // until warm
+	imp    *Imposter
+	m      Matcher // once warm
 	spec   StubSpec
 	rspec  ResponseSpec
 	rspecs [1]*ResponseSpec
 	preds  [1]json.RawMessage
 	path   [1]message.PathKey
+}
+
+// recordedAnswer is what a recorded stub makes where it is first asked.
+type recordedAnswer struct {
+	set  responseSet
+	one  [1]*response
+	resp deferredResponse
 }
 
 // compileRecorded compiles b's stub as a recordedStub, or returns nil when
@@ -494,7 +527,9 @@ func (c *Compiler) compileRecorded(b Build) *Stub {
 	if err != nil {
 		return nil // compileStub reports it
 	}
-	rec := &recordedStub{spec: *b.Stub, rspec: *b.Stub.Responses[0]}
+	// Config left out: a recording names no module, and each stub would
+	// keep the configuration it was made in.
+	rec := &recordedStub{c: c, imp: b.Imposter, spec: *b.Stub, rspec: *b.Stub.Responses[0]}
 	spec := &rec.spec
 	rec.rspecs[0] = &rec.rspec
 	spec.Responses = rec.rspecs[:]
@@ -512,37 +547,36 @@ func (c *Compiler) compileRecorded(b Build) *Stub {
 			st.paths = rec.path[:]
 		}
 	}
-	// Config left out: a recording names no module, and each stub would
-	// keep the configuration it was made in.
-	rec.match = lazyMatcher{c: c, b: Build{Imposter: b.Imposter, Stub: spec}}
-	st.matcher = &rec.match
-	rec.one[0] = rec.resp.init(c, &rec.rspec, b.Imposter, spec)
-	rec.set.responses = rec.one[:]
-	rec.set.cycleKey = cycleKey(b.Imposter, spec, &rec.set)
-	st.set.Store(&rec.set)
+	st.matcher = rec
 	return st
 }
 
-// lazyMatcher compiles a stub's predicates where they are first asked.
-type lazyMatcher struct {
-	once sync.Once
-	c    *Compiler
-	b    Build
-	m    Matcher
-}
-
-func (l *lazyMatcher) Match(r *message.Request) bool {
-	l.once.Do(func() {
-		m, err := l.c.Predicates(l.b.Stub.Predicates, l.b)
+// warm compiles the stub's predicates and makes its response set, once,
+// and returns the set.
+func (rec *recordedStub) warm() *responseSet {
+	rec.once.Do(func() {
+		b := Build{Imposter: rec.imp, Stub: &rec.spec}
+		m, err := rec.c.Predicates(rec.spec.Predicates, b)
 		if err != nil {
 			// They compiled when the stub was made: not expected, but a
 			// stub that cannot say must not answer.
-			l.b.Imposter.logger().Error("a recorded stub's predicates do not compile; it matches nothing", "err", err)
+			rec.imp.logger().Error("a recorded stub's predicates do not compile; it matches nothing", "err", err)
 			m = matchNothing{}
 		}
-		l.m, l.c, l.b = m, nil, Build{}
+		a := &recordedAnswer{}
+		a.one[0] = a.resp.init(rec.c, &rec.rspec, rec.imp, &rec.spec)
+		a.set.responses = a.one[:]
+		a.set.cycleKey = cycleKey(rec.imp, &rec.spec, &a.set)
+		rec.m, rec.c = m, nil
+		rec.set.Store(&a.set)
 	})
-	return l.m == nil || l.m.Match(r)
+	return rec.set.Load()
+}
+
+// Match compiles the stub's predicates where they are first asked.
+func (rec *recordedStub) Match(r *message.Request) bool {
+	rec.warm()
+	return rec.m.Match(r)
 }
 
 type matchNothing struct{}
@@ -694,7 +728,7 @@ func (imp *Imposter) Extend(st *Stub, raws []json.RawMessage, parsed []any, cfg 
 // costs O(1) amortized whatever their number. Commits of one stub must not
 // run at once (the reconciler's commits never do).
 func (x *Extension) Commit() {
-	old := x.st.set.Load()
+	old := x.st.responses()
 	ns := &responseSet{responses: append(old.responses, x.rs...), cycle: old.cycle, added: old.added}
 	for _, rs := range x.specs {
 		ns.added = append(ns.added, rs.json)
@@ -882,7 +916,7 @@ func (s *Stub) next() *response { return s.at(s.pos.Add(1) - 1) }
 
 // at is the response at position pos of the cycle.
 func (s *Stub) at(pos uint64) *response {
-	rs := s.set.Load()
+	rs := s.responses()
 	var r *response
 	if rs.cycle == nil {
 		r = rs.responses[pos%uint64(len(rs.responses))]
@@ -899,17 +933,26 @@ func (s *Stub) at(pos uint64) *response {
 // added since.
 func (s *Stub) object() object {
 	obj, _ := decodeObject(s.Spec.json) // ParseStub made it
-	added := s.set.Load().added
-	if len(added) == 0 {
+	set := s.set.Load()                 // nil: a recorded stub not asked yet, which has added nothing
+	if set == nil || len(set.added) == 0 {
 		return obj
 	}
 	var rs []json.RawMessage
 	_ = json.Unmarshal(obj.get("responses"), &rs) // ParseStub made it a list
-	return obj.with("responses", raw(append(rs, added...)))
+	return obj.with("responses", raw(append(rs, set.added...)))
 }
 
 // cycleKey names the stub's cycle for Options.Cycles, or "".
-func (s *Stub) cycleKey() string { return s.set.Load().cycleKey }
+func (s *Stub) cycleKey() string { return s.responses().cycleKey }
+
+// responses is the stub's response set; a recorded stub makes its own
+// where it is first asked.
+func (s *Stub) responses() *responseSet {
+	if rs := s.set.Load(); rs != nil {
+		return rs
+	}
+	return s.matcher.(*recordedStub).warm()
+}
 
 // Cycles keeps the positions of stubs' response cycles. A single node's is
 // each stub's own counter (Options.Cycles nil). A cluster keeps a stub's
@@ -967,17 +1010,32 @@ type table struct {
 // table's own by their configuration keys.
 type extra struct {
 	all ptree.Map[config.Key, *Stub]
-	// byPath maps the hash of a lowercased exact path to the added stubs
-	// that can only match it, in order; rest lists the others, in order.
-	byPath ptree.Map[uint64, []*Stub]
+	// byPath holds, under the hash of a lowercased exact path, the keys of
+	// the added stubs that can only match it; rest lists the others, in
+	// order.
+	byPath hashidx.Index[config.Key]
 	rest   []*Stub
+}
+
+// pathStubs appends to l, in order, the added stubs indexed under the
+// path hash h.
+func (x *extra) pathStubs(h uint64, l []*Stub) []*Stub {
+	from := len(l)
+	x.byPath.Each(h, func(k config.Key) bool {
+		if s, ok := x.all.Get(k); ok {
+			l = append(l, s)
+		}
+		return true
+	})
+	slices.SortFunc(l[from:], func(a, b *Stub) int { return a.Spec.Key.Compare(b.Spec.Key) })
+	return l
 }
 
 // withAdded returns t with stubs added at their keys (Spec.Key, set
 // before the stub is published and never after); t must have keys.
 func (t *table) withAdded(stubs []*Stub) *table {
 	n := *t
-	x := &extra{all: ptree.New[config.Key, *Stub](config.Key.Compare), byPath: ptree.New[uint64, []*Stub](cmpU64)}
+	x := &extra{all: ptree.New[config.Key, *Stub](config.Key.Compare)}
 	if t.extra != nil {
 		*x = *t.extra
 	}
@@ -988,25 +1046,13 @@ func (t *table) withAdded(stubs []*Stub) *table {
 		x.all = x.all.SetIn(e, s.Spec.Key, s)
 		n.scenarios = n.scenarios || s.Spec.ScenarioName != ""
 		if len(s.paths) == 1 && !s.paths[0].Prefix && isASCII(s.paths[0].Text) {
-			h := lowerHash(s.paths[0].Text)
-			l, _ := x.byPath.Get(h)
-			x.byPath = x.byPath.SetIn(e, h, insertByKey(l, s))
+			x.byPath = x.byPath.Add(lowerHash(s.paths[0].Text), s.Spec.Key)
 			continue
 		}
 		x.rest = insertByKey(x.rest, s)
 	}
 	n.extra = x
 	return &n
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // insertByKey returns l, ordered by key, with s added; l is not changed,
@@ -1176,7 +1222,8 @@ func (t *table) matchExtra(r *message.Request, allow func(*Stub) bool) *Stub {
 	var room [10]list
 	h := lowerHash(r.Path)
 	lists := append(room[:0], list{own: t.byPath[h]}, list{own: t.rest}, list{added: t.extra.rest})
-	if l, ok := t.extra.byPath.Get(h); ok {
+	var found [4]*Stub
+	if l := t.extra.pathStubs(h, found[:0]); len(l) > 0 {
 		lists = append(lists, list{added: l})
 	}
 	for _, n := range t.prefixLens {

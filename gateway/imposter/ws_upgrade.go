@@ -130,7 +130,7 @@ func (imp *Imposter) upgradeTarget() (*upgradeTarget, error) {
 
 // upgrades reports whether a stub has a response that upgrades.
 func (s *Stub) upgrades() bool {
-	for _, r := range s.set.Load().responses {
+	for _, r := range s.responses().responses {
 		if r.upgrade {
 			return true
 		}

@@ -104,9 +104,9 @@ func mainBench(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// Parts alone: the rest of the report stays as it was.
 		old, _ := os.ReadFile(c.out)
 		report = string(old)
-		for _, pr := range b.parts() {
-			if pr.text != "" {
-				report = pr.part.splice(report, pr.text)
+		for _, pt := range parts {
+			if section := b.section(pt); section != "" {
+				report = pt.splice(report, section)
 			}
 		}
 	}
@@ -144,17 +144,24 @@ type part struct{ begin, end string }
 var (
 	soakPart  = part{"<!-- soak:begin -->", "<!-- soak:end -->"}
 	largePart = part{"<!-- " + largeID + ":begin -->", "<!-- " + largeID + ":end -->"}
+	parts     = []part{soakPart, largePart}
 )
+
+// find returns where the part starts and ends in doc (ok false: it has
+// none).
+func (pt part) find(doc string) (i, j int, ok bool) {
+	i, j = strings.Index(doc, pt.begin), strings.Index(doc, pt.end)
+	return i, j + len(pt.end), i >= 0 && j >= i
+}
 
 // splice puts section in place of the part in doc (or at its end when
 // doc has none).
 func (pt part) splice(doc, section string) string {
-	i := strings.Index(doc, pt.begin)
-	j := strings.Index(doc, pt.end)
-	if i < 0 || j < i {
+	i, j, ok := pt.find(doc)
+	if !ok {
 		return strings.TrimRight(doc, "\n") + "\n\n" + section
 	}
-	return doc[:i] + strings.TrimSuffix(section, "\n") + doc[j+len(pt.end):]
+	return doc[:i] + strings.TrimSuffix(section, "\n") + doc[j:]
 }
 
 // previous returns the part of the report at path, if it has one.
@@ -163,12 +170,11 @@ func (pt part) previous(path string) string {
 	if err != nil {
 		return ""
 	}
-	doc := string(b)
-	i, j := strings.Index(doc, pt.begin), strings.Index(doc, pt.end)
-	if i < 0 || j < i {
+	i, j, ok := pt.find(string(b))
+	if !ok {
 		return ""
 	}
-	return doc[i:j+len(pt.end)] + "\n"
+	return string(b[i:j]) + "\n"
 }
 
 func (c *benchConfig) wanted(id string) bool { return c.only == nil || c.only.MatchString(id) }

@@ -321,8 +321,8 @@ func portOf(admin string) string { return admin[strings.LastIndexByte(admin, ':'
 // rest is mapped files: the configuration log's pages, the binary).
 func watchRSS(pid func() int, run func()) (rss, anon int64) {
 	read := func() {
-		p := pid()
-		rss, anon = max(rss, readRSS(p)), max(anon, readStatus(p, "RssAnon:"))
+		m := readStatus(pid(), "VmRSS:", "RssAnon:")
+		rss, anon = max(rss, m[0]), max(anon, m[1])
 	}
 	read()
 	done := make(chan struct{})

@@ -69,23 +69,15 @@ type bench struct {
 	large *largeReport
 }
 
-// partRun is a part of the report and what this run wrote in it ("": it
-// did not run).
-type partRun struct {
-	part part
-	text string
-}
-
-// parts are the report's parts, each with this run's section of it.
-func (b *bench) parts() []partRun {
-	out := []partRun{{part: soakPart}, {part: largePart}}
-	if b.soak != nil {
-		out[0].text = b.soak.section(b.cfg.serverCPU)
+// section is this run's section of the part pt ("": it did not run).
+func (b *bench) section(pt part) string {
+	switch {
+	case pt == soakPart && b.soak != nil:
+		return b.soak.section(b.cfg.serverCPU)
+	case pt == largePart && b.large != nil:
+		return b.large.section(b.cfg.serverCPU)
 	}
-	if b.large != nil {
-		out[1].text = b.large.section(b.cfg.serverCPU)
-	}
-	return out
+	return ""
 }
 
 // partsOnly reports whether parts are all this run measured.
@@ -96,15 +88,11 @@ func (b *bench) partsOnly() bool {
 // writePart writes this run's section of pt, or the last run's where this
 // run did not write it.
 func (b *bench) writePart(p func(string, ...any), pt part) {
-	for _, pr := range b.parts() {
-		switch {
-		case pr.part != pt:
-		case pr.text != "":
-			p("\n%s", pr.text)
-		case b.cfg.out != "":
-			if prev := pt.previous(b.cfg.out); prev != "" {
-				p("\n%s", prev) // not run this time: the last one stays, with its date
-			}
+	if section := b.section(pt); section != "" {
+		p("\n%s", section)
+	} else if b.cfg.out != "" {
+		if prev := pt.previous(b.cfg.out); prev != "" {
+			p("\n%s", prev) // not run this time: the last one stays, with its date
 		}
 	}
 }

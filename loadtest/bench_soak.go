@@ -276,24 +276,27 @@ func (r *soakReport) readBack(ctx context.Context, admin string, port, pid int) 
 }
 
 // readRSS reads a process's resident memory (0 when it cannot).
-func readRSS(pid int) int64 { return readStatus(pid, "VmRSS:") }
+func readRSS(pid int) int64 { return readStatus(pid, "VmRSS:")[0] }
 
-// readStatus reads a memory figure of /proc/<pid>/status, in bytes (0
-// when it cannot).
-func readStatus(pid int, field string) int64 {
+// readStatus reads memory figures of /proc/<pid>/status, one per field,
+// in bytes (0 where it cannot), in one read of the file.
+func readStatus(pid int, fields ...string) []int64 {
+	out := make([]int64, len(fields))
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return out
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			if f := strings.Fields(v); len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
+		for i, field := range fields {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					kb, _ := strconv.ParseInt(f[0], 10, 64)
+					out[i] = kb << 10
+				}
 			}
 		}
 	}
-	return 0
+	return out
 }
 
 // cpuPressure reads how much of the last 10 s some task waited for a CPU

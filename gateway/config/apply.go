@@ -315,12 +315,12 @@ func (s *State) record(derived map[int]*Imposter, r Record) Result {
 	h := xxhash.Sum64String(sd.Signature)
 	var into *Stub
 	var at Key
-	imp.sigs.Each(h, func(e sigEntry) bool {
-		if e.at.Compare(anchor) <= 0 || into != nil && e.at.Compare(at) > 0 {
+	imp.sigs.Each(h, func(k Key) bool {
+		if k.Compare(anchor) <= 0 || into != nil && k.Compare(at) > 0 {
 			return true
 		}
-		if st, ok := imp.stubs.Get(e.at); ok && st.Signature == sd.Signature {
-			into, at = st, e.at
+		if st, ok := imp.stubs.Get(k); ok && st.Signature == sd.Signature {
+			into, at = st, k
 		}
 		return true
 	})

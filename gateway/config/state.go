@@ -35,8 +35,10 @@ type Imposter struct {
 
 	stubs ptree.Map[Key, *Stub]  // in the imposter's order
 	ids   ptree.Map[uint64, Key] // stub id → its order key
-	// sigs indexes the stubs by the hash of their signature.
-	sigs hashidx.Index[sigEntry]
+	// sigs holds the stubs' order keys by the hash of their signature:
+	// the first stub after a proxy stub with a recording's signature is
+	// the least of a few.
+	sigs hashidx.Index[Key]
 	list *stubList // Stubs(), made once per version on demand
 	// journal lists the ids of the stubs recordings added or extended,
 	// since the version that started it: what the reconciler reads to
@@ -85,13 +87,6 @@ func cmpU(a, b uint64) int {
 	return 0
 }
 
-// sigEntry is a stub under the hash of its signature: the first stub
-// after a proxy stub with a recording's signature is the least of a few.
-type sigEntry struct {
-	at Key
-	id uint64
-}
-
 type stubList struct {
 	once  sync.Once
 	stubs []Stub
@@ -133,7 +128,7 @@ func (imp *Imposter) put(k Key, st *Stub, fresh bool) {
 	imp.stubs = imp.stubs.SetIn(imp.edit, k, st)
 	if fresh {
 		imp.ids = imp.ids.SetIn(imp.edit, st.ID, k)
-		imp.sigs = imp.sigs.Add(xxhash.Sum64String(st.Signature), sigEntry{k, st.ID})
+		imp.sigs = imp.sigs.Add(xxhash.Sum64String(st.Signature), k)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/riftgate/riftgate/gateway/config"
 	"github.com/riftgate/riftgate/gateway/message"
+	"github.com/riftgate/riftgate/internal/heaptest"
 	"github.com/valyala/fasthttp"
 	"pgregory.net/rapid"
 )
@@ -159,4 +160,36 @@ func matchBoth(tbl *table, path string) (indexed, scanned *Stub) {
 		}
 	}
 	return tbl.match(r, nil), scanned
+}
+
+// Matching a table that recordings added stubs to allocates nothing,
+// whether the request's path has an added stub or not: it runs on every
+// request a replay answers.
+func TestMatchWithAddedStubsAllocatesNothing(t *testing.T) {
+	if heaptest.Race {
+		t.Skip("the race detector changes what is allocated")
+	}
+	var stubs []string
+	for i := range 3 {
+		stubs = append(stubs, fmt.Sprintf(`{"predicates":[{"equals":{"path":"/r/%d"}}],"responses":[{"is":{"body":"%d"}}]}`, i, i))
+	}
+	spec, err := ParseSpec([]byte(`{"protocol":"http","stubs":[` + strings.Join(stubs, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := New(spec, Options{Compiler: testCompiler}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := imp.table.Load().stubs
+	for i, st := range all {
+		st.Spec.Key = config.NewKey(uint64(2*(i+1)), 0)
+	}
+	tbl := newTable(all[:1], []config.Key{all[0].Spec.Key}).withAdded(all[1:])
+	for _, path := range []string{"/r/1", "/r/2", "/none"} {
+		r := &message.Request{Method: "GET", Path: path}
+		if allocs := testing.AllocsPerRun(100, func() { tbl.match(r, nil) }); allocs != 0 {
+			t.Errorf("%s: %.0f allocations a match", path, allocs)
+		}
+	}
 }

@@ -180,15 +180,6 @@ type matchLog struct {
 	l  []json.RawMessage
 }
 
-// matched returns the stub's match log, nil if none, or a new one when create says so.
-func (s *Stub) matched(create bool) *matchLog {
-	if ml := s.seen.Load(); ml != nil || !create {
-		return ml
-	}
-	s.seen.CompareAndSwap(nil, &matchLog{})
-	return s.seen.Load()
-}
-
 // responseSet is a stub's compiled responses and their cycle.
 type responseSet struct {
 	responses []*response
@@ -208,7 +199,7 @@ type responseSet struct {
 // matched.
 func (s *Stub) Continue(from *Stub) {
 	s.pos.Store(from.pos.Load())
-	if ml := from.matched(false); ml != nil {
+	if ml := from.seen.Load(); ml != nil {
 		ml.mu.Lock()
 		s.seen.Store(&matchLog{l: slices.Clone(ml.l)})
 		ml.mu.Unlock()
@@ -231,7 +222,11 @@ func (s *Stub) recordMatch(imp *Imposter, req *message.Request, r *response, res
 	}
 	m := fmt.Sprintf(`{"timestamp":%q,"request":%s,"response":%s,"responseConfig":%s,"processingTime":%d}`,
 		ts.UTC().Format("2006-01-02T15:04:05.000Z"), rb, imp.matchResponse(r, resp), config, time.Since(ts).Milliseconds())
-	ml := s.matched(true)
+	ml := s.seen.Load()
+	if ml == nil {
+		s.seen.CompareAndSwap(nil, &matchLog{})
+		ml = s.seen.Load()
+	}
 	ml.mu.Lock()
 	if len(ml.l) == MaxMatches {
 		ml.l = ml.l[1:]
@@ -388,7 +383,7 @@ func matchConfig(rs *ResponseSpec) []byte {
 
 // Matches returns what the stub matched under --debug.
 func (s *Stub) Matches() []json.RawMessage {
-	ml := s.matched(false)
+	ml := s.seen.Load()
 	if ml == nil {
 		return nil
 	}
@@ -1017,17 +1012,22 @@ type extra struct {
 	rest   []*Stub
 }
 
-// pathStubs appends to l, in order, the added stubs indexed under the
-// path hash h.
-func (x *extra) pathStubs(h uint64, l []*Stub) []*Stub {
-	from := len(l)
+// pathStubs returns, in order, the added stubs indexed under the path
+// hash h. A path has one stub or a few, and the request path asks on
+// every request: one stub is the tree's own memory (View), not a copy.
+func (x *extra) pathStubs(h uint64) []*Stub {
+	var l []*Stub
 	x.byPath.Each(h, func(k config.Key) bool {
-		if s, ok := x.all.Get(k); ok {
-			l = append(l, s)
+		if l == nil {
+			l = x.all.View(k)
+		} else {
+			l = append(l, x.all.View(k)...) // l's capacity is its length: a copy
 		}
 		return true
 	})
-	slices.SortFunc(l[from:], func(a, b *Stub) int { return a.Spec.Key.Compare(b.Spec.Key) })
+	if len(l) > 1 {
+		slices.SortFunc(l, func(a, b *Stub) int { return a.Spec.Key.Compare(b.Spec.Key) })
+	}
 	return l
 }
 
@@ -1222,8 +1222,7 @@ func (t *table) matchExtra(r *message.Request, allow func(*Stub) bool) *Stub {
 	var room [10]list
 	h := lowerHash(r.Path)
 	lists := append(room[:0], list{own: t.byPath[h]}, list{own: t.rest}, list{added: t.extra.rest})
-	var found [4]*Stub
-	if l := t.extra.pathStubs(h, found[:0]); len(l) > 0 {
+	if l := t.extra.pathStubs(h); len(l) > 0 {
 		lists = append(lists, list{added: l})
 	}
 	for _, n := range t.prefixLens {

@@ -48,17 +48,28 @@ func (t Map[K, V]) Len() int { return t.n }
 
 // Get returns the value at k.
 func (t Map[K, V]) Get(k K) (V, bool) {
+	if v := t.View(k); v != nil {
+		return v[0], true
+	}
+	var zero V
+	return zero, false
+}
+
+// View returns the value at k as a slice of one that shares the tree's
+// memory, or nil: a caller that wants a list of one value gets it without
+// allocating. The version's nodes never change, nor does the view; its
+// capacity is one, so appending to it copies.
+func (t Map[K, V]) View(k K) []V {
 	n := t.root
 	for n != nil && !n.leaf() {
 		n = n.kids[t.child(n, k)]
 	}
 	if n != nil {
 		if i, ok := slices.BinarySearchFunc(n.keys, k, t.cmp); ok {
-			return n.vals[i], true
+			return n.vals[i : i+1 : i+1]
 		}
 	}
-	var zero V
-	return zero, false
+	return nil
 }
 
 // child is the index of the child of inner node n that holds k, or would.

@@ -135,3 +135,23 @@ func TestEditCopiesANodeOnce(t *testing.T) {
 		t.Errorf("64 adjacent Sets: %.0f allocations under an Edit, %.0f without: want a quarter at most", edited, plain)
 	}
 }
+
+// A view is the value Get gives, as a list of one that appending to copies:
+// the tree, and every version of it, stay as they were.
+func TestViewSharesNothingWritable(t *testing.T) {
+	tr := New[int, int](cmp.Compare[int])
+	for i := range 100 {
+		tr = tr.Set(i, i*10)
+	}
+	v := tr.View(42)
+	if len(v) != 1 || cap(v) != 1 || v[0] != 420 {
+		t.Fatalf("view of 42: %v (cap %d)", v, cap(v))
+	}
+	_ = append(v, -1)
+	if got, _ := tr.Get(43); got != 430 {
+		t.Fatalf("appending to a view changed the tree: 43 holds %d", got)
+	}
+	if tr.View(1000) != nil {
+		t.Fatal("a missing key has a view")
+	}
+}
